@@ -1,0 +1,44 @@
+"""The `agentrl` command line. Each subcommand lives in its own module with `add_parser`.
+
+A subcommand module exposes `add_parser(subparsers)` that registers its parser and sets
+`func`, a handler taking the parsed args and returning the exit code.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import sys
+
+from rich_argparse import RichHelpFormatter
+
+# (module, attribute): modules are imported only to build the parser; heavy imports stay in
+# handlers so `agentrl envs list` starts fast.
+SUBCOMMANDS = [
+    "agentrl.cli.envs",
+    "agentrl.cli.config",
+]
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="agentrl",
+        description="Reinforcement learning for tool-calling LLM agents.",
+        formatter_class=RichHelpFormatter,
+    )
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
+    for name in SUBCOMMANDS:
+        importlib.import_module(name).add_parser(sub)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    try:
+        return int(args.func(args) or 0)
+    except KeyboardInterrupt:
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

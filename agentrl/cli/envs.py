@@ -1,0 +1,73 @@
+"""`agentrl envs list|check`: discover and validate registered environments."""
+
+from __future__ import annotations
+
+import argparse
+import json
+
+from rich.console import Console
+from rich.table import Table
+from rich_argparse import RichHelpFormatter
+
+
+def add_parser(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser(
+        "envs", help="list and check environments", formatter_class=RichHelpFormatter
+    )
+    s = p.add_subparsers(dest="envs_command", metavar="ACTION", required=True)
+    lst = s.add_parser("list", help="list registered env ids", formatter_class=RichHelpFormatter)
+    lst.add_argument("--json", action="store_true", help="print JSON")
+    lst.add_argument("--env-module", action="append", default=[], help="also load this file")
+    lst.set_defaults(func=cmd_list)
+    chk = s.add_parser("check", help="run check_env on envs", formatter_class=RichHelpFormatter)
+    chk.add_argument("ids", nargs="*", help="env ids to check")
+    chk.add_argument("--all", action="store_true", help="check every registered env")
+    chk.add_argument("--env-module", action="append", default=[], help="also load this file")
+    chk.set_defaults(func=cmd_check)
+
+
+def _load(modules: list[str]) -> None:
+    from agentrl.envs import load_env_module
+
+    for m in modules:
+        load_env_module(m)
+
+
+def cmd_list(args: argparse.Namespace) -> int:
+    from agentrl.envs import all_specs
+
+    _load(args.env_module)
+    rows = [{"id": s.id, "family": s.family, "description": s.description} for s in all_specs()]
+    if args.json:
+        print(json.dumps(rows, indent=2))
+        return 0
+    table = Table("id", "family", "description", title=f"{len(rows)} environments")
+    for r in rows:
+        table.add_row(r["id"], r["family"], r["description"])
+    Console().print(table)
+    return 0
+
+
+def cmd_check(args: argparse.Namespace) -> int:
+    from agentrl.envs import EnvCheckError, all_specs, check_env, make
+
+    _load(args.env_module)
+    ids = [s.id for s in all_specs()] if args.all else args.ids
+    if not ids:
+        print("agentrl envs check: give env ids or --all")
+        return 2
+    console, failed = Console(), 0
+    for env_id in ids:
+        try:
+            env = make(env_id)
+            try:
+                report = check_env(env)
+            finally:
+                env.close()
+            oracle = "oracle ok" if report["oracle"] else "no oracle"
+            console.print(f"[green]PASS[/] {env_id} ({oracle}; tools: {report['tools']})")
+        except (EnvCheckError, Exception) as e:  # noqa: BLE001 - report every env
+            failed += 1
+            console.print(f"[red]FAIL[/] {env_id}: {type(e).__name__}: {e}")
+    console.print(f"{len(ids) - failed} passed, {failed} failed")
+    return 1 if failed else 0

@@ -1,0 +1,38 @@
+"""Typed configuration: dataclasses loaded strictly from YAML plus `key=value` overrides."""
+
+from .loader import ConfigError, apply_override, dump_yaml, from_dict, load_config, to_dict
+from .schema import (
+    AlgorithmConfig,
+    DataConfig,
+    EngineConfig,
+    KLConfig,
+    LoraConfig,
+    ModelConfig,
+    OptimConfig,
+    RolloutConfig,
+    SamplingConfig,
+    SFTConfig,
+    TrainConfig,
+    TrainerConfig,
+)
+
+__all__ = [
+    "AlgorithmConfig",
+    "ConfigError",
+    "DataConfig",
+    "EngineConfig",
+    "KLConfig",
+    "LoraConfig",
+    "ModelConfig",
+    "OptimConfig",
+    "RolloutConfig",
+    "SFTConfig",
+    "SamplingConfig",
+    "TrainConfig",
+    "TrainerConfig",
+    "apply_override",
+    "dump_yaml",
+    "from_dict",
+    "load_config",
+    "to_dict",
+]

@@ -1,0 +1,177 @@
+"""The config tree of `agentrl train`: one dataclass per component, YAML maps onto it 1:1.
+
+Components import lazily inside `build()` so reading or printing a config never imports torch.
+Field comments are the reference documentation of each key.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+
+@dataclass(kw_only=True)
+class LoraConfig:
+    enabled: bool = False
+    r: int = 8
+    alpha: int = 16
+    dropout: float = 0.0
+    target_modules: list[str] = field(
+        default_factory=lambda: ["q_proj", "k_proj", "v_proj", "o_proj"]
+    )
+
+
+@dataclass(kw_only=True)
+class ModelConfig:
+    # A local HF checkpoint directory, or "tiny:<preset>" for a random-init model built from a
+    # transformers config with a locally trained tokenizer (see agentrl.models.tiny).
+    path: str = "tiny:qwen2"
+    # Optional tokenizer directory; defaults to `path`.
+    tokenizer: str | None = None
+    dtype: Literal["float32", "bfloat16", "float16"] = "float32"
+    attn_implementation: Literal["eager", "sdpa", "flash_attention_2"] = "sdpa"
+    gradient_checkpointing: bool = False
+    # Where tiny models/tokenizers are cached once built.
+    cache_dir: str = "~/.cache/agentrl"
+    lora: LoraConfig = field(default_factory=LoraConfig)
+    enable_vision: bool = False
+
+
+@dataclass(kw_only=True)
+class SamplingConfig:
+    temperature: float = 1.0
+    top_p: float = 1.0
+    top_k: int = 0
+    # Per-turn generation budget (observations do not count against it).
+    max_new_tokens: int = 64
+    stop: list[str] = field(default_factory=list)
+
+
+@dataclass(kw_only=True)
+class EngineConfig:
+    kind: Literal["hf", "vllm", "sglang"] = "hf"
+    # hf: most sequences decoded together; new episodes join between decode steps.
+    max_batch_size: int = 64
+    # vllm/sglang: server URL for server mode; empty = in-process engine.
+    server_url: str = ""
+    gpu_memory_utilization: float = 0.5
+    extra: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass(kw_only=True)
+class RolloutConfig:
+    # Samples per prompt (the group size for GRPO/RLOO).
+    n: int = 4
+    max_turns: int = 4
+    # Whole-episode budget: prompt + all turns + observations.
+    max_total_tokens: int = 1024
+    episode_timeout_s: float = 120.0
+    # Episodes in flight at once.
+    concurrency: int = 64
+    # Tool-call text format: hermes (<tool_call>JSON</tool_call>), llama3 (bare JSON), auto.
+    tool_format: Literal["auto", "hermes", "llama3"] = "auto"
+
+
+@dataclass(kw_only=True)
+class DataConfig:
+    # Env id (see `agentrl envs list`); tasks come from env.reset(seed).
+    env: str = "math/calc-easy-v0"
+    env_kwargs: dict[str, Any] = field(default_factory=dict)
+    # Optional parquet/JSONL dataset; rows are passed to reset(options=row).
+    path: str = ""
+    prompt_key: str = "prompt"
+    # Prompts per training step (each sampled rollout.n times).
+    batch_size: int = 8
+    # Held-out evaluation seeds start here (training seeds count up from 0).
+    eval_seed_offset: int = 1_000_000
+    eval_episodes: int = 64
+
+
+@dataclass(kw_only=True)
+class KLConfig:
+    coef: float = 0.0
+    estimator: Literal["k1", "k2", "k3", "low_var_kl"] = "low_var_kl"
+    # "loss": KL term in the policy loss (GRPO); "reward": penalty folded into rewards (PPO).
+    placement: Literal["loss", "reward"] = "loss"
+
+
+@dataclass(kw_only=True)
+class AlgorithmConfig:
+    adv_estimator: str = "grpo"
+    policy_loss: str = "ppo_clip"
+    clip_low: float = 0.2
+    clip_high: float = 0.2
+    # Dual-clip constant c (>1) bounding the loss for negative advantages; 0 disables.
+    dual_clip_c: float = 0.0
+    loss_agg_mode: Literal["token-mean", "seq-mean-token-sum", "seq-mean-token-mean"] = "token-mean"
+    entropy_coef: float = 0.0
+    norm_adv_by_std: bool = True
+    gamma: float = 1.0
+    lam: float = 1.0
+    # Credit per turn: "episode" broadcasts the final reward; "turn" uses per-turn rewards.
+    credit: Literal["episode", "turn"] = "episode"
+    kl: KLConfig = field(default_factory=KLConfig)
+    value_clip: float = 0.2
+    # DAPO dynamic sampling: drop groups whose rewards all match, resample up to N batches.
+    dynamic_sampling: bool = False
+    max_resample_batches: int = 3
+    # DAPO overlong shaping: linear penalty over the last `overlong_buffer` tokens.
+    overlong_buffer: int = 0
+    overlong_penalty: float = 1.0
+    # Rollout/train mismatch correction with the engine's logprobs.
+    tis_mode: Literal["none", "token", "sequence", "token_mask", "sequence_mask"] = "none"
+    tis_cap: float = 2.0
+
+
+@dataclass(kw_only=True)
+class OptimConfig:
+    lr: float = 1e-5
+    weight_decay: float = 0.0
+    betas: tuple[float, float] = (0.9, 0.999)
+    warmup_steps: int = 0
+    grad_clip: float = 1.0
+    scheduler: Literal["constant", "cosine"] = "constant"
+
+
+@dataclass(kw_only=True)
+class SFTConfig:
+    # Bootstrap with supervised steps on oracle demonstrations before RL (0 = skip).
+    steps: int = 0
+    batch_size: int = 16
+    lr: float = 1e-3
+    demos: int = 256
+
+
+@dataclass(kw_only=True)
+class TrainerConfig:
+    steps: int = 10
+    ppo_epochs: int = 1
+    # Trajectories per optimizer step; the batch is split into mini-batches.
+    mini_batch_size: int = 32
+    # Trajectories per forward/backward (gradient accumulation inside a mini-batch).
+    micro_batch_size: int = 8
+    logprob_micro_batch_size: int = 16
+    backend: Literal["torch", "fsdp2", "megatron"] = "torch"
+    placement: Literal["local", "ray"] = "local"
+    nnodes: int = 1
+    n_gpus_per_node: int = 0
+    device: str = "auto"
+    seed: int = 0
+    out_dir: str = "runs/default"
+    save_every: int = 0
+    eval_every: int = 0
+    tensorboard: bool = True
+    wandb: bool = False
+
+
+@dataclass(kw_only=True)
+class TrainConfig:
+    model: ModelConfig = field(default_factory=ModelConfig)
+    engine: EngineConfig = field(default_factory=EngineConfig)
+    sampling: SamplingConfig = field(default_factory=SamplingConfig)
+    rollout: RolloutConfig = field(default_factory=RolloutConfig)
+    data: DataConfig = field(default_factory=DataConfig)
+    algorithm: AlgorithmConfig = field(default_factory=AlgorithmConfig)
+    optim: OptimConfig = field(default_factory=OptimConfig)
+    sft: SFTConfig = field(default_factory=SFTConfig)
+    trainer: TrainerConfig = field(default_factory=TrainerConfig)

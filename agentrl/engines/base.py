@@ -1,0 +1,91 @@
+"""The engine interface: token ids in, token ids + logprobs out.
+
+Engines never see text. The rollout renders prompts to ids with the tokenizer's own chat
+template and appends exactly the ids the engine returns, so there is nothing to re-tokenize
+and nothing to drift. Every engine (hf, vllm, sglang) implements this one ABC.
+
+Concurrency model: callers `await engine.generate(...)` once per request, from many episodes
+at once; an engine batches concurrent requests internally (the hf engine joins them into its
+running batch between decode steps).
+"""
+
+from __future__ import annotations
+
+import asyncio
+from abc import ABC, abstractmethod
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+FinishReason = Literal["stop", "length", "abort", "error"]
+
+
+@dataclass
+class SamplingParams:
+    """Per-request sampling. `temperature == 0` means greedy."""
+
+    max_new_tokens: int = 64
+    temperature: float = 1.0
+    top_p: float = 1.0
+    top_k: int = 0
+    stop_token_ids: list[int] = field(default_factory=list)
+    # Stop strings end generation once the decoded text contains one; the stop string's
+    # tokens are kept (they are what the model sampled).
+    stop: list[str] = field(default_factory=list)
+    seed: int | None = None
+
+
+@dataclass
+class GenerateResult:
+    """What one request produced. `logprobs[i]` is log p(token_ids[i]) under the sampling
+    distribution's *model* logits (temperature-scaled), as the trainer will recompute it."""
+
+    token_ids: list[int]
+    logprobs: list[float]
+    finish_reason: FinishReason
+    error: str | None = None
+
+
+class EngineError(RuntimeError):
+    """The engine failed a request; the rollout records it on the trajectory."""
+
+
+class Engine(ABC):
+    """A generation backend."""
+
+    @abstractmethod
+    async def generate(
+        self,
+        prompt_ids: Sequence[int],
+        params: SamplingParams,
+        *,
+        multimodal: dict[str, Any] | None = None,
+        session_id: str | None = None,
+    ) -> GenerateResult:
+        """Sample a continuation of `prompt_ids`.
+
+        `session_id` groups the turns of one episode so an engine may reuse the KV cache of
+        the shared prefix; `multimodal` carries processor outputs for VLMs.
+        """
+
+    async def generate_batch(
+        self, prompts: Sequence[Sequence[int]], params: SamplingParams
+    ) -> list[GenerateResult]:
+        """Convenience: many prompts, same params (engines batch them internally)."""
+        return list(await asyncio.gather(*(self.generate(p, params) for p in prompts)))
+
+    @abstractmethod
+    def update_weights(self, named_tensors: Iterable[tuple[str, Any]]) -> None:
+        """Load new policy weights (HF parameter names) so the next request uses them."""
+
+    def release_session(self, session_id: str) -> None:
+        """Forget cached state of a finished episode."""
+
+    def sleep(self) -> None:
+        """Free accelerator memory between rollouts (engines that support it)."""
+
+    def wake(self) -> None:
+        """Undo `sleep`."""
+
+    async def close(self) -> None:
+        """Stop background work; pending requests finish with `abort`."""

@@ -1,0 +1,237 @@
+"""Core data types: messages, tool calls, trajectories.
+
+A `Trajectory` is the single source of truth between rollout and training. It stores the
+*exact* token ids the engine sampled (never re-tokenized text), the ids of everything the
+environment inserted between turns, and a per-token loss mask that is 1 only on sampled
+tokens. The chat messages are kept alongside for humans and the viewer, never for training.
+
+All types round-trip through JSON: `Trajectory.from_json(t.to_json()) == t`, and writing the
+result again yields the same bytes (keys are emitted in a fixed order, floats as repr).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Iterator
+from dataclasses import asdict, dataclass, field, fields
+from pathlib import Path
+from typing import Any, Literal
+
+Role = Literal["system", "user", "assistant", "tool"]
+
+TerminationReason = Literal[
+    "done",  # the env said terminated
+    "truncated",  # the env said truncated (e.g. its own turn limit)
+    "max_turns",  # rollout turn limit
+    "max_tokens",  # total token budget (prompt + all turns) exhausted
+    "overlong",  # one generation hit its per-turn token budget without a stop
+    "timeout",  # episode wall-clock limit
+    "env_error",  # env raised; recorded in metadata["error"]
+    "engine_error",  # engine raised; recorded in metadata["error"]
+]
+
+
+@dataclass
+class ToolCall:
+    """One call the model asked for. `parse_error` is set when the text could not be parsed;
+    the env answers such a call with an error result instead of running anything."""
+
+    name: str
+    arguments: dict[str, Any] = field(default_factory=dict)
+    id: str = ""
+    raw: str = ""
+    parse_error: str | None = None
+
+
+@dataclass
+class ToolResult:
+    """What a tool returned, as the model will see it."""
+
+    call_id: str
+    name: str
+    content: str
+    is_error: bool = False
+    truncated: bool = False
+    wall_s: float = 0.0
+
+
+@dataclass
+class Message:
+    """A chat message. `images` holds PIL images for VLM turns (not serialized inline)."""
+
+    role: Role
+    content: str = ""
+    tool_calls: list[ToolCall] = field(default_factory=list)
+    tool_call_id: str | None = None
+    name: str | None = None
+    images: list[Any] = field(default_factory=list)
+
+    def to_chat(self) -> dict[str, Any]:
+        """The OpenAI/HF chat-template form of this message."""
+        out: dict[str, Any] = {"role": self.role, "content": self.content}
+        if self.images:
+            parts: list[dict[str, Any]] = [{"type": "image"} for _ in self.images]
+            out["content"] = [*parts, {"type": "text", "text": self.content}]
+        if self.tool_calls:
+            out["tool_calls"] = [
+                {
+                    "id": c.id,
+                    "type": "function",
+                    "function": {"name": c.name, "arguments": c.arguments},
+                }
+                for c in self.tool_calls
+            ]
+        if self.tool_call_id is not None:
+            out["tool_call_id"] = self.tool_call_id
+        if self.name is not None:
+            out["name"] = self.name
+        return out
+
+
+@dataclass
+class Turn:
+    """One assistant generation and the environment's answer to it.
+
+    `start`/`end` index the sampled span inside `Trajectory.response_ids`; `obs_end` marks
+    the end of the env/tool tokens appended after it (mask 0).
+    """
+
+    start: int
+    end: int
+    obs_end: int
+    text: str = ""
+    tool_calls: list[ToolCall] = field(default_factory=list)
+    tool_results: list[ToolResult] = field(default_factory=list)
+    reward: float = 0.0
+    finish_reason: str = ""
+
+
+@dataclass
+class Trajectory:
+    """One episode, token-exact.
+
+    Invariants (checked by `validate`): `len(response_ids) == len(loss_mask) ==
+    len(logprobs)`; mask is 1 exactly on tokens the engine sampled; turns tile the response.
+    """
+
+    prompt_ids: list[int]
+    response_ids: list[int] = field(default_factory=list)
+    loss_mask: list[int] = field(default_factory=list)
+    logprobs: list[float] = field(default_factory=list)
+    turns: list[Turn] = field(default_factory=list)
+    messages: list[Message] = field(default_factory=list)
+    reward: float = 0.0
+    termination: str = "done"
+    env_id: str = ""
+    group_id: str = ""
+    metadata: dict[str, Any] = field(default_factory=dict)
+    multimodal: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def turn_rewards(self) -> list[float]:
+        return [t.reward for t in self.turns]
+
+    @property
+    def input_ids(self) -> list[int]:
+        return self.prompt_ids + self.response_ids
+
+    def append(self, ids: list[int], *, trained: bool, logprobs: list[float] | None = None) -> None:
+        """Append tokens: sampled ones (`trained=True`, with their logprobs) or env tokens."""
+        if trained and (logprobs is None or len(logprobs) != len(ids)):
+            raise ValueError("sampled tokens need one logprob each")
+        self.response_ids += ids
+        self.loss_mask += [1 if trained else 0] * len(ids)
+        self.logprobs += list(logprobs) if trained and logprobs is not None else [0.0] * len(ids)
+
+    def validate(self) -> None:
+        n = len(self.response_ids)
+        if not (len(self.loss_mask) == len(self.logprobs) == n):
+            raise ValueError(
+                f"length mismatch: response {n}, mask {len(self.loss_mask)}, "
+                f"logprobs {len(self.logprobs)}"
+            )
+        pos = 0
+        for i, t in enumerate(self.turns):
+            if not (t.start == pos and t.start <= t.end <= t.obs_end):
+                raise ValueError(f"turn {i} does not tile the response: {t.start}..{t.obs_end}")
+            if any(m != 1 for m in self.loss_mask[t.start : t.end]) or any(
+                m != 0 for m in self.loss_mask[t.end : t.obs_end]
+            ):
+                raise ValueError(f"turn {i}: loss mask is not 1 on sampled / 0 on env tokens")
+            pos = t.obs_end
+        if self.turns and pos != n:
+            raise ValueError(f"turns cover {pos} of {n} response tokens")
+
+    # -- serialization -------------------------------------------------------------------
+    def to_dict(self) -> dict[str, Any]:
+        d = asdict(self)
+        for m in d["messages"]:
+            m["images"] = len(m["images"])  # images live in `multimodal`; keep the count
+        return d
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> Trajectory:
+        d = dict(d)
+        d["turns"] = [_turn_from_dict(t) for t in d.get("turns", [])]
+        d["messages"] = [_message_from_dict(m) for m in d.get("messages", [])]
+        known = {f.name for f in fields(cls)}
+        unknown = set(d) - known
+        if unknown:
+            raise ValueError(f"unknown trajectory fields: {sorted(unknown)}")
+        return cls(**d)
+
+    def to_json(self) -> str:
+        return json.dumps(self.to_dict(), ensure_ascii=False, separators=(",", ":"))
+
+    @classmethod
+    def from_json(cls, line: str) -> Trajectory:
+        return cls.from_dict(json.loads(line))
+
+
+def _turn_from_dict(d: dict[str, Any]) -> Turn:
+    d = dict(d)
+    d["tool_calls"] = [ToolCall(**c) for c in d.get("tool_calls", [])]
+    d["tool_results"] = [ToolResult(**r) for r in d.get("tool_results", [])]
+    return Turn(**d)
+
+
+def _message_from_dict(d: dict[str, Any]) -> Message:
+    d = dict(d)
+    d["tool_calls"] = [ToolCall(**c) for c in d.get("tool_calls", [])]
+    n_images = d.pop("images", 0)
+    d["images"] = [None] * n_images if isinstance(n_images, int) else list(n_images)
+    return Message(**d)
+
+
+@dataclass
+class TrajectoryGroup:
+    """The n samples of one prompt; group-relative estimators (GRPO, RLOO) work per group."""
+
+    group_id: str
+    trajectories: list[Trajectory]
+
+    @property
+    def rewards(self) -> list[float]:
+        return [t.reward for t in self.trajectories]
+
+
+def write_jsonl(path: str | Path, trajectories: Iterable[Trajectory]) -> int:
+    """Write one trajectory per line; returns the count."""
+    n = 0
+    with open(path, "w", encoding="utf-8") as f:
+        for t in trajectories:
+            f.write(t.to_json() + "\n")
+            n += 1
+    return n
+
+
+def read_jsonl(path: str | Path) -> Iterator[Trajectory]:
+    """Read trajectories; a bad line raises naming its line number."""
+    with open(path, encoding="utf-8") as f:
+        for i, line in enumerate(f, 1):
+            if not line.strip():
+                continue
+            try:
+                yield Trajectory.from_json(line)
+            except (ValueError, TypeError, KeyError) as e:
+                raise ValueError(f"{path}:{i}: bad trajectory line: {e}") from e

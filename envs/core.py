@@ -1,0 +1,164 @@
+"""The environment API: Gymnasium envs whose observations and actions are chat messages.
+
+An agentrl env is a `gymnasium.Env`:
+
+* `reset(seed=, options=) -> (Observation, info)`: the task prompt as chat messages plus the
+  OpenAI schemas of the tools the model may call.
+* `step(action) -> (Observation, reward, terminated, truncated, info)`: `action` is the model's
+  assistant `Message` (text plus tool calls already parsed by the rollout, parse failures
+  included as `ToolCall.parse_error`); the observation holds the new messages the env appends
+  (tool results, user feedback), never the whole history.
+
+`areset`/`astep` are the async forms the rollout awaits. The defaults run the sync methods in a
+worker thread so a slow env never blocks other episodes; async envs override them instead.
+
+`ToolEnv` covers the common case: a task with a checkable answer and a `ToolSet`. Subclasses
+implement `new_task` and `score`, and optionally `oracle_action` so `check_env` can prove the
+task is solvable at maximum reward.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from dataclasses import dataclass, field
+from typing import Any
+
+import gymnasium as gym
+import numpy as np
+from agentrl.tools.core import ToolSet
+
+from agentrl.types import Message, ToolResult
+
+
+@dataclass
+class Observation:
+    """What the env shows the model: new messages, and (on reset) the callable tools."""
+
+    messages: list[Message]
+    tools: list[dict[str, Any]] = field(default_factory=list)
+
+
+class MessagesSpace(gym.Space[Any]):
+    """A Gymnasium space of `Observation`s or assistant `Message`s (text, not tensors)."""
+
+    def __init__(self, kind: str, max_chars: int = 200_000, seed: int | None = None) -> None:
+        super().__init__(shape=None, dtype=None, seed=seed)
+        self.kind = kind
+        self.max_chars = max_chars
+
+    def contains(self, x: Any) -> bool:
+        if self.kind == "action":
+            return isinstance(x, Message) and x.role == "assistant"
+        if not isinstance(x, Observation):
+            return False
+        size = sum(len(m.content) for m in x.messages)
+        return all(isinstance(m, Message) for m in x.messages) and size <= self.max_chars
+
+    def sample(self, mask: Any = None, probability: Any = None) -> Any:
+        text = "".join(self.np_random.choice(list("abc xyz0123"), size=8))
+        msg = Message("assistant", text)
+        return msg if self.kind == "action" else Observation([Message("user", text)])
+
+    @property
+    def is_np_flattenable(self) -> bool:
+        return False
+
+
+class AgentEnv(gym.Env[Observation, Message]):
+    """Base class for agentrl envs. Subclasses implement `reset` and `step`.
+
+    Class attributes describe the env for `agentrl envs list` and `check_env`:
+    `family`, `description`, `reward_range` (min, max), `max_turns`.
+    """
+
+    family: str = "misc"
+    description: str = ""
+    reward_range: tuple[float, float] = (0.0, 1.0)
+    max_turns: int = 8
+    max_observation_chars: int = 32_000
+
+    observation_space = MessagesSpace("observation")
+    action_space = MessagesSpace("action")
+
+    async def areset(
+        self, *, seed: int | None = None, options: dict[str, Any] | None = None
+    ) -> tuple[Observation, dict[str, Any]]:
+        return await asyncio.to_thread(self.reset, seed=seed, options=options)
+
+    async def astep(self, action: Message) -> tuple[Observation, float, bool, bool, dict[str, Any]]:
+        return await asyncio.to_thread(self.step, action)
+
+    def oracle_action(self) -> Message | None:
+        """The gold policy's next action in the current state, or None if the env has none."""
+        return None
+
+
+@dataclass
+class Task:
+    """One problem instance: the prompt messages and whatever `score` needs."""
+
+    messages: list[Message]
+    answer: Any = None
+    info: dict[str, Any] = field(default_factory=dict)
+
+
+class ToolEnv(AgentEnv):
+    """A task answered in a final message, with tools available along the way.
+
+    Each step: if the assistant called tools, run them (concurrently, each with its own
+    timeout) and return their results; otherwise score the final message and terminate.
+    Exceeding `max_turns` truncates with reward `reward_range[0]`.
+    """
+
+    def __init__(self, tools: ToolSet | None = None, max_turns: int | None = None) -> None:
+        self.tools = tools or ToolSet()
+        if max_turns is not None:
+            self.max_turns = max_turns
+        self.task: Task | None = None
+        self.turn = 0
+
+    # -- hooks -------------------------------------------------------------------------
+    def new_task(self, rng: np.random.Generator, options: dict[str, Any]) -> Task:
+        raise NotImplementedError
+
+    def score(self, final: Message) -> float:
+        raise NotImplementedError
+
+    # -- gym API -----------------------------------------------------------------------
+    def reset(
+        self, *, seed: int | None = None, options: dict[str, Any] | None = None
+    ) -> tuple[Observation, dict[str, Any]]:
+        super().reset(seed=seed)
+        self.tools.reset()
+        self.turn = 0
+        self.task = self.new_task(self.np_random, options or {})
+        return Observation(list(self.task.messages), self.tools.schemas), dict(self.task.info)
+
+    def step(self, action: Message) -> tuple[Observation, float, bool, bool, dict[str, Any]]:
+        return _run(self.astep(action))
+
+    async def astep(self, action: Message) -> tuple[Observation, float, bool, bool, dict[str, Any]]:
+        if self.task is None:
+            raise RuntimeError("step() before reset()")
+        self.turn += 1
+        if not action.tool_calls:
+            reward = float(self.score(action))
+            return Observation([]), reward, True, False, {"answer": self.task.answer}
+        results = await asyncio.gather(*(self.tools.acall(c) for c in action.tool_calls))
+        obs = Observation([_tool_message(r) for r in results])
+        truncated = self.turn >= self.max_turns
+        info = {"tool_results": results, "tool_errors": sum(r.is_error for r in results)}
+        return obs, self.reward_range[0], False, truncated, info
+
+    def close(self) -> None:
+        self.tools.close()
+
+
+def _tool_message(r: ToolResult) -> Message:
+    return Message("tool", r.content, tool_call_id=r.call_id or None, name=r.name)
+
+
+def _run(coro: Any) -> Any:
+    from agentrl.tools.core import _run_sync
+
+    return _run_sync(coro)

@@ -1,0 +1,112 @@
+"""Env registry: ids like `math/calc-v0` mapped to entry points.
+
+Three ways in, all ending in `register`:
+* agentrl's own envs register when `agentrl.envs` is imported;
+* installed packages declare an `agentrl.envs` entry point whose target is a callable (or a
+  module) that calls `register`; these load lazily on the first lookup;
+* a user file passed as `--env-module path.py` is imported by `load_env_module`.
+"""
+
+from __future__ import annotations
+
+import importlib
+import importlib.metadata
+import importlib.util
+import re
+import sys
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+_ID_RE = re.compile(r"^[a-z0-9_\-]+(/[A-Za-z0-9_.\-]+)+-v\d+$")
+
+
+@dataclass
+class EnvSpec:
+    """How to build one env id."""
+
+    id: str
+    entry_point: str | Callable[..., Any]
+    kwargs: dict[str, Any] = field(default_factory=dict)
+    family: str = ""
+    description: str = ""
+
+    def load(self) -> Callable[..., Any]:
+        if callable(self.entry_point):
+            return self.entry_point
+        mod, _, attr = self.entry_point.partition(":")
+        if not attr:
+            raise ValueError(f"env {self.id}: entry point {self.entry_point!r} needs 'module:Attr'")
+        return getattr(importlib.import_module(mod), attr)
+
+
+registry: dict[str, EnvSpec] = {}
+_plugins_loaded = False
+
+
+def register(
+    id: str,
+    entry_point: str | Callable[..., Any],
+    *,
+    family: str | None = None,
+    description: str = "",
+    **kwargs: Any,
+) -> EnvSpec:
+    """Register an env id. `kwargs` become constructor defaults; `make` may override them."""
+    if not _ID_RE.match(id):
+        raise ValueError(f"bad env id {id!r}: expected 'family/name-vN', e.g. 'math/calc-v0'")
+    spec = EnvSpec(id, entry_point, kwargs, family or id.split("/")[0], description)
+    registry[id] = spec
+    return spec
+
+
+def load_plugins() -> None:
+    """Import third-party envs declared under the `agentrl.envs` entry-point group."""
+    global _plugins_loaded
+    if _plugins_loaded:
+        return
+    _plugins_loaded = True
+    for ep in importlib.metadata.entry_points(group="agentrl.envs"):
+        try:
+            target = ep.load()
+        except Exception as e:  # a broken plugin must not hide the others; name it loudly
+            raise ImportError(
+                f"agentrl.envs entry point {ep.name!r} ({ep.value}) failed: {e}"
+            ) from e
+        if callable(target) and not isinstance(target, type):
+            target()
+
+
+def load_env_module(path: str | Path) -> None:
+    """Import a user's env file so its `register(...)` calls run."""
+    path = Path(path).resolve()
+    if not path.exists():
+        raise FileNotFoundError(f"--env-module: no such file: {path}")
+    name = f"agentrl_user_env_{path.stem}"
+    spec = importlib.util.spec_from_file_location(name, path)
+    assert spec and spec.loader
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module
+    spec.loader.exec_module(module)
+
+
+def spec(id: str) -> EnvSpec:
+    load_plugins()
+    if id not in registry:
+        close = [k for k in registry if k.split("/")[0] == id.split("/")[0]] or sorted(registry)
+        raise KeyError(f"unknown env id {id!r}; known: {', '.join(sorted(close)[:20])}")
+    return registry[id]
+
+
+def make(id: str, **kwargs: Any) -> Any:
+    """Build a registered env. Explicit kwargs override the registered defaults."""
+    s = spec(id)
+    env = s.load()(**{**s.kwargs, **kwargs})
+    env.spec_id = id
+    return env
+
+
+def all_specs() -> list[EnvSpec]:
+    load_plugins()
+    return [registry[k] for k in sorted(registry)]

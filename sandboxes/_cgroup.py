@@ -1,0 +1,158 @@
+"""Per-sandbox cgroups (v1 or v2) for memory, pids and CPU quota, plus kill and accounting.
+
+Limits are set by the host before the untrusted code starts; the sandbox never sees the
+cgroup filesystem. When no writable cgroup hierarchy exists, :func:`detect` returns ``None``
+and callers fall back to rlimits only.
+"""
+
+from __future__ import annotations
+
+import itertools
+import os
+import signal
+import time
+from pathlib import Path
+
+ROOT = Path("/sys/fs/cgroup")
+PARENT = "agentrl-sandbox"
+_ids = itertools.count()
+
+
+class Cgroup:
+    """One sandbox's cgroup(s): a dir per v1 controller, or a single v2 dir."""
+
+    def __init__(self, dirs: dict[str, Path], v2: bool) -> None:
+        self.dirs, self.v2 = dirs, v2
+
+    @property
+    def procs_files(self) -> list[str]:
+        return [str(d / "cgroup.procs") for d in dict.fromkeys(self.dirs.values())]
+
+    def _write(self, ctrl: str, name: str, value: str) -> None:
+        if ctrl in self.dirs:
+            (self.dirs[ctrl] / name).write_text(value)
+
+    def set_limits(self, memory_bytes: int, pids: int, cpus: float) -> None:
+        period = 100_000
+        if self.v2:
+            self._write("memory", "memory.max", str(memory_bytes))
+            self._write("memory", "memory.swap.max", "0")
+            self._write("pids", "pids.max", str(pids))
+            self._write("cpu", "cpu.max", f"{int(cpus * period)} {period}")
+            return
+        self._write("memory", "memory.limit_in_bytes", str(memory_bytes))
+        for name, value in (
+            ("memory.memsw.limit_in_bytes", memory_bytes),
+            ("memory.swappiness", 0),
+        ):
+            try:
+                self._write("memory", name, str(value))
+            except OSError:  # no swap accounting on this kernel
+                pass
+        self._write("pids", "pids.max", str(pids))
+        self._write("cpu", "cpu.cfs_period_us", str(period))
+        self._write("cpu", "cpu.cfs_quota_us", str(int(cpus * period)))
+
+    def _read(self, ctrl: str, name: str) -> str:
+        try:
+            return (self.dirs[ctrl] / name).read_text()
+        except (KeyError, OSError):
+            return ""
+
+    def oom_killed(self) -> bool:
+        text = self._read("memory", "memory.events" if self.v2 else "memory.oom_control")
+        return any(
+            line.split()[:1] == ["oom_kill"] and line.split()[1] != "0"
+            for line in text.splitlines()
+        )
+
+    def cpu_seconds(self) -> float | None:
+        if self.v2:
+            for line in self._read("cpu", "cpu.stat").splitlines():
+                if line.startswith("usage_usec"):
+                    return int(line.split()[1]) / 1e6
+            return None
+        text = self._read("cpuacct", "cpuacct.usage")
+        return int(text) / 1e9 if text.strip() else None
+
+    def pids(self) -> list[int]:
+        out: set[int] = set()
+        for f in self.procs_files:
+            try:
+                out.update(int(p) for p in Path(f).read_text().split())
+            except OSError:
+                pass
+        return sorted(out)
+
+    def kill_all(self, settle_s: float = 2.0) -> None:
+        """SIGKILL every member until the group is empty (forks racing the kill lose)."""
+        if self.v2 and "cpu" in self.dirs and (self.dirs["cpu"] / "cgroup.kill").exists():
+            try:
+                (self.dirs["cpu"] / "cgroup.kill").write_text("1")
+            except OSError:
+                pass
+        deadline = time.monotonic() + settle_s
+        while (members := self.pids()) and time.monotonic() < deadline:
+            for pid in members:
+                try:
+                    os.kill(pid, signal.SIGKILL)
+                except ProcessLookupError:
+                    pass
+            time.sleep(0.002)
+
+    def remove(self) -> None:
+        for d in dict.fromkeys(self.dirs.values()):
+            for _ in range(50):
+                try:
+                    d.rmdir()
+                    break
+                except FileNotFoundError:
+                    break
+                except OSError:
+                    time.sleep(0.01)
+
+
+def _v1_dirs() -> dict[str, Path] | None:
+    dirs = {c: ROOT / c for c in ("memory", "pids", "cpu", "cpuacct")}
+    if not (dirs["memory"] / "memory.limit_in_bytes").exists():
+        return None
+    return {c: d for c, d in dirs.items() if d.is_dir() and os.access(d, os.W_OK)}
+
+
+def _v2_parent() -> Path | None:
+    if not (ROOT / "cgroup.controllers").exists() or not os.access(ROOT, os.W_OK):
+        return None
+    parent = ROOT / PARENT
+    try:
+        parent.mkdir(exist_ok=True)
+        for d in (ROOT, parent):
+            (d / "cgroup.subtree_control").write_text("+memory +pids +cpu")
+    except OSError:
+        return None
+    return parent
+
+
+def detect() -> str | None:
+    """Return ``'v1'``, ``'v2'`` or ``None`` when we cannot manage cgroups here."""
+    if os.geteuid() != 0:
+        return None
+    if _v1_dirs():
+        return "v1"
+    return "v2" if _v2_parent() else None
+
+
+def create(version: str) -> Cgroup:
+    """Make a fresh child cgroup named after this process and a counter."""
+    name = f"sbx-{os.getpid()}-{next(_ids)}"
+    if version == "v2":
+        parent = _v2_parent()
+        assert parent is not None
+        (parent / name).mkdir()
+        d = parent / name
+        return Cgroup({"memory": d, "pids": d, "cpu": d}, v2=True)
+    dirs: dict[str, Path] = {}
+    for ctrl, base in (_v1_dirs() or {}).items():
+        d = base.resolve() / PARENT / name
+        d.mkdir(parents=True, exist_ok=True)
+        dirs[ctrl] = d
+    return Cgroup(dirs, v2=False)

@@ -1,0 +1,135 @@
+"""Host-side plumbing shared by backends: capped streaming reads, framing, classification."""
+
+from __future__ import annotations
+
+import base64
+import dataclasses
+import json
+import os
+import selectors
+import time
+from collections.abc import Callable
+
+from .base import ExecRequest, ExecResult, Status
+
+SIGXCPU, SIGKILL = 24, 9
+
+
+def frame(payload: dict) -> bytes:
+    body = json.dumps(payload).encode()
+    return str(len(body)).encode() + b"\n" + body
+
+
+def payload(req: ExecRequest, env: dict[str, str], limits: dict) -> dict:
+    """The JSON the in-sandbox runner reads (see ``_runner.py``)."""
+    files = {
+        name: base64.b64encode(data if isinstance(data, bytes) else data.encode()).decode()
+        for name, data in req.files.items()
+    }
+    return {
+        "code": req.code,
+        "language": req.language,
+        "stdin": req.stdin,
+        "files": files,
+        "env": {**env, **req.env},
+        "limits": limits,
+    }
+
+
+def rlimits(req: ExecRequest | None, pids: int, disk_bytes: int, cpu: bool = True) -> dict:
+    """Per-run rlimits; address space gets headroom since thread arenas reserve but never use."""
+    mem = (req.memory_mb if req else 1024) << 20
+    return {
+        "cpu_s": req.cpu_limit_s if (req and cpu) else None,
+        "data": mem,
+        "as": mem + (1 << 30),
+        "fsize": disk_bytes,
+        "nofile": 256,
+        "nproc": pids,
+    }
+
+
+@dataclasses.dataclass
+class Pumped:
+    out: bytearray
+    err: bytearray
+    truncated: bool = False
+    timed_out: bool = False
+
+
+def pump(
+    fds: tuple[int, int],
+    deadline: float,
+    cap: int,
+    done: Callable[[Pumped], bool] | None = None,
+) -> Pumped:
+    """Read both streams until EOF, ``done``, the deadline or the cap; never hold > cap each."""
+    res = Pumped(bytearray(), bytearray())
+    sel = selectors.DefaultSelector()
+    bufs = {fds[0]: res.out, fds[1]: res.err}
+    for fd in fds:
+        sel.register(fd, selectors.EVENT_READ)
+    try:
+        while sel.get_map():
+            left = deadline - time.monotonic()
+            if left <= 0:
+                res.timed_out = True
+                break
+            for key, _ in sel.select(left):
+                chunk = os.read(key.fd, 65536)
+                if not chunk:
+                    sel.unregister(key.fd)
+                    continue
+                buf = bufs[key.fd]
+                room = cap - len(buf)
+                buf += chunk[: max(room, 0)]
+                if len(chunk) > room:
+                    res.truncated = True
+            if res.truncated or (done is not None and done(res)):
+                break
+    finally:
+        sel.close()
+    return res
+
+
+def classify(
+    exit_code: int | None,
+    got: Pumped,
+    oom: bool,
+    cpu_s: float | None,
+    req: ExecRequest,
+) -> Status:
+    """Map how a run ended to a status; signals arrive as 128+N or as -N."""
+    sig = -exit_code if exit_code is not None and exit_code < 0 else None
+    if exit_code is not None and exit_code > 128:
+        sig = exit_code - 128
+    if got.truncated:
+        return "output_limit"
+    if oom or _memory_error(got.err):
+        return "memory"
+    if got.timed_out or sig == SIGXCPU:
+        return "timeout"
+    if sig == SIGKILL and cpu_s is not None and cpu_s >= req.cpu_limit_s:
+        return "timeout"
+    if sig is not None:
+        return "killed"
+    return "ok" if exit_code == 0 else "error"
+
+
+def _memory_error(err: bytes) -> bool:
+    lines = err.rstrip().splitlines()
+    return bool(lines) and lines[-1].startswith(b"MemoryError")
+
+
+def result(
+    status: Status, exit_code: int | None, got: Pumped, wall_s: float, cpu_s: float | None
+) -> ExecResult:
+    return ExecResult(
+        status=status,
+        exit_code=exit_code,
+        stdout=got.out.decode(errors="replace"),
+        stderr=got.err.decode(errors="replace"),
+        truncated=got.truncated,
+        wall_s=round(wall_s, 4),
+        cpu_s=None if cpu_s is None else round(cpu_s, 4),
+    )

@@ -1,0 +1,126 @@
+"""Request/result types, the backend interface and the backend registry.
+
+Every backend runs one :class:`ExecRequest` in a fresh, isolated sandbox and returns an
+:class:`ExecResult`; it never raises for anything the untrusted code does (crashes, limits,
+floods all become a ``status``). Only misconfiguration of the host raises.
+"""
+
+from __future__ import annotations
+
+import abc
+import asyncio
+import dataclasses
+from collections.abc import Callable
+from typing import Any, Literal
+
+Language = Literal["python", "bash"]
+Status = Literal["ok", "error", "timeout", "memory", "killed", "output_limit", "sandbox_error"]
+STATUSES: tuple[Status, ...] = (
+    "ok",
+    "error",
+    "timeout",
+    "memory",
+    "killed",
+    "output_limit",
+    "sandbox_error",
+)
+
+
+@dataclasses.dataclass(frozen=True)
+class ExecRequest:
+    """One program to run. Limits are per run; ``cpu_time_s=None`` means ``timeout_s``."""
+
+    code: str
+    language: Language = "python"
+    stdin: str = ""
+    files: dict[str, str | bytes] = dataclasses.field(default_factory=dict)
+    timeout_s: float = 10.0
+    memory_mb: int = 512
+    cpu_time_s: float | None = None
+    max_output_bytes: int = 1 << 20
+    env: dict[str, str] = dataclasses.field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        if self.language not in ("python", "bash"):
+            raise ValueError(f"unsupported language {self.language!r}")
+        if self.timeout_s <= 0 or self.memory_mb <= 0 or self.max_output_bytes <= 0:
+            raise ValueError("timeout_s, memory_mb and max_output_bytes must be positive")
+        for name in self.files:
+            if name.startswith("/") or ".." in name.split("/"):
+                raise ValueError(f"file names must be relative and stay in the work dir: {name}")
+
+    @property
+    def cpu_limit_s(self) -> float:
+        return self.cpu_time_s if self.cpu_time_s is not None else self.timeout_s
+
+
+@dataclasses.dataclass
+class ExecResult:
+    """Outcome of one run. ``truncated`` is set when either stream hit ``max_output_bytes``."""
+
+    status: Status
+    exit_code: int | None = None
+    stdout: str = ""
+    stderr: str = ""
+    truncated: bool = False
+    wall_s: float = 0.0
+    cpu_s: float | None = None
+
+    @property
+    def ok(self) -> bool:
+        return self.status == "ok"
+
+    def to_dict(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+
+class SandboxBackend(abc.ABC):
+    """A way to run untrusted code. Subclasses implement the blocking :meth:`run`.
+
+    ``arun`` runs it in a worker thread so an event loop (rollout workers) is never blocked;
+    backends are thread-safe.
+    """
+
+    name: str = "base"
+
+    @abc.abstractmethod
+    def run(self, request: ExecRequest) -> ExecResult:
+        """Run ``request`` in a fresh sandbox and wait for it."""
+
+    async def arun(self, request: ExecRequest) -> ExecResult:
+        return await asyncio.to_thread(self.run, request)
+
+    def close(self) -> None:
+        """Release pooled sandboxes; the backend may not be used afterwards."""
+
+    def __enter__(self) -> SandboxBackend:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+_REGISTRY: dict[str, Callable[..., SandboxBackend]] = {}
+_DEFAULTS: dict[str, SandboxBackend] = {}
+
+
+def register_backend(name: str, factory: Callable[..., SandboxBackend]) -> None:
+    """Register a backend factory under ``name`` (e.g. a remote service adapter)."""
+    _REGISTRY[name] = factory
+
+
+def available_backends() -> list[str]:
+    return sorted(_REGISTRY)
+
+
+def get_backend(name: str | SandboxBackend = "local", **kwargs: Any) -> SandboxBackend:
+    """Return a backend by name. Without kwargs the instance is shared per process."""
+    if isinstance(name, SandboxBackend):
+        return name
+    if name not in _REGISTRY:
+        raise KeyError(f"unknown sandbox backend {name!r}; known: {available_backends()}")
+    if kwargs:
+        return _REGISTRY[name](**kwargs)
+    if name not in _DEFAULTS:
+        _DEFAULTS[name] = _REGISTRY[name]()
+    return _DEFAULTS[name]
