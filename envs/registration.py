@@ -56,6 +56,8 @@ def register(
     """Register an env id. `kwargs` become constructor defaults; `make` may override them."""
     if not _ID_RE.match(id):
         raise ValueError(f"bad env id {id!r}: expected 'family/name-vN', e.g. 'math/calc-v0'")
+    if not description and not isinstance(entry_point, str):
+        description = (getattr(entry_point, "description", "") or "").strip()
     spec = EnvSpec(id, entry_point, kwargs, family or id.split("/")[0], description)
     registry[id] = spec
     return spec

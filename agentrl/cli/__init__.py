@@ -17,6 +17,12 @@ from rich_argparse import RichHelpFormatter
 SUBCOMMANDS = [
     "agentrl.cli.envs",
     "agentrl.cli.config",
+    "agentrl.cli.train",
+    "agentrl.cli.view",
+    "agentrl.cli.runs",
+    "agentrl.cli.doctor",
+    "agentrl.cli.rollout",
+    "agentrl.cli.serve",
 ]
 
 

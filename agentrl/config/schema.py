@@ -90,7 +90,8 @@ class DataConfig:
 @dataclass(kw_only=True)
 class KLConfig:
     coef: float = 0.0
-    estimator: Literal["k1", "k2", "k3", "low_var_kl"] = "low_var_kl"
+    # k1 (unbiased, signed), abs, k2/mse (½d²), k3/low_var_kl (unbiased, ≥ 0, clamped).
+    estimator: Literal["k1", "abs", "k2", "mse", "k3", "low_var_kl"] = "low_var_kl"
     # "loss": KL term in the policy loss (GRPO); "reward": penalty folded into rewards (PPO).
     placement: Literal["loss", "reward"] = "loss"
 

@@ -1,4 +1,5 @@
-"""Math envs: arithmetic with a calculator, verified boxed-answer math."""
+"""Math envs: arithmetic and word problems with a calculator, boxed-answer math checked by
+math-verify, and (when the sandbox interpreter is available) math with a Python tool."""
 
 from ..registration import register
 
@@ -13,4 +14,31 @@ register(
     description="Arithmetic with a calculator tool (2 operands, small numbers)",
     n_operands=2,
     max_value=20,
+)
+register(
+    "math/boxed-v0",
+    "agentrl.envs.math.boxed:BoxedMathEnv",
+    description="Single-turn \\boxed{} math verified by math-verify (generated, or data_path=)",
+)
+register(
+    "math/boxed-hard-v0",
+    "agentrl.envs.math.boxed:BoxedMathEnv",
+    description="Single-turn \\boxed{} math, generated level 3 (fractions, equations, percents)",
+    level=3,
+)
+register(
+    "math/word-v0",
+    "agentrl.envs.math.word:WordProblemEnv",
+    description="Arithmetic word problems with a calculator tool (level 1)",
+)
+register(
+    "math/word-hard-v0",
+    "agentrl.envs.math.word:WordProblemEnv",
+    description="Multi-step word problems with a calculator tool (level 3)",
+    level=3,
+)
+register(
+    "math/python-v0",
+    "agentrl.envs.math.python:PythonMathEnv",
+    description="Math with a sandboxed Python interpreter tool, \\boxed{} answer (level 2)",
 )

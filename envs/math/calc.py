@@ -57,7 +57,7 @@ class CalcEnv(ToolEnv):
     def new_task(self, rng: np.random.Generator, options: dict[str, Any]) -> Task:
         nums = [int(rng.integers(2, self.max_value + 1)) for _ in range(self.n_operands)]
         ops = [str(rng.choice(list(self.ops))) for _ in range(self.n_operands - 1)]
-        expr = str(nums[0]) + "".join(f" {o} {n}" for o, n in zip(ops, nums[1:]))
+        expr = str(nums[0]) + "".join(f" {o} {n}" for o, n in zip(ops, nums[1:], strict=True))
         msgs = [Message("user", f"What is {expr}?")]
         if self.system_prompt:
             msgs.insert(0, Message("system", self.system_prompt))

@@ -1,0 +1,214 @@
+"""Advantage estimators, selected by `algorithm.adv_estimator`.
+
+Each estimator maps an `AdvantageInput` (per-token rewards over the response, the loss mask and
+the prompt-group ids) to `(advantages, returns)`, both `[B, T]` and zero off the mask. They run
+under `torch.no_grad()`: advantages are targets, never differentiated.
+
+Outcome estimators (grpo, dr_grpo, rloo, opo, remax, reinforce_plus_plus_baseline, gspo) score
+an episode by R_i = Σ_t r_{i,t}. With `algorithm.credit == "episode"` every trained token gets
+R_i; with `"turn"` a token of turn k gets the turn return-to-go G_{i,k} = Σ_{j≥k} γ^(j−k) R_{i,j}.
+Baselines are always built from episode scores R of the group, which keeps them independent of
+the sample's own actions (up to the sample's own share of the group mean, as in GRPO).
+`gae` and `reinforce_plus_plus` are token-level recursions and ignore `credit`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import torch
+from torch import Tensor
+
+from agentrl.algorithms._registry import lookup, registrar
+from agentrl.algorithms.masked import masked_whiten
+from agentrl.algorithms.returns import discounted_returns, gae, turn_ids_from_mask, turn_returns
+from agentrl.config.schema import AlgorithmConfig
+
+GROUP_EPS = 1e-6
+
+
+@dataclass
+class AdvantageInput:
+    """What an estimator may read. Tensors are `[B, T]` over response tokens unless noted.
+
+    `token_rewards` carries each turn's/episode's reward on its last trained token (other
+    positions 0) and may already include a per-token KL penalty (`algorithm.kl.placement`
+    "reward"). Rewards found on untrained tokens are credited to the preceding trained token.
+    """
+
+    token_rewards: Tensor
+    mask: Tensor
+    # [B] prompt id; samples of one prompt share it. Needed by group-relative estimators.
+    group_index: Tensor | None = None
+    # Critic values V(s_t) for gae.
+    values: Tensor | None = None
+    old_log_probs: Tensor | None = None
+    ref_log_probs: Tensor | None = None
+    # [B] score of a greedy rollout of the same prompt (remax).
+    baseline_rewards: Tensor | None = None
+    # Turn id per token, −1 on untrained tokens; derived from mask spans when absent.
+    turn_index: Tensor | None = None
+
+
+AdvantageFn = Callable[[AdvantageInput, AlgorithmConfig], tuple[Tensor, Tensor]]
+ADV_ESTIMATORS: dict[str, AdvantageFn] = {}
+register_adv_estimator = registrar(ADV_ESTIMATORS, "advantage estimator")
+
+
+def get_adv_estimator(name: str) -> AdvantageFn:
+    """The estimator registered as `name`; KeyError listing the known names otherwise."""
+    return lookup(ADV_ESTIMATORS, name, "advantage estimator")
+
+
+def compute_advantages(inp: AdvantageInput, cfg: AlgorithmConfig) -> tuple[Tensor, Tensor]:
+    """Run `cfg.adv_estimator` without autograd; the entry point trainers call."""
+    with torch.no_grad():
+        return get_adv_estimator(cfg.adv_estimator)(inp, cfg)
+
+
+# ---------------------------------------------------------------- shared pieces
+
+
+def episode_scores(inp: AdvantageInput) -> Tensor:
+    """R_i = Σ_t r_{i,t}: the episode's total reward, `[B]`."""
+    return inp.token_rewards.sum(dim=-1)
+
+
+def credit_returns(inp: AdvantageInput, cfg: AlgorithmConfig) -> Tensor:
+    """Per-token returns under `cfg.credit`: R_i broadcast ("episode") or G_{i,k} ("turn")."""
+    mask = inp.mask.to(inp.token_rewards.dtype)
+    if cfg.credit == "episode":
+        return episode_scores(inp).unsqueeze(-1) * mask
+    turns = inp.turn_index if inp.turn_index is not None else turn_ids_from_mask(inp.mask)
+    return turn_returns(inp.token_rewards, inp.mask, turns, cfg.gamma)
+
+
+@dataclass
+class GroupStats:
+    """Per-sample statistics of its group's episode scores, each `[B]`; `inverse` maps each
+    sample to a dense group id in [0, n_groups)."""
+
+    inverse: Tensor
+    size: Tensor
+    total: Tensor
+    mean: Tensor
+    std: Tensor
+
+
+def group_stats(scores: Tensor, group_index: Tensor | None, estimator: str) -> GroupStats:
+    """Group size, sum, mean and unbiased std (÷(n−1)) of `scores`, gathered back per sample.
+
+    Raises ValueError when a group has one sample: a group-relative baseline would then be the
+    sample itself and the advantage identically 0, which is a config error (`rollout.n`).
+    """
+    if group_index is None:
+        raise ValueError(f"advantage estimator {estimator!r} needs AdvantageInput.group_index")
+    _, inverse = torch.unique(group_index, return_inverse=True)
+    size = torch.bincount(inverse).to(scores.dtype)
+    if bool((size < 2).any()):
+        raise ValueError(
+            f"advantage estimator {estimator!r} is group-relative and needs >= 2 samples per "
+            f"group (rollout.n >= 2); got a group of size 1"
+        )
+    total = torch.zeros_like(size).scatter_add_(0, inverse, scores)
+    mean = total / size
+    sq = torch.zeros_like(size).scatter_add_(0, inverse, (scores - mean[inverse]) ** 2)
+    std = (sq / (size - 1)).sqrt()
+    return GroupStats(inverse, size[inverse], total[inverse], mean[inverse], std[inverse])
+
+
+def _relative(inp: AdvantageInput, cfg: AlgorithmConfig, baseline: Tensor) -> Tensor:
+    """Credit returns minus a per-sample baseline `[B]`, zero off the mask."""
+    mask = inp.mask.to(inp.token_rewards.dtype)
+    return (credit_returns(inp, cfg) - baseline.unsqueeze(-1)) * mask
+
+
+# ---------------------------------------------------------------- estimators
+
+
+@register_adv_estimator("gae")
+def gae_advantages(inp: AdvantageInput, cfg: AlgorithmConfig) -> tuple[Tensor, Tensor]:
+    """PPO with a critic: GAE(γ, λ) over trained tokens (see `returns.gae`)."""
+    if inp.values is None:
+        raise ValueError("advantage estimator 'gae' needs AdvantageInput.values (a critic)")
+    return gae(inp.token_rewards, inp.values, inp.mask, cfg.gamma, cfg.lam)
+
+
+def _grpo(inp: AdvantageInput, cfg: AlgorithmConfig, name: str) -> tuple[Tensor, Tensor]:
+    stats = group_stats(episode_scores(inp), inp.group_index, name)
+    adv = _relative(inp, cfg, stats.mean)
+    if cfg.norm_adv_by_std:
+        adv = adv / (stats.std.unsqueeze(-1) + GROUP_EPS)
+    return adv, credit_returns(inp, cfg)
+
+
+@register_adv_estimator("grpo")
+def grpo_advantages(inp: AdvantageInput, cfg: AlgorithmConfig) -> tuple[Tensor, Tensor]:
+    """A = (G − mean_g R) / (std_g R + ε); without the std division if not norm_adv_by_std.
+
+    Dividing by the group std up-weights near-deterministic prompts (Dr.GRPO's critique);
+    `algorithm.norm_adv_by_std: false` turns it off.
+    """
+    return _grpo(inp, cfg, "grpo")
+
+
+@register_adv_estimator("gspo")
+def gspo_advantages(inp: AdvantageInput, cfg: AlgorithmConfig) -> tuple[Tensor, Tensor]:
+    """GSPO uses GRPO's group-normalised advantages; it differs in the loss (sequence ratio)."""
+    return _grpo(inp, cfg, "gspo")
+
+
+@register_adv_estimator("dr_grpo")
+def dr_grpo_advantages(inp: AdvantageInput, cfg: AlgorithmConfig) -> tuple[Tensor, Tensor]:
+    """A = G − mean_g R: no std scaling. Pair with `loss_agg_mode: seq-mean-token-sum`."""
+    stats = group_stats(episode_scores(inp), inp.group_index, "dr_grpo")
+    return _relative(inp, cfg, stats.mean), credit_returns(inp, cfg)
+
+
+@register_adv_estimator("rloo")
+def rloo_advantages(inp: AdvantageInput, cfg: AlgorithmConfig) -> tuple[Tensor, Tensor]:
+    """Leave-one-out: A_i = G_i − (Σ_{j∈g} R_j − R_i)/(n − 1); the baseline excludes i."""
+    scores = episode_scores(inp)
+    stats = group_stats(scores, inp.group_index, "rloo")
+    loo = (stats.total - scores) / (stats.size - 1)
+    return _relative(inp, cfg, loo), credit_returns(inp, cfg)
+
+
+@register_adv_estimator("opo")
+def opo_advantages(inp: AdvantageInput, cfg: AlgorithmConfig) -> tuple[Tensor, Tensor]:
+    """Length-weighted group baseline: b_g = Σ l_j R_j / Σ l_j, l_j = trained tokens of j."""
+    scores = episode_scores(inp)
+    inverse = group_stats(scores, inp.group_index, "opo").inverse
+    lengths = inp.mask.to(scores.dtype).sum(dim=-1)
+    n_groups = int(inverse.max().item()) + 1
+    weighted = scores.new_zeros(n_groups).scatter_add_(0, inverse, lengths * scores)
+    total_len = scores.new_zeros(n_groups).scatter_add_(0, inverse, lengths)
+    baseline = (weighted / total_len.clamp(min=1.0))[inverse]
+    return _relative(inp, cfg, baseline), credit_returns(inp, cfg)
+
+
+@register_adv_estimator("remax")
+def remax_advantages(inp: AdvantageInput, cfg: AlgorithmConfig) -> tuple[Tensor, Tensor]:
+    """A = G − R_greedy: the greedy rollout's score of the same prompt is the baseline."""
+    if inp.baseline_rewards is None:
+        raise ValueError("advantage estimator 'remax' needs AdvantageInput.baseline_rewards")
+    base = inp.baseline_rewards.to(inp.token_rewards.dtype)
+    return _relative(inp, cfg, base), credit_returns(inp, cfg)
+
+
+@register_adv_estimator("reinforce_plus_plus")
+def reinforce_pp_advantages(inp: AdvantageInput, cfg: AlgorithmConfig) -> tuple[Tensor, Tensor]:
+    """REINFORCE++: token return-to-go G_t = r_t + γ G_next(t), whitened over the batch."""
+    returns = discounted_returns(inp.token_rewards, inp.mask, cfg.gamma)
+    return masked_whiten(returns, inp.mask), returns
+
+
+@register_adv_estimator("reinforce_plus_plus_baseline")
+def reinforce_pp_baseline_advantages(
+    inp: AdvantageInput, cfg: AlgorithmConfig
+) -> tuple[Tensor, Tensor]:
+    """REINFORCE++-baseline: A = whiten_batch(G − mean_g R) over trained tokens."""
+    stats = group_stats(episode_scores(inp), inp.group_index, "reinforce_plus_plus_baseline")
+    adv = _relative(inp, cfg, stats.mean)
+    return masked_whiten(adv, inp.mask), credit_returns(inp, cfg)

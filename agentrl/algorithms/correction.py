@@ -1,0 +1,65 @@
+"""Rollout/train mismatch correction (`algorithm.tis_mode`, `algorithm.tis_cap`).
+
+The engine (vLLM/SGLang, bf16, different kernels) samples from π_rollout, while the trainer
+computes π_old for the same tokens; the gap biases the policy gradient. With ρ = π_old/π_rollout:
+
+none:          w = 1
+token:         w_t = min(ρ_t, cap)                    (truncated IS, per token)
+sequence:      w_i = min(Π_t ρ_t, cap)                (truncated IS, whole sequence)
+token_mask:    w_t = ρ_t·1[1/cap ≤ ρ_t ≤ cap]         (masked IS: drop outlier tokens)
+sequence_mask: w_i = ρ_i·1[1/cap ≤ ρ_i ≤ cap], ρ_i = Π_t ρ_t (drop outlier sequences)
+
+Weights are detached and 0 off the mask. In the *_mask modes `weights > 0` is the kept set;
+pass `mask * (weights > 0)` to the loss as well to drop rejected tokens from its denominator.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Literal
+
+import torch
+from torch import Tensor
+
+from agentrl.algorithms.masked import masked_mean
+
+TISMode = Literal["none", "token", "sequence", "token_mask", "sequence_mask"]
+LOG_RATIO_CLAMP = 20.0
+
+
+@torch.no_grad()
+def importance_weights(
+    old_log_probs: Tensor,
+    rollout_log_probs: Tensor,
+    mask: Tensor,
+    mode: TISMode,
+    cap: float,
+) -> tuple[Tensor, dict[str, float]]:
+    """Detached IS weights `[B, T]` correcting π_rollout → π_old, plus mismatch metrics."""
+    if mode != "none" and cap <= 1:
+        raise ValueError(f"tis_cap must be > 1, got {cap}")
+    m = mask.to(old_log_probs.dtype)
+    log_rho = (old_log_probs - rollout_log_probs) * m
+    log_cap = math.log(cap) if cap > 1 else 0.0
+    if mode in ("sequence", "sequence_mask"):
+        log_rho = log_rho.sum(dim=-1, keepdim=True).expand_as(m)
+    log_rho = log_rho.clamp(-LOG_RATIO_CLAMP, LOG_RATIO_CLAMP)
+    rho = log_rho.exp()
+    if mode == "none":
+        weights = torch.ones_like(m)
+    elif mode in ("token", "sequence"):
+        weights = rho.clamp(max=cap)
+    elif mode in ("token_mask", "sequence_mask"):
+        weights = rho * (log_rho.abs() <= log_cap)
+    else:
+        raise ValueError(f"unknown tis_mode {mode!r}")
+    weights = weights * m
+    changed = (weights != rho).to(m.dtype)
+    token_rho = (old_log_probs - rollout_log_probs).clamp(-LOG_RATIO_CLAMP, LOG_RATIO_CLAMP)
+    metrics = {
+        "tis_weight_mean": masked_mean(weights, m).item(),
+        "tis_changed_frac": 0.0 if mode == "none" else masked_mean(changed, m).item(),
+        # k3 estimate of KL(π_rollout‖π_old) on the sampled tokens.
+        "rollout_kl": masked_mean(token_rho.exp() - 1 - token_rho, m).item(),
+    }
+    return weights, metrics

@@ -1,0 +1,75 @@
+"""Training backends: where the policy's parameters live and how gradients are combined.
+
+The trainer talks to one small interface. `TorchBackend` is a single process on CPU or one
+GPU; `FSDP2Backend` shards parameters over a process group with `fully_shard`. Losses are
+aggregated globally: `global_sum` turns per-rank token/sequence counts into batch totals, so a
+sharded run computes the same loss as a single process on the same batch.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from collections.abc import Iterator
+from typing import Any
+
+import torch
+
+
+class TrainingBackend(ABC):
+    rank: int = 0
+    world_size: int = 1
+
+    @property
+    @abstractmethod
+    def device(self) -> torch.device: ...
+
+    @abstractmethod
+    def prepare(self, model: torch.nn.Module) -> torch.nn.Module:
+        """Move/shard the model for training; returns the module to call."""
+
+    def global_sum(self, value: float) -> float:
+        """Sum a number over ranks (identity for one process)."""
+        return value
+
+    def shard(self, n: int) -> list[int]:
+        """Row indices of a batch of `n` this rank trains on."""
+        return list(range(self.rank, n, self.world_size))
+
+    def grad_scale(self) -> float:
+        """Factor undoing the mean that gradient reduction applies across ranks."""
+        return float(self.world_size)
+
+    def clip_grad_norm(self, model: torch.nn.Module, max_norm: float) -> float:
+        return float(torch.nn.utils.clip_grad_norm_(model.parameters(), max_norm))
+
+    @abstractmethod
+    def full_state_dict(self, model: torch.nn.Module) -> Iterator[tuple[str, torch.Tensor]]:
+        """Full (unsharded) named tensors, for weight sync and checkpoints."""
+
+    @property
+    def is_main(self) -> bool:
+        return self.rank == 0
+
+    def barrier(self) -> None:
+        """Wait for all ranks."""
+
+    def close(self) -> None:
+        """Tear down the process group, if any."""
+
+
+def resolve_device(name: str) -> torch.device:
+    if name == "auto":
+        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    return torch.device(name)
+
+
+def unwrap_state_name(name: str) -> str:
+    """Strip wrapper prefixes (torch.compile, checkpoint wrappers) from a parameter name."""
+    for prefix in ("_orig_mod.", "_checkpoint_wrapped_module."):
+        name = name.replace(prefix, "")
+    return name
+
+
+def named_tensors(model: Any) -> Iterator[tuple[str, torch.Tensor]]:
+    for name, tensor in model.state_dict().items():
+        yield unwrap_state_name(name), tensor

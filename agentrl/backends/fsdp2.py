@@ -1,0 +1,82 @@
+"""FSDP2 backend: parameters sharded with `torch.distributed.fsdp.fully_shard`.
+
+Launch with `torchrun --nproc-per-node N -m agentrl.cli train ... trainer.backend=fsdp2`
+(gloo on CPU, NCCL on GPU). Each decoder layer is its own FSDP unit, then the root, so
+all-gathers overlap with compute layer by layer. Each rank trains on its slice of the batch;
+gradient reduction averages over ranks, which `grad_scale` undoes so the update equals the
+single-process update on the whole batch.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+
+import torch
+import torch.distributed as dist
+
+from .base import TrainingBackend, resolve_device, unwrap_state_name
+
+
+def _decoder_layers(model: torch.nn.Module) -> list[torch.nn.Module]:
+    for path in ("model.layers", "model.language_model.layers", "transformer.h", "layers"):
+        node: object = model
+        for part in path.split("."):
+            node = getattr(node, part, None)
+            if node is None:
+                break
+        if isinstance(node, torch.nn.ModuleList):
+            return list(node)
+    return []
+
+
+class FSDP2Backend(TrainingBackend):
+    def __init__(self, device: str = "auto", timeout_s: float = 600.0) -> None:
+        self._device = resolve_device(device)
+        if not dist.is_initialized():
+            if "RANK" not in os.environ:
+                raise RuntimeError(
+                    "trainer.backend=fsdp2 needs a process group: launch with "
+                    "`torchrun --nproc-per-node N -m agentrl.cli train ...`"
+                )
+            from datetime import timedelta
+
+            kind = "nccl" if self._device.type == "cuda" else "gloo"
+            dist.init_process_group(kind, timeout=timedelta(seconds=timeout_s))
+        self.rank, self.world_size = dist.get_rank(), dist.get_world_size()
+        if self._device.type == "cuda":
+            local = int(os.environ.get("LOCAL_RANK", self.rank))
+            torch.cuda.set_device(local)
+            self._device = torch.device("cuda", local)
+
+    @property
+    def device(self) -> torch.device:
+        return self._device
+
+    def prepare(self, model: torch.nn.Module) -> torch.nn.Module:
+        from torch.distributed.fsdp import fully_shard
+
+        model.to(self._device)
+        for layer in _decoder_layers(model):
+            fully_shard(layer)
+        fully_shard(model)
+        return model
+
+    def global_sum(self, value: float) -> float:
+        t = torch.tensor([value], dtype=torch.float64, device=self._device)
+        dist.all_reduce(t)
+        return float(t.item())
+
+    def full_state_dict(self, model: torch.nn.Module) -> Iterator[tuple[str, torch.Tensor]]:
+        from torch.distributed.checkpoint.state_dict import StateDictOptions, get_model_state_dict
+
+        opts = StateDictOptions(full_state_dict=True, cpu_offload=True)
+        for name, tensor in get_model_state_dict(model, options=opts).items():
+            yield unwrap_state_name(name), tensor
+
+    def barrier(self) -> None:
+        dist.barrier()
+
+    def close(self) -> None:
+        if dist.is_initialized():
+            dist.destroy_process_group()

@@ -1,0 +1,219 @@
+"""Doctor checks for the installed stack: versions, GPUs, engines, Ray, sandboxes.
+
+Version ranges come from agentrl's own package metadata (the pins in pyproject.toml, extras
+included), so doctor and `pip install` never disagree. Engines are checked by distribution
+metadata only — importing vLLM takes seconds and may initialise CUDA — including whether the
+installed torch satisfies the engine's own torch pin, the most common broken install
+(pain point: a vLLM wheel built for one torch, a trainer upgraded to another).
+"""
+
+from __future__ import annotations
+
+import importlib
+import importlib.metadata as md
+from typing import Any
+
+from .checks import Finding
+
+# Used when agentrl's metadata is unavailable (e.g. running from a source tree).
+FALLBACK_PINS = {
+    "torch": ">=2.4,<=2.13.0",
+    "transformers": ">=4.51",
+    "ray": ">=2.40",
+    "vllm": ">=0.8",
+    "sglang": ">=0.4",
+    "flash-attn": "",
+}
+
+
+def pins() -> dict[str, str]:
+    """{distribution: specifier} from agentrl's requirements, extras included."""
+    from packaging.requirements import Requirement
+
+    out = dict(FALLBACK_PINS)
+    try:
+        for line in md.requires("agentrl") or []:
+            req = Requirement(line)
+            out[req.name.lower()] = str(req.specifier)
+    except (md.PackageNotFoundError, ValueError):
+        pass
+    return out
+
+
+def version_of(dist: str) -> str | None:
+    try:
+        return md.version(dist)
+    except md.PackageNotFoundError:
+        return None
+
+
+def in_range(version: str, spec: str) -> bool:
+    from packaging.specifiers import SpecifierSet
+    from packaging.version import InvalidVersion, Version
+
+    try:
+        return Version(version) in SpecifierSet(spec, prereleases=True)
+    except InvalidVersion:
+        return True  # local builds with odd versions: don't cry wolf
+
+
+def check_package(dist: str, *, needed: bool, why: str, extra: str = "") -> Finding:
+    """Installed and inside agentrl's supported range; FAIL only if this run needs it."""
+    spec = pins().get(dist.lower(), "")
+    have = version_of(dist)
+    install = f"pip install 'agentrl[{extra}]'" if extra else f"pip install '{dist}{spec}'"
+    if have is None:
+        if needed:
+            return Finding("FAIL", f"{dist} is not installed", why, install)
+        return Finding("OK", f"{dist}: not installed", f"only needed {why}")
+    if spec and not in_range(have, spec):
+        level = "FAIL" if needed else "WARN"
+        return Finding(level, f"{dist} {have} is outside the supported range {spec}", why, install)
+    return Finding("OK", f"{dist} {have}" + (f" (supported {spec})" if spec else ""))
+
+
+def check_engine_torch_pin(dist: str) -> Finding | None:
+    """An engine wheel pins torch (and sometimes transformers); the installed ones must match."""
+    from packaging.requirements import Requirement
+
+    if version_of(dist) is None:
+        return None
+    bad = []
+    for line in md.requires(dist) or []:
+        req = Requirement(line)
+        if req.marker is not None or req.name.lower() not in ("torch", "transformers"):
+            continue
+        have = version_of(req.name)
+        if have and req.specifier and not in_range(have, str(req.specifier)):
+            bad.append(f"{req.name} {have} (needs {req.specifier})")
+    if not bad:
+        return Finding("OK", f"{dist} and the installed torch/transformers agree")
+    return Finding(
+        "FAIL",
+        f"{dist} {version_of(dist)} was built for a different stack: {', '.join(bad)}",
+        "mismatched wheels fail at import or, worse, at the first weight sync",
+        f"reinstall {dist} into a fresh venv and let it choose torch, then install agentrl",
+    )
+
+
+def check_gpu(cfg: Any) -> Finding:
+    import torch
+
+    wants_gpu = (
+        cfg.trainer.device.startswith("cuda")
+        or cfg.trainer.n_gpus_per_node > 0
+        or (cfg.engine.kind in ("vllm", "sglang") and not cfg.engine.server_url)
+        or cfg.model.attn_implementation == "flash_attention_2"
+    )
+    if torch.cuda.is_available():
+        n = torch.cuda.device_count()
+        names = {torch.cuda.get_device_name(i) for i in range(n)}
+        cap = torch.cuda.get_device_capability(0)
+        bf16 = cfg.model.dtype != "bfloat16" or cap >= (8, 0)
+        if not bf16:
+            return Finding(
+                "FAIL",
+                f"{n} GPU(s) {', '.join(names)} lack bfloat16 (compute {cap[0]}.{cap[1]})",
+                "model.dtype=bfloat16 needs Ampere (sm_80) or newer",
+                "set model.dtype: float16 or float32",
+            )
+        return Finding(
+            "OK", f"{n} CUDA GPU(s): {', '.join(sorted(names))}", f"torch CUDA {torch.version.cuda}"
+        )
+    if wants_gpu:
+        return Finding(
+            "FAIL",
+            "no CUDA GPU visible, but the config needs one",
+            f"trainer.device={cfg.trainer.device}, engine.kind={cfg.engine.kind}, "
+            f"n_gpus_per_node={cfg.trainer.n_gpus_per_node}",
+            "check CUDA_VISIBLE_DEVICES / nvidia-smi, or use engine.kind: hf and "
+            "trainer.device: cpu with a tiny model",
+        )
+    level = "OK" if cfg.model.path.startswith("tiny:") else "WARN"
+    return Finding(level, "no CUDA GPU: CPU mode", "fine for tiny models, slow for real ones")
+
+
+def check_engine_server(url: str) -> Finding:
+    import httpx
+
+    for path in ("/health", "/v1/models"):
+        try:
+            r = httpx.get(url.rstrip("/") + path, timeout=3.0)
+            if r.status_code < 500:
+                return Finding("OK", f"engine server {url} answers ({path} → {r.status_code})")
+        except httpx.HTTPError:
+            continue
+    return Finding(
+        "FAIL",
+        f"engine server {url} is not reachable",
+        "rollouts would hang waiting for the first generation",
+        "start the server (e.g. `vllm serve MODEL`) or clear engine.server_url for in-process",
+    )
+
+
+def check_stack(cfg: Any) -> list[Finding]:
+    kind = cfg.engine.kind
+    out = [
+        check_package("torch", needed=True, why="for training"),
+        check_package("transformers", needed=True, why="for models and templates"),
+        check_package("ray", needed=cfg.trainer.placement == "ray", why="for placement: ray"),
+        check_package(
+            "vllm",
+            needed=kind == "vllm" and not cfg.engine.server_url,
+            why="for engine.kind: vllm",
+            extra="vllm",
+        ),
+        check_package(
+            "sglang",
+            needed=kind == "sglang" and not cfg.engine.server_url,
+            why="for engine.kind: sglang",
+            extra="sglang",
+        ),
+        check_gpu(cfg),
+    ]
+    for dist in ("vllm", "sglang"):
+        pin = check_engine_torch_pin(dist)
+        if pin is not None and (pin.level != "OK" or kind == dist):
+            out.append(pin if kind == dist else Finding("WARN", pin.title, pin.detail, pin.fix))
+    if cfg.model.attn_implementation == "flash_attention_2":
+        out.append(check_package("flash-attn", needed=True, why="for flash_attention_2"))
+    if cfg.engine.server_url:
+        out.append(check_engine_server(cfg.engine.server_url))
+    return out
+
+
+def check_sandbox(timeout_s: float = 20.0) -> Finding:
+    """Run `print(6*7)` in the default local sandbox; WARN (not FAIL) when it cannot isolate,
+    since only code-executing envs need it."""
+    try:
+        sb = importlib.import_module("agentrl.sandboxes")
+    except ImportError as e:
+        return Finding(
+            "WARN",
+            "sandboxes module unavailable",
+            f"{e}; code-executing envs cannot run",
+            "reinstall agentrl (pip install -e .) so agentrl.sandboxes is importable",
+        )
+    get_backend = getattr(sb, "get_backend", None)
+    request = getattr(sb, "ExecRequest", None)
+    if get_backend is None or request is None:
+        return Finding("WARN", "agentrl.sandboxes exposes no get_backend/ExecRequest")
+    try:
+        backend = get_backend("local")
+        res = backend.run(request(code="print(6*7)", timeout_s=timeout_s))
+    except Exception as e:  # noqa: BLE001 - host misconfiguration is the finding
+        return Finding(
+            "WARN",
+            f"local sandbox cannot isolate here: {type(e).__name__}: {e}",
+            "code-executing envs (tool: python) will fail",
+            "install bubblewrap (apt-get install bubblewrap) and run as root or with user "
+            "namespaces enabled; or use the docker backend",
+        )
+    if getattr(res, "status", "") == "ok" and res.stdout.strip() == "42":
+        return Finding("OK", f"local sandbox runs code ({res.wall_s:.2f}s)")
+    return Finding(
+        "WARN",
+        f"local sandbox run failed: status={res.status}",
+        (res.stderr or res.stdout)[-300:],
+        "see docs/troubleshooting.md (sandboxes)",
+    )

@@ -1,0 +1,75 @@
+"""Batched next-token sampling for the hf engine, on the logits' device.
+
+Each row carries its own temperature, top-k, top-p and `torch.Generator`, so a seeded request
+samples the same tokens whatever else shares its batch: the noise is drawn per row from the
+row's own generator (exponential race / Gumbel-max), never from a shared stream.
+
+The returned logprob is log p(token) under `log_softmax(logits / T)` *before* top-k/top-p
+filtering (plain `log_softmax(logits)` for greedy rows): that is the distribution the trainer
+recomputes, so the importance ratio at step 0 is exactly 1.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import torch
+
+
+def sample_tokens(
+    logits: torch.Tensor,
+    temperature: torch.Tensor,
+    top_k: torch.Tensor,
+    top_p: torch.Tensor,
+    generators: Sequence[torch.Generator],
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """Sample one token per row of `logits` [B, V]; returns (token ids [B], logprobs [B]).
+
+    `temperature` [B] float (0 = greedy), `top_k` [B] long (0 = off), `top_p` [B] float.
+    """
+    logits = logits.float()
+    greedy = temperature <= 0
+    scale = torch.where(greedy, torch.ones_like(temperature), temperature)
+    logp = torch.log_softmax(logits / scale[:, None], dim=-1)
+    choice = logp
+    if not bool(greedy.all()):
+        filtered = _filter_top_k_top_p(logp, top_k, top_p)
+        # Exponential race: argmax(log p - log E), E ~ Exp(1), samples from softmax(log p).
+        noise = torch.stack([_exp_noise(logp.shape[-1], g, logp.device) for g in generators])
+        sampled = filtered - noise.log()
+        choice = torch.where(greedy[:, None], logp, sampled)
+    tokens = choice.argmax(dim=-1)
+    return tokens, logp.gather(-1, tokens[:, None]).squeeze(-1)
+
+
+def _exp_noise(vocab: int, generator: torch.Generator, device: torch.device) -> torch.Tensor:
+    return torch.empty(vocab, device=device).exponential_(generator=generator)
+
+
+def _filter_top_k_top_p(
+    logp: torch.Tensor, top_k: torch.Tensor, top_p: torch.Tensor
+) -> torch.Tensor:
+    """Set log-probs outside each row's top-k / nucleus to -inf (the argmax always survives)."""
+    vocab = logp.shape[-1]
+    if bool((top_k <= 0).all()) and bool((top_p >= 1.0).all()):
+        return logp
+    sorted_logp, order = logp.sort(dim=-1, descending=True)
+    ranks = torch.arange(vocab, device=logp.device)[None, :]
+    k = torch.where(top_k > 0, top_k, torch.full_like(top_k, vocab))
+    drop = ranks >= k[:, None]
+    probs = sorted_logp.exp()
+    # Keep the smallest prefix whose mass reaches top_p: drop a token once the mass *before*
+    # it already does.
+    drop |= (probs.cumsum(dim=-1) - probs) >= top_p[:, None]
+    drop[:, 0] = False
+    mask = torch.zeros_like(drop).scatter(-1, order, drop)
+    return logp.masked_fill(mask, float("-inf"))
+
+
+def make_generator(device: torch.device, seed: int | None) -> torch.Generator:
+    """A per-request generator; unseeded requests draw a fresh seed from the global RNG."""
+    gen = torch.Generator(device=device)
+    if seed is None:
+        seed = int(torch.randint(0, 2**62, (1,)).item())
+    gen.manual_seed(seed)
+    return gen

@@ -1,0 +1,146 @@
+"""Read a run folder's `metrics.jsonl` / `eval.jsonl` and summarise it.
+
+The trainer appends one JSON object per step to `metrics.jsonl` (`step` plus any numeric
+keys: `reward/mean`, `success_rate`, `response_length/mean`, `kl`, `entropy`, ...) and one per
+evaluation to `eval.jsonl`. Nothing here assumes a fixed key set: the reward and success keys
+are found by name, non-numeric values are ignored, and a half-written last line (a run that
+is still going, or was killed mid-write) is skipped rather than fatal.
+
+Wall time, in order of preference: the span of `timestamp` / `time` (unix seconds), the last
+cumulative `time/elapsed_s` / `elapsed_s`, the sum of per-step `time/step` / `time/step_s`.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+METRICS_FILE = "metrics.jsonl"
+EVAL_FILE = "eval.jsonl"
+REWARD_KEYS = ("reward/mean", "reward", "rewards/mean", "train/reward/mean", "reward_mean")
+SUCCESS_KEYS = ("success_rate", "success/mean", "success", "accuracy", "pass@1")
+X_KEYS = ("step", "global_step", "iteration")
+# Keys that are coordinates or bookkeeping, not curves.
+NOT_CURVES = {*X_KEYS, "timestamp", "epoch", "time", "wall_time"}
+
+
+def read_rows(path: str | Path) -> list[dict[str, Any]]:
+    """JSON objects one per line; blank lines and an unterminated final line are skipped."""
+    path = Path(path)
+    if not path.exists():
+        return []
+    rows: list[dict[str, Any]] = []
+    lines = path.read_text(encoding="utf-8").splitlines()
+    for i, line in enumerate(lines, 1):
+        if not line.strip():
+            continue
+        try:
+            row = json.loads(line)
+        except json.JSONDecodeError as e:
+            if i == len(lines):
+                break  # being written right now
+            raise ValueError(f"{path}:{i}: not JSON: {e}") from e
+        if isinstance(row, dict):
+            rows.append(row)
+    return rows
+
+
+def is_number(v: Any) -> bool:
+    return isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)
+
+
+def x_of(row: dict[str, Any], index: int) -> float:
+    for k in X_KEYS:
+        if is_number(row.get(k)):
+            return float(row[k])
+    return float(index)
+
+
+def series(rows: list[dict[str, Any]]) -> dict[str, tuple[list[float], list[float]]]:
+    """{key: (xs, ys)} for every numeric key; x is the row's step (or its index)."""
+    out: dict[str, tuple[list[float], list[float]]] = {}
+    for i, row in enumerate(rows):
+        x = x_of(row, i)
+        for k, v in row.items():
+            if k in NOT_CURVES or not is_number(v):
+                continue
+            xs, ys = out.setdefault(k, ([], []))
+            xs.append(x)
+            ys.append(float(v))
+    return out
+
+
+def pick_key(keys: Any, preferred: tuple[str, ...], contains: str) -> str | None:
+    """The first preferred key present, else the first key containing `contains`."""
+    keys = list(keys)
+    for k in preferred:
+        if k in keys:
+            return k
+    return next((k for k in keys if contains in k.lower()), None)
+
+
+@dataclass
+class RunSummary:
+    run_dir: Path
+    steps: int = 0
+    last_step: float | None = None
+    reward_key: str | None = None
+    first_reward: float | None = None
+    last_reward: float | None = None
+    best_reward: float | None = None
+    best_step: float | None = None
+    success_key: str | None = None
+    last_success: float | None = None
+    eval_before: dict[str, float] = field(default_factory=dict)
+    eval_after: dict[str, float] = field(default_factory=dict)
+    wall_s: float | None = None
+    last: dict[str, float] = field(default_factory=dict)
+
+
+def wall_time(rows: list[dict[str, Any]]) -> float | None:
+    for k in ("timestamp", "time"):  # unix seconds (the trainer's logger writes `time`)
+        stamps = [float(r[k]) for r in rows if is_number(r.get(k)) and r[k] > 1e9]
+        if len(stamps) >= 2:
+            return max(stamps) - min(stamps)
+    for k in ("time/elapsed_s", "elapsed_s"):
+        vals = [float(r[k]) for r in rows if is_number(r.get(k))]
+        if vals:
+            return max(vals)
+    for k in ("time/step", "time/step_s", "step_time_s"):
+        vals = [float(r[k]) for r in rows if is_number(r.get(k))]
+        if vals:
+            return sum(vals)
+    return None
+
+
+def _eval_point(row: dict[str, Any]) -> dict[str, float]:
+    return {k: float(v) for k, v in row.items() if is_number(v)}
+
+
+def summarize(run_dir: str | Path) -> RunSummary:
+    """Steps, first/last/best reward, final success, eval before/after and wall time."""
+    run_dir = Path(run_dir)
+    rows = read_rows(run_dir / METRICS_FILE)
+    s = RunSummary(run_dir, steps=len(rows))
+    curves = series(rows)
+    if rows:
+        s.last_step = x_of(rows[-1], len(rows) - 1)
+        s.last = {k: ys[-1] for k, (_, ys) in curves.items()}
+    s.reward_key = pick_key(curves, REWARD_KEYS, "reward")
+    if s.reward_key:
+        xs, ys = curves[s.reward_key]
+        best = max(range(len(ys)), key=ys.__getitem__)
+        s.first_reward, s.last_reward = ys[0], ys[-1]
+        s.best_reward, s.best_step = ys[best], xs[best]
+    s.success_key = pick_key(curves, SUCCESS_KEYS, "success")
+    if s.success_key:
+        s.last_success = curves[s.success_key][1][-1]
+    evals = read_rows(run_dir / EVAL_FILE)
+    if evals:
+        s.eval_before = _eval_point(evals[0])
+        s.eval_after = _eval_point(evals[-1]) if len(evals) > 1 else {}
+    s.wall_s = wall_time(rows)
+    return s

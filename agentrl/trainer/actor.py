@@ -1,0 +1,144 @@
+"""The Actor: the policy being trained. Computes log-probs and runs the PPO-style update.
+
+Mini-batches are optimizer steps; micro-batches accumulate gradients inside one. Each micro
+loss is weighted by its share of the mini-batch's tokens (token-mean) or sequences (seq
+modes), counted over all ranks, so micro-batching and sharding never change the update.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Iterator
+from typing import Any
+
+import torch
+
+from agentrl.algorithms import aggregate_loss, get_policy_loss, kl_penalty
+from agentrl.backends import TrainingBackend
+from agentrl.config import AlgorithmConfig, OptimConfig, TrainerConfig
+
+from .batch import TrainBatch
+from .logprobs import batched_log_probs, response_log_probs
+
+
+def loss_weight_count(mask: torch.Tensor, mode: str) -> float:
+    """How much a set of rows counts in the global aggregate of `mode`."""
+    if mode == "token-mean":
+        return float(mask.sum())
+    return float((mask.sum(-1) > 0).sum())
+
+
+def build_optimizer(model: torch.nn.Module, cfg: OptimConfig, total_steps: int) -> tuple[Any, Any]:
+    params = [p for p in model.parameters() if p.requires_grad]
+    opt = torch.optim.AdamW(params, lr=cfg.lr, betas=cfg.betas, weight_decay=cfg.weight_decay)
+
+    def factor(step: int) -> float:
+        if step < cfg.warmup_steps:
+            return (step + 1) / cfg.warmup_steps
+        if cfg.scheduler == "cosine":
+            progress = (step - cfg.warmup_steps) / max(1, total_steps - cfg.warmup_steps)
+            return 0.5 * (1 + torch.cos(torch.tensor(min(progress, 1.0) * torch.pi)).item())
+        return 1.0
+
+    return opt, torch.optim.lr_scheduler.LambdaLR(opt, factor)
+
+
+class Actor:
+    def __init__(
+        self,
+        model: torch.nn.Module,
+        backend: TrainingBackend,
+        algo: AlgorithmConfig,
+        optim: OptimConfig,
+        trainer: TrainerConfig,
+        temperature: float = 1.0,
+    ) -> None:
+        self.backend = backend
+        self.model = backend.prepare(model)
+        self.algo, self.optim_cfg, self.cfg = algo, optim, trainer
+        self.temperature = temperature
+        self.loss_fn = get_policy_loss(algo.policy_loss)
+        self.optimizer, self.scheduler = build_optimizer(self.model, optim, trainer.steps * 8)
+
+    def compute_log_probs(self, batch: TrainBatch) -> torch.Tensor:
+        self.model.eval()
+        return batched_log_probs(
+            self.model, batch.to(self.backend.device), self.cfg.logprob_micro_batch_size, self.temperature
+        )
+
+    def micro_loss(self, mb: TrainBatch) -> tuple[torch.Tensor, dict[str, float]]:
+        """Policy loss (+ KL term, − entropy bonus) of one micro-batch, aggregated over it."""
+        assert mb.old_log_probs is not None and mb.advantages is not None
+        logp, entropy = response_log_probs(self.model, mb, self.temperature)
+        mask = mb.response_mask
+        loss, metrics = self.loss_fn(
+            logp, mb.old_log_probs, mb.advantages, mask, self.algo, is_weights=mb.is_weights
+        )
+        ent = aggregate_loss(entropy, mask, self.algo.loss_agg_mode)
+        metrics["entropy"] = float(ent.detach())
+        if self.algo.entropy_coef:
+            loss = loss - self.algo.entropy_coef * ent
+        if self.algo.kl.coef and self.algo.kl.placement == "loss" and mb.ref_log_probs is not None:
+            kl = aggregate_loss(
+                kl_penalty(logp, mb.ref_log_probs, self.algo.kl.estimator), mask, self.algo.loss_agg_mode
+            )
+            loss = loss + self.algo.kl.coef * kl
+            metrics["kl"] = float(kl.detach())
+        return loss, metrics
+
+    def _chunks(self, rows: list[int], size: int) -> Iterator[list[int]]:
+        for i in range(0, len(rows), max(1, size)):
+            yield rows[i : i + size]
+
+    def update(self, batch: TrainBatch, generator: torch.Generator | None = None) -> dict[str, float]:
+        """`ppo_epochs` passes over shuffled mini-batches; returns averaged metrics."""
+        self.model.train()
+        device, mode = self.backend.device, self.algo.loss_agg_mode
+        sums: dict[str, float] = defaultdict(float)
+        n_micro = 0
+        for _ in range(self.cfg.ppo_epochs):
+            order = torch.randperm(batch.size, generator=generator).tolist()
+            for mini in self._chunks(order, self.cfg.mini_batch_size):
+                mine = [mini[i] for i in self.backend.shard(len(mini))]
+                total = self.backend.global_sum(loss_weight_count(batch.response_mask[mini], mode))
+                self.optimizer.zero_grad(set_to_none=True)
+                for micro in self._chunks(mine, self.cfg.micro_batch_size):
+                    mb = batch.select(micro).to(device)
+                    loss, metrics = self.micro_loss(mb)
+                    share = loss_weight_count(mb.response_mask, mode) / max(total, 1.0)
+                    (loss * share * self.backend.grad_scale()).backward()
+                    sums["loss"] += float(loss.detach()) * share
+                    for k, v in metrics.items():
+                        sums[k] += v
+                    n_micro += 1
+                sums["grad_norm"] += self.backend.clip_grad_norm(self.model, self.optim_cfg.grad_clip)
+                self.optimizer.step()
+                self.scheduler.step()
+                sums["optimizer_steps"] += 1
+        steps = max(sums.pop("optimizer_steps", 0), 1)
+        out = {k: v / max(n_micro, 1) for k, v in sums.items() if k not in ("grad_norm", "loss")}
+        out["grad_norm"] = sums.get("grad_norm", 0.0) / steps
+        out["loss"] = sums.get("loss", 0.0) / steps  # shares sum to 1 per optimizer step
+        out["lr"] = float(self.scheduler.get_last_lr()[0])
+        return out
+
+    def named_weights(self) -> Iterator[tuple[str, torch.Tensor]]:
+        """Full weights for the rollout engine (LoRA adapters merged)."""
+        model = self.model
+        if hasattr(model, "merge_adapter") and hasattr(model, "unmerge_adapter"):
+            yield from _merged_lora_weights(model)
+            return
+        yield from self.backend.full_state_dict(model)
+
+
+def _merged_lora_weights(model: Any) -> Iterator[tuple[str, torch.Tensor]]:
+    """Merge adapters, export base-model names, unmerge: the engine sees plain HF weights."""
+    model.merge_adapter()
+    try:
+        for name, tensor in model.state_dict().items():
+            if "lora_" in name or "modules_to_save" in name:
+                continue
+            clean = name.replace("base_model.model.", "").replace(".base_layer", "")
+            yield clean, tensor.detach().clone()
+    finally:
+        model.unmerge_adapter()

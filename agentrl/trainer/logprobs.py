@@ -1,0 +1,60 @@
+"""Log-probabilities of response tokens under a model: the trainer's side of token exactness.
+
+The rollout engine returns logprobs of the temperature-scaled distribution; recomputing them
+here on the same ids (never re-tokenized) is what makes importance ratios meaningful.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+
+from .batch import TrainBatch
+
+
+def forward_logits(model: Any, batch: TrainBatch) -> torch.Tensor:
+    """Logits at the positions that predict each response token: `[B, T, V]`."""
+    extra: dict[str, Any] = {}
+    if batch.multimodal:
+        from agentrl.trainer.multimodal import stack_multimodal
+
+        extra = stack_multimodal(batch.multimodal, batch.input_ids.device)
+    out = model(input_ids=batch.input_ids, attention_mask=batch.attention_mask, use_cache=False, **extra)
+    logits = out.logits if hasattr(out, "logits") else out
+    rows = torch.arange(batch.size, device=logits.device)[:, None]
+    return logits[rows, batch.logit_index.clamp(min=0)]
+
+
+def token_log_probs(
+    logits: torch.Tensor, tokens: torch.Tensor, temperature: float = 1.0
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """(log p(token), entropy) per position, in float32, of softmax(logits / temperature)."""
+    logp_all = torch.log_softmax(logits.float() / max(temperature, 1e-6), dim=-1)
+    logp = logp_all.gather(-1, tokens[..., None]).squeeze(-1)
+    entropy = -(logp_all.exp() * logp_all).sum(-1)
+    return logp, entropy
+
+
+def response_log_probs(
+    model: Any, batch: TrainBatch, temperature: float = 1.0
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """(log-probs, entropy) `[B, T]` of the batch's response tokens; 0 beyond each response."""
+    logits = forward_logits(model, batch)
+    logp, ent = token_log_probs(logits, batch.responses, temperature)
+    valid = (batch.logit_index >= 0).to(logp.dtype)
+    return logp * valid, ent * valid
+
+
+@torch.no_grad()
+def batched_log_probs(
+    model: Any, batch: TrainBatch, micro_batch_size: int, temperature: float = 1.0
+) -> torch.Tensor:
+    """`response_log_probs` over micro-batches (the usual OOM lever), padded back to `[B, T]`."""
+    out = torch.zeros(batch.responses.shape, dtype=torch.float32)
+    for start in range(0, batch.size, micro_batch_size):
+        idx = list(range(start, min(start + micro_batch_size, batch.size)))
+        sub = batch.select(idx)
+        logp, _ = response_log_probs(model, sub, temperature)
+        out[idx, : logp.shape[1]] = logp.float().cpu()
+    return out

@@ -1,0 +1,137 @@
+"""Roles besides the Actor: Reference, Critic, RewardScorer. One role per class, composed by
+the Trainer; which roles exist follows from the config (a critic only for `gae`, a reference
+only when a KL coefficient is set), never from role strings."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+
+from agentrl.algorithms import (
+    filter_groups_by_reward_variance,
+    kl_penalized_rewards,
+    overlong_penalty,
+    value_loss,
+)
+from agentrl.backends import TrainingBackend
+from agentrl.config import AlgorithmConfig, OptimConfig, RolloutConfig, TrainerConfig
+from agentrl.types import TrajectoryGroup
+
+from .actor import build_optimizer
+from .batch import TrainBatch, collate
+from .logprobs import batched_log_probs
+
+
+class Reference:
+    """A frozen copy of the initial policy, for the KL term."""
+
+    def __init__(self, model: torch.nn.Module, backend: TrainingBackend, cfg: TrainerConfig, temperature: float) -> None:
+        self.model = backend.prepare(model).eval()
+        for p in self.model.parameters():
+            p.requires_grad_(False)
+        self.backend, self.cfg, self.temperature = backend, cfg, temperature
+
+    def compute_log_probs(self, batch: TrainBatch) -> torch.Tensor:
+        return batched_log_probs(
+            self.model, batch.to(self.backend.device), self.cfg.logprob_micro_batch_size, self.temperature
+        )
+
+
+class ValueModel(torch.nn.Module):
+    """A causal LM's backbone with a scalar head: V(state before response token j)."""
+
+    def __init__(self, lm: torch.nn.Module) -> None:
+        super().__init__()
+        self.backbone = lm.get_decoder() if hasattr(lm, "get_decoder") else lm.model
+        hidden = lm.config.hidden_size
+        self.head = torch.nn.Linear(hidden, 1)
+        torch.nn.init.zeros_(self.head.weight)
+        torch.nn.init.zeros_(self.head.bias)
+
+    def forward(self, batch: TrainBatch) -> torch.Tensor:
+        out = self.backbone(input_ids=batch.input_ids, attention_mask=batch.attention_mask, use_cache=False)
+        values = self.head(out.last_hidden_state.float()).squeeze(-1)  # [B, L]
+        rows = torch.arange(batch.size, device=values.device)[:, None]
+        return values[rows, batch.logit_index.clamp(min=0)] * (batch.logit_index >= 0)
+
+
+class Critic:
+    """Value function for GAE, trained with the clipped value loss."""
+
+    def __init__(
+        self, lm: torch.nn.Module, backend: TrainingBackend, algo: AlgorithmConfig, optim: OptimConfig, cfg: TrainerConfig
+    ) -> None:
+        self.backend, self.algo, self.cfg = backend, algo, cfg
+        self.model = backend.prepare(ValueModel(lm))
+        self.optimizer, _ = build_optimizer(self.model, optim, cfg.steps)
+        self.grad_clip = optim.grad_clip
+
+    @torch.no_grad()
+    def compute_values(self, batch: TrainBatch) -> torch.Tensor:
+        self.model.eval()
+        out = torch.zeros(batch.responses.shape)
+        for start in range(0, batch.size, self.cfg.logprob_micro_batch_size):
+            idx = list(range(start, min(start + self.cfg.logprob_micro_batch_size, batch.size)))
+            v = self.model(batch.select(idx).to(self.backend.device)).float().cpu()
+            out[idx, : v.shape[1]] = v
+        return out
+
+    def update(self, batch: TrainBatch) -> dict[str, float]:
+        self.model.train()
+        metrics: dict[str, float] = {}
+        for start in range(0, batch.size, self.cfg.mini_batch_size):
+            mb = batch.select(list(range(start, min(start + self.cfg.mini_batch_size, batch.size))))
+            mb = mb.to(self.backend.device)
+            assert mb.values is not None and mb.returns is not None
+            self.optimizer.zero_grad(set_to_none=True)
+            loss, metrics = value_loss(
+                self.model(mb), mb.values, mb.returns, mb.response_mask, self.algo.value_clip
+            )
+            loss.backward()
+            torch.nn.utils.clip_grad_norm_(self.model.parameters(), self.grad_clip)
+            self.optimizer.step()
+            metrics["value_loss"] = float(loss.detach())
+        return metrics
+
+
+class RewardScorer:
+    """Turns rollout groups into a training batch: reward shaping, DAPO filtering, KL-in-reward.
+
+    Env rewards are already on the trajectories (the env is the verifier); this role applies
+    what the algorithm config adds on top.
+    """
+
+    def __init__(self, algo: AlgorithmConfig, rollout: RolloutConfig, pad_id: int) -> None:
+        self.algo, self.rollout, self.pad_id = algo, rollout, pad_id
+
+    def keep_informative(self, groups: list[TrajectoryGroup]) -> list[TrajectoryGroup]:
+        """DAPO dynamic sampling: drop groups whose rewards are all equal."""
+        if not self.algo.dynamic_sampling or not groups:
+            return groups
+        rewards = torch.tensor([[t.reward for t in g.trajectories] for g in groups])
+        keep = filter_groups_by_reward_variance(rewards)
+        return [g for g, k in zip(groups, keep.tolist(), strict=True) if k]
+
+    def shape(self, groups: list[TrajectoryGroup]) -> dict[str, float]:
+        """Overlong shaping on sampled-token counts (observations don't count)."""
+        if self.algo.overlong_buffer <= 0:
+            return {}
+        trajs = [t for g in groups for t in g.trajectories]
+        lengths = torch.tensor([sum(t.loss_mask) for t in trajs])
+        pen = overlong_penalty(lengths, self.rollout.max_total_tokens, self.algo.overlong_buffer, self.algo.overlong_penalty)
+        for t, p in zip(trajs, pen.tolist(), strict=True):
+            t.metadata["overlong_penalty"] = p
+            t.reward += p
+        return {"overlong_penalty": float(pen.mean())}
+
+    def batch(self, groups: list[TrajectoryGroup]) -> TrainBatch:
+        return collate(groups, self.pad_id, reward_on=self.algo.credit)
+
+    def kl_in_reward(self, batch: TrainBatch, log_probs: torch.Tensor, ref: torch.Tensor) -> dict[str, Any]:
+        if not (self.algo.kl.coef and self.algo.kl.placement == "reward"):
+            return {}
+        batch.token_rewards, metrics = kl_penalized_rewards(
+            batch.token_rewards, log_probs, ref, batch.response_mask, self.algo.kl.coef, self.algo.kl.estimator
+        )
+        return metrics

@@ -1,0 +1,217 @@
+"""The RL training loop. `Trainer.train()` reads top to bottom:
+
+rollout → reward → old/ref log-probs → advantages → mini-batch updates → weight sync → log →
+checkpoint. Roles (Actor, Reference, Critic, Rollout, RewardScorer) are separate classes built
+from the config; the loop only composes them.
+"""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from agentrl.algorithms import AdvantageInput, compute_advantages, importance_weights
+from agentrl.config import TrainConfig, to_dict
+from agentrl.types import TrajectoryGroup
+
+from .actor import Actor
+from .batch import TrainBatch
+from .build import Components, build_components
+from .checkpoint import Checkpointer
+from .logger import MetricsLogger
+
+
+class Trainer:
+    def __init__(self, cfg: TrainConfig, components: Components | None = None) -> None:
+        self.cfg = cfg
+        self.c = components or build_components(cfg)
+        self.actor: Actor = self.c.actor
+        self.out = Path(cfg.trainer.out_dir)
+        main = self.c.backend.is_main
+        self.logger = MetricsLogger(
+            self.out, tensorboard=cfg.trainer.tensorboard, wandb=cfg.trainer.wandb, config=to_dict(cfg), enabled=main
+        )
+        self.checkpointer = Checkpointer(self.out)
+        self.step = 0
+        self.generator = torch.Generator().manual_seed(cfg.trainer.seed)
+
+    # ------------------------------------------------------------------ the loop
+    def train(self, resume: bool = False) -> dict[str, Any]:
+        if resume:
+            self.load_checkpoint()
+        if self.step == 0 and self.cfg.sft.steps:
+            self.bootstrap_sft()
+        if self.step == 0:
+            self.evaluate("before")
+        while self.step < self.cfg.trainer.steps:
+            self.step += 1
+            t0 = time.perf_counter()
+            metrics = self.train_step()
+            metrics["time/step"] = time.perf_counter() - t0
+            self.logger.log(self.step, metrics)
+            every = self.cfg.trainer.save_every
+            if every and self.step % every == 0:
+                self.save_checkpoint()
+            if self.cfg.trainer.eval_every and self.step % self.cfg.trainer.eval_every == 0:
+                self.evaluate("eval")
+        result = self.evaluate("after")
+        self.finish()
+        return result
+
+    def train_step(self) -> dict[str, float]:
+        c, m = self.c, {}
+        groups, m["time/rollout"] = self.timed(self.collect_groups)
+        batch = c.scorer.batch(groups)
+        t0 = time.perf_counter()
+        batch.old_log_probs = self.actor.compute_log_probs(batch)
+        if c.reference is not None:
+            batch.ref_log_probs = c.reference.compute_log_probs(batch)
+            m |= c.scorer.kl_in_reward(batch, batch.old_log_probs, batch.ref_log_probs)
+        if c.critic is not None:
+            batch.values = c.critic.compute_values(batch)
+        m["time/logprobs"] = time.perf_counter() - t0
+        m |= self.advantages(batch)
+        actor_metrics, m["time/update"] = self.timed(lambda: self.actor.update(batch, self.generator))
+        m |= actor_metrics
+        if c.critic is not None:
+            m |= c.critic.update(batch)
+        m["time/weight_sync"] = c.rollout.sync_weights(self.actor.named_weights())
+        return m | self.rollout_metrics(groups, batch)
+
+    # ------------------------------------------------------------------ pieces
+    def collect_groups(self) -> list[TrajectoryGroup]:
+        """One batch of groups; with DAPO dynamic sampling, refill dropped groups."""
+        c, cfg = self.c, self.cfg
+        groups = c.rollout.collect(c.data.next_batch(), cfg.rollout.n)
+        self._raw_stats = dict(c.rollout.stats)
+        c.scorer.shape(groups)
+        kept = c.scorer.keep_informative(groups)
+        for _ in range(cfg.algorithm.max_resample_batches if cfg.algorithm.dynamic_sampling else 0):
+            if len(kept) >= cfg.data.batch_size:
+                break
+            more = c.rollout.collect(c.data.next_batch(), cfg.rollout.n)
+            c.scorer.shape(more)
+            kept += c.scorer.keep_informative(more)
+        return (kept or groups)[: max(cfg.data.batch_size, 1)]
+
+    def advantages(self, batch: TrainBatch) -> dict[str, float]:
+        algo, m = self.cfg.algorithm, {}
+        inp = AdvantageInput(
+            token_rewards=batch.token_rewards,
+            mask=batch.response_mask,
+            group_index=batch.group_index,
+            values=batch.values,
+            old_log_probs=batch.old_log_probs,
+            ref_log_probs=batch.ref_log_probs,
+            turn_index=batch.turn_index,
+        )
+        batch.advantages, batch.returns = compute_advantages(inp, algo)
+        assert batch.old_log_probs is not None
+        weights, tis = importance_weights(
+            batch.old_log_probs, batch.rollout_log_probs, batch.response_mask, algo.tis_mode, algo.tis_cap
+        )
+        if algo.tis_mode != "none":
+            batch.is_weights = weights
+            if algo.tis_mode.endswith("_mask"):
+                batch.response_mask = batch.response_mask * (weights > 0)
+        m |= tis
+        m["advantage/mean"] = float((batch.advantages * batch.response_mask).sum() / batch.response_mask.sum().clamp(min=1))
+        return m
+
+    def rollout_metrics(self, groups: list[TrajectoryGroup], batch: TrainBatch) -> dict[str, float]:
+        stats = getattr(self, "_raw_stats", {})
+        trajs = [t for g in groups for t in g.trajectories]
+        best = self.c.success_at
+        sampled = float(batch.response_mask.sum())
+        out = {
+            "reward/mean": float(batch.rewards.mean()),
+            "success_rate": sum(t.reward >= best - 1e-9 for t in trajs) / len(trajs),
+            "response_length/mean": sampled / len(trajs),
+            "tool_calls": stats.get("tool_calls", 0.0),
+            "tool_errors": stats.get("tool_errors", 0.0),
+            "groups": float(len(groups)),
+        }
+        out |= {k: v for k, v in stats.items() if k.startswith("termination/")}
+        if stats.get("wall_s"):
+            out["throughput/rollout_tok_s"] = stats.get("sampled_tokens", 0.0) / stats["wall_s"]
+        return out
+
+    def evaluate(self, tag: str) -> dict[str, float]:
+        if self.cfg.data.eval_episodes <= 0:
+            return {}
+        res = self.c.rollout.evaluate(self.c.data.eval_items(), self.c.success_at)
+        self.logger.log(self.step, res, file="eval.jsonl")
+        if self.c.backend.is_main:
+            self.logger.console.print(f"[bold cyan]eval ({tag})[/] step {self.step}: success {res['success_rate']:.3f}")
+        return res
+
+    def bootstrap_sft(self) -> None:
+        """Short SFT on oracle demos; the engine and the reference then start from its weights."""
+        from .build import env_factory
+        from .sft import build_demos, sft_train
+
+        cfg, c = self.cfg, self.c
+        seeds = [cfg.data.eval_seed_offset * 2 + i for i in range(cfg.sft.demos)]
+        demos = build_demos(env_factory(cfg), c.rollout.runner.chat, seeds)
+        losses = sft_train(self.actor.model, demos, cfg.sft, c.tokenizer.pad_token_id, c.backend.device, cfg.trainer.seed)
+        self.logger.log(0, {"sft/loss_first": losses[0], "sft/loss_last": losses[-1]}, file="sft.jsonl")
+        weights = dict(self.actor.named_weights())
+        c.rollout.sync_weights(weights.items())
+        if c.reference is not None:
+            c.reference.model.load_state_dict(weights)
+
+    @staticmethod
+    def timed(fn: Any) -> tuple[Any, float]:
+        t0 = time.perf_counter()
+        out = fn()
+        return out, time.perf_counter() - t0
+
+    # ------------------------------------------------------------------ state
+    def state(self) -> dict[str, Any]:
+        state = {
+            "model": dict(self.actor.backend.full_state_dict(self.actor.model)),
+            "optimizer": self.actor.optimizer.state_dict(),
+            "scheduler": self.actor.scheduler.state_dict(),
+            "cursor": self.c.data.cursor,
+            "generator": self.generator.get_state(),
+        }
+        if self.c.critic is not None:
+            state["critic"] = self.c.critic.model.state_dict()
+            state["critic_optimizer"] = self.c.critic.optimizer.state_dict()
+        return state
+
+    def save_checkpoint(self) -> None:
+        state = self.state()
+        if self.c.backend.is_main:
+            self.checkpointer.save(self.step, state)
+        self.c.backend.barrier()
+
+    def load_checkpoint(self) -> None:
+        state = self.checkpointer.load()
+        if state is None:
+            return
+        self.actor.model.load_state_dict(state["model"])
+        self.actor.optimizer.load_state_dict(state["optimizer"])
+        self.actor.scheduler.load_state_dict(state["scheduler"])
+        self.c.data.cursor = state["cursor"]
+        self.generator.set_state(state["generator"])
+        if self.c.critic is not None and "critic" in state:
+            self.c.critic.model.load_state_dict(state["critic"])
+            self.c.critic.optimizer.load_state_dict(state["critic_optimizer"])
+        self.step = state["step"]
+        self.c.rollout.sync_weights(self.actor.named_weights())
+        self.logger.truncate_after(self.step)
+
+    def finish(self) -> None:
+        self.logger.close()
+        if self.c.backend.is_main:
+            try:
+                from agentrl.report import write_plots
+
+                write_plots(self.out)
+            except ImportError:
+                pass
+        self.c.close()

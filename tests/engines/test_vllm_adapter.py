@@ -1,0 +1,183 @@
+"""vLLM adapter: translations against recorded-shape fakes, server mode against a fake HTTP
+server on 127.0.0.1. The real-engine test only runs where vLLM and a GPU exist."""
+
+from __future__ import annotations
+
+import asyncio
+import importlib.util
+from types import SimpleNamespace
+from typing import Any
+
+import pytest
+import torch
+from engine_fakes import (
+    SCRIPT_IDS,
+    SCRIPT_LOGPROBS,
+    FakeAsyncLLM,
+    FakeHTTPServer,
+    FakeVLLMCompletion,
+    FakeVLLMLogprob,
+    FakeVLLMOutput,
+    FakeVLLMSamplingParams,
+    fake_completions_body,
+)
+
+from agentrl.config.schema import EngineConfig
+from agentrl.engines import EngineError, SamplingParams, build_engine
+from agentrl.engines.vllm import (
+    VLLMEngine,
+    VLLMServerEngine,
+    from_completions_response,
+    from_vllm_output,
+    to_completions_payload,
+    to_vllm_prompt,
+    to_vllm_sampling,
+)
+
+PARAMS = SamplingParams(
+    max_new_tokens=7, temperature=0.6, top_p=0.9, top_k=0, stop=["</tool_call>"], seed=3
+)
+
+
+def test_sampling_translation() -> None:
+    kw = to_vllm_sampling(PARAMS)
+    assert kw["max_tokens"] == 7 and kw["temperature"] == 0.6 and kw["top_p"] == 0.9
+    assert kw["top_k"] == -1 and kw["seed"] == 3 and kw["logprobs"] == 0
+    assert kw["stop"] == ["</tool_call>"] and kw["include_stop_str_in_output"] is True
+    assert to_vllm_sampling(SamplingParams(top_k=20))["top_k"] == 20
+
+
+def test_prompt_translation_with_image() -> None:
+    image = object()
+    assert to_vllm_prompt([1, 2], None) == {"prompt_token_ids": [1, 2]}
+    prompt = to_vllm_prompt([1, 2], {"image": image})
+    assert prompt["multi_modal_data"]["image"] is image
+
+
+def test_output_translation_picks_sampled_token_logprob() -> None:
+    steps = [{11: FakeVLLMLogprob(-0.5, 3), 7: FakeVLLMLogprob(-0.1, 1)}]
+    res = from_vllm_output(FakeVLLMOutput("r", [FakeVLLMCompletion([11], steps, "length")]))
+    assert res.token_ids == [11] and res.logprobs == [-0.5] and res.finish_reason == "length"
+    aborted = from_vllm_output(FakeVLLMOutput("r", [FakeVLLMCompletion([], [], "abort")]))
+    assert aborted.finish_reason == "abort"
+    with pytest.raises(EngineError):
+        from_vllm_output(FakeVLLMOutput("r", [FakeVLLMCompletion([11], None)]))
+
+
+def test_completions_translation_both_id_formats() -> None:
+    body = to_completions_payload("m", [5, 6], PARAMS)
+    assert body["prompt"] == [5, 6] and body["max_tokens"] == 7 and body["logprobs"] == 0
+    assert body["return_tokens_as_token_ids"] is True and "n" not in body
+    for with_ids in (True, False):
+        res = from_completions_response(fake_completions_body(with_ids))
+        assert res.token_ids == SCRIPT_IDS and res.logprobs == SCRIPT_LOGPROBS
+        assert res.finish_reason == "length"
+
+
+def test_in_process_engine_with_fake_async_llm() -> None:
+    llm = FakeAsyncLLM()
+    engine = VLLMEngine(llm, FakeVLLMSamplingParams)
+
+    async def body() -> Any:
+        first = await engine.generate([1, 2, 3], PARAMS, multimodal={"image": "img"})
+        engine.update_weights([("w", torch.zeros(1))])  # scheduled, runs before next request
+        engine.sleep()
+        engine.wake()
+        second = await engine.generate([1], PARAMS)
+        await engine.close()
+        return first, second
+
+    first, second = asyncio.run(body())
+    assert first.token_ids == SCRIPT_IDS and first.logprobs == SCRIPT_LOGPROBS
+    assert second.finish_reason == "stop"
+    names = [c[0] for c in llm.calls]
+    assert names == [
+        "generate",
+        "collective_rpc",
+        "reset_prefix_cache",
+        "sleep",
+        "wake_up",
+        "generate",
+        "shutdown",
+    ]
+    assert llm.calls[0][1][0]["multi_modal_data"] == {"image": "img"}
+    assert llm.calls[1][1][0] == "agentrl_load_weights"
+
+
+def test_in_process_errors_become_error_results() -> None:
+    engine = VLLMEngine(FakeAsyncLLM(fail=True), FakeVLLMSamplingParams)
+    res = asyncio.run(engine.generate([1], PARAMS))
+    assert res.finish_reason == "error" and "engine dead" in (res.error or "")
+
+
+def test_admin_call_outside_event_loop_runs_immediately() -> None:
+    llm = FakeAsyncLLM()
+    engine = VLLMEngine(llm, FakeVLLMSamplingParams)
+    engine.sleep()
+    assert llm.calls == [("sleep", 1)]
+
+
+def test_server_mode_against_fake_vllm_server(tmp_path: Any) -> None:
+    routes = {
+        "/v1/completions": (200, fake_completions_body(with_token_ids=False)),
+        "/collective_rpc": (200, {"results": [2]}),
+        "/reset_prefix_cache": (200, {}),
+        "/sleep": (200, {}),
+        "/wake_up": (200, {}),
+    }
+    with FakeHTTPServer(routes) as server:
+        engine = VLLMServerEngine(server.url, "tiny", weight_sync_dir=str(tmp_path))
+
+        async def body() -> Any:
+            res = await engine.generate([4, 5], PARAMS)
+            engine.update_weights([("lm_head.weight", torch.ones(2, 2))])
+            engine.sleep()
+            engine.wake()
+            again = await engine.generate([4], PARAMS)
+            await engine.close()
+            return res, again
+
+        res, again = asyncio.run(body())
+    assert res.token_ids == SCRIPT_IDS and res.logprobs == SCRIPT_LOGPROBS
+    assert again.finish_reason == "length"
+    paths = [p for p, _ in server.requests]
+    assert paths == [
+        "/v1/completions",
+        "/collective_rpc",
+        "/reset_prefix_cache",
+        "/sleep?level=1",
+        "/wake_up",
+        "/v1/completions",
+    ]
+    assert server.requests[0][1]["prompt"] == [4, 5]
+    rpc = server.requests[1][1]
+    assert rpc["method"] == "agentrl_load_weights_file" and rpc["args"][0].startswith(str(tmp_path))
+
+
+def test_server_http_error_becomes_error_result() -> None:
+    with FakeHTTPServer({"/v1/completions": (500, {"error": "boom"})}) as server:
+        res = asyncio.run(VLLMServerEngine(server.url, "m").generate([1], PARAMS))
+    assert res.finish_reason == "error" and "500" in (res.error or "")
+
+
+def test_build_engine_server_mode_needs_no_vllm() -> None:
+    cfg = EngineConfig(kind="vllm", server_url="http://127.0.0.1:9", extra={})
+    engine = build_engine(cfg, SimpleNamespace(name_or_path="/ckpt"), None)
+    assert isinstance(engine, VLLMServerEngine) and engine.model == "/ckpt"
+
+
+_HAS_VLLM = importlib.util.find_spec("vllm") is not None
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not (_HAS_VLLM and torch.cuda.is_available()), reason="needs vllm + GPU")
+def test_real_vllm_matches_hf_rescore() -> None:
+    from engine_helpers import load_tiny, rescore
+
+    model, tok = load_tiny("qwen2")
+    engine = build_engine(EngineConfig(kind="vllm", gpu_memory_utilization=0.2), model, tok)
+    prompt = tok.encode("What is 3 + 4?")
+    res = asyncio.run(engine.generate(prompt, SamplingParams(16, temperature=0.8, seed=0)))
+    assert res.finish_reason in ("stop", "length")
+    expected = rescore(model, prompt, res.token_ids, 0.8)
+    assert res.logprobs == pytest.approx(expected, abs=1e-2)

@@ -1,0 +1,136 @@
+"""Math envs: math-verify wiring, verl-format datasets, and real episodes."""
+
+from __future__ import annotations
+
+import json
+import threading
+from pathlib import Path
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+from agentrl.envs import check_env, make
+from agentrl.envs.math.dataset import load_math_dataset
+from agentrl.envs.math.verify import is_equivalent
+
+from agentrl.types import Message
+
+EQUIVALENT = [
+    ("\\frac{1}{2}", "0.5"),
+    ("The answer is $\\boxed{0.5}$.", "\\frac{1}{2}"),
+    ("\\boxed{x=2}", "2"),
+    ("So $\\boxed{[1,2)}$", "[1,2)"),
+    ("[1,2)", "[1,2)"),
+    ("\\boxed{\\{3, 1, 2\\}}", "\\{1,2,3\\}"),
+    ("\\boxed{-7/3}", "-\\frac{7}{3}"),
+    ("\\boxed{\\frac{3}{4}}", "0.75"),
+    ("The final answer is 42", 42),
+]
+DIFFERENT = [
+    ("\\boxed{3}", "4"),
+    ("\\boxed{[1,2]}", "[1,2)"),
+    ("\\boxed{(1,2)}", "[1,2)"),
+    ("\\boxed{\\{1,3\\}}", "\\{1,2,3\\}"),
+    ("\\boxed{0.333}", "\\frac{1}{3}"),
+    ("I am not sure.", "2"),
+    ("", "2"),
+]
+
+
+@pytest.mark.parametrize(("pred", "gold"), EQUIVALENT)
+def test_equivalent(pred: str, gold: str) -> None:
+    assert is_equivalent(pred, gold)
+
+
+@pytest.mark.parametrize(("pred", "gold"), DIFFERENT)
+def test_not_equivalent(pred: str, gold: str) -> None:
+    assert not is_equivalent(pred, gold)
+
+
+def test_verify_works_off_the_main_thread() -> None:
+    # math-verify's default timeouts use signal.alarm, which raises in worker threads.
+    out: list[bool] = []
+    t = threading.Thread(target=lambda: out.append(is_equivalent("\\boxed{0.5}", "\\frac12")))
+    t.start()
+    t.join()
+    assert out == [True]
+
+
+def _rows() -> list[dict]:
+    return [
+        {
+            "prompt": [{"role": "user", "content": "What is 1/2 + 1/4?"}],
+            "reward_model": {"ground_truth": "\\frac{3}{4}"},
+            "data_source": "toy",
+        },
+        {
+            "prompt": [{"role": "user", "content": "Solve x + 1 = 3."}],
+            "reward_model": {"ground_truth": "2"},
+            "data_source": "toy",
+        },
+    ]
+
+
+def test_string_prompt(tmp_path: Path) -> None:
+    path = tmp_path / "d.jsonl"
+    path.write_text(json.dumps({"prompt": "Solve x + 1 = 3.", "reward_model": {"ground_truth": 2}}))
+    (row,) = load_math_dataset(path)
+    assert row.messages == [Message("user", "Solve x + 1 = 3.")] and row.ground_truth == "2"
+
+
+def test_boxed_env_on_jsonl_and_parquet(tmp_path: Path) -> None:
+    jsonl = tmp_path / "d.jsonl"
+    jsonl.write_text("\n".join(json.dumps(r) for r in _rows()))
+    pq.write_table(pa.Table.from_pylist(_rows()), tmp_path / "d.parquet")
+    for path in (jsonl, tmp_path / "d.parquet"):
+        env = make("math/boxed-v0", data_path=str(path))
+        obs, info = env.reset(options={"index": 0})
+        assert obs.messages[0].content == "What is 1/2 + 1/4?" and info["data_source"] == "toy"
+        assert env.step(Message("assistant", "It is \\boxed{0.75}"))[1:3] == (1.0, True)
+        env.reset(options={"index": 1})
+        assert env.step(Message("assistant", "\\boxed{3}"))[1] == 0.0
+        check_env(env)
+
+
+@pytest.mark.parametrize(
+    ("row", "why"),
+    [
+        ({"prompt": "hi"}, "reward_model"),
+        ({"prompt": [], "reward_model": {"ground_truth": "1"}}, "prompt"),
+        (
+            {"prompt": [{"role": "bot", "content": "x"}], "reward_model": {"ground_truth": "1"}},
+            "role",
+        ),
+        ({"prompt": "hi", "reward_model": {"ground_truth": None}}, "ground_truth"),
+    ],
+)
+def test_bad_row_names_its_number(tmp_path: Path, row: dict, why: str) -> None:
+    path = tmp_path / "bad.jsonl"
+    path.write_text("\n".join(json.dumps(r) for r in [*_rows(), row]))
+    with pytest.raises(ValueError, match=f"row 2: .*{why}"):
+        load_math_dataset(path)
+
+
+def test_bad_json_line(tmp_path: Path) -> None:
+    path = tmp_path / "bad.jsonl"
+    path.write_text(json.dumps(_rows()[0]) + "\n{oops\n")
+    with pytest.raises(ValueError, match="row 1: invalid JSON"):
+        load_math_dataset(path)
+
+
+@pytest.mark.parametrize("level", [1, 2, 3])
+def test_generated_problems_are_solvable(level: int) -> None:
+    env = make("math/boxed-v0", level=level)
+    check_env(env, seeds=tuple(range(12)))
+
+
+def test_word_problem_episode() -> None:
+    env = make("math/word-hard-v0")
+    obs, info = env.reset(seed=5)
+    assert [t["function"]["name"] for t in obs.tools] == ["calculator"]
+    obs, reward, done, _, _ = env.step(env.oracle_action())
+    assert not done and obs.messages[0].role == "tool"
+    assert obs.messages[0].content == env.task.answer
+    assert env.step(Message("assistant", f"About {env.task.answer}1 dollars"))[1] == 0.0
+    env.reset(seed=5)
+    assert env.step(Message("assistant", f"\\boxed{{{env.task.answer}}}"))[1] == 1.0

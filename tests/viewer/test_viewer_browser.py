@@ -1,0 +1,172 @@
+"""The viewer page in real headless Chromium (Debian's /usr/bin/chromium, driven by playwright).
+
+Checks what a user relies on: the page loads offline with no console errors, exactly the
+trained tokens are highlighted, filters hide what they should, the tooltip shows logprobs and
+the IS ratio, and the diff page points at the first divergence. Screenshots go to the test's
+tmp dir; set AGENTRL_UPDATE_DOCS_IMG=1 (or delete docs/img/viewer.png) to refresh the docs copy.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from agentrl.types import Trajectory, write_jsonl
+from agentrl.viewer import write_view
+
+CHROMIUM = "/usr/bin/chromium"
+FLAGS = [
+    "--headless=new",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--disable-quic",
+]
+DOCS_IMG = Path(__file__).resolve().parents[2] / "docs" / "img"
+
+pytestmark = [
+    pytest.mark.browser,
+    pytest.mark.skipif(
+        not Path(CHROMIUM).exists(),
+        reason=f"{CHROMIUM} absent: apt-get install -y chromium (scripts/setup-web.sh)",
+    ),
+]
+
+
+@pytest.fixture(scope="module")
+def browser(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
+    sync_api = pytest.importorskip("playwright.sync_api", reason="pip install playwright")
+    profile = tmp_path_factory.mktemp("chromium-profile")  # fresh user-data-dir
+    with sync_api.sync_playwright() as p:
+        ctx = p.chromium.launch_persistent_context(
+            str(profile),
+            executable_path=CHROMIUM,
+            headless=True,
+            args=FLAGS,
+            viewport={"width": 1280, "height": 900},
+        )
+        yield ctx
+        ctx.close()
+
+
+def open_page(browser: Any, html: Path) -> tuple[Any, list[str]]:
+    page = browser.new_page()
+    errors: list[str] = []
+    page.on("console", lambda m: errors.append(m.text) if m.type == "error" else None)
+    page.on("pageerror", lambda e: errors.append(str(e)))
+    page.on(
+        "request",
+        lambda r: errors.append(f"network: {r.url}") if r.url.startswith("http") else None,
+    )
+    page.goto(html.as_uri())
+    page.wait_for_selector("body[data-ready='1']", timeout=10_000)
+    return page, errors
+
+
+def visible_episodes(page: Any) -> list[int]:
+    return page.eval_on_selector_all(
+        "details.ep", "els => els.filter(e => !e.hidden).map(e => Number(e.dataset.i))"
+    )
+
+
+def save_shot(page: Any, tmp_path: Path, name: str) -> Path:
+    shot = tmp_path / name
+    page.screenshot(path=str(shot))
+    assert shot.stat().st_size > 10_000
+    docs = DOCS_IMG / name
+    if os.environ.get("AGENTRL_UPDATE_DOCS_IMG") or not docs.exists():
+        DOCS_IMG.mkdir(parents=True, exist_ok=True)
+        shutil.copy(shot, docs)
+    return shot
+
+
+def test_report_in_chromium(
+    browser: Any, episodes: list[Trajectory], tiny_dir: Path, tmp_path: Path
+) -> None:
+    src = tmp_path / "traj.jsonl"
+    write_jsonl(src, episodes)
+    html = write_view(src, tokenizer_path=str(tiny_dir)).out
+    page, errors = open_page(browser, html)
+    assert len(visible_episodes(page)) == len(episodes)
+
+    page.click("#expand-all")
+    trained = page.locator("#episodes .tok.m1").count()
+    env_tokens = page.locator("#episodes .tok.m0").count()
+    assert trained == sum(sum(t.loss_mask) for t in episodes)
+    assert env_tokens == sum(len(t.loss_mask) - sum(t.loss_mask) for t in episodes)
+    assert page.locator("#episodes .imgs img").count() == 2
+    assert page.locator("#episodes .results li.error").count() >= 3
+
+    page.locator("details.ep[data-i='0'] .tok.m1").nth(3).hover()
+    tip = page.locator("#tip").inner_text()
+    assert "rollout logprob" in tip and "IS ratio" in tip
+
+    page.select_option("#colour", "ratio")
+    painted = page.eval_on_selector_all(
+        "details.ep[data-i='0'] .tok.m1", "els => els.filter(e => e.style.background).length"
+    )
+    assert painted == sum(episodes[0].loss_mask)
+    page.select_option("#colour", "mask")
+
+    page.select_option("#f-term", "max_turns")
+    assert visible_episodes(page) == [
+        i for i, t in enumerate(episodes) if t.termination == "max_turns"
+    ]
+    assert page.locator("#count").inner_text() == f"showing 1 of {len(episodes)}"
+    page.select_option("#f-term", "")
+    page.fill("#f-rmin", "0.5")
+    assert visible_episodes(page) == [i for i, t in enumerate(episodes) if t.reward >= 0.5]
+    page.fill("#f-rmin", "")
+    page.check("#f-err")
+    assert visible_episodes(page) == [3, 4]
+    page.uncheck("#f-err")
+    page.select_option("#f-env", "math/calc-v0")
+    assert visible_episodes(page) == [5]
+    page.select_option("#f-env", "")
+
+    page.click("#collapse-all")
+    page.locator("details.ep[data-i='0'] > summary").click()
+    page.locator("details.ep[data-i='0'] .tok.m1").nth(3).hover()
+    save_shot(page, tmp_path, "viewer.png")
+    assert not errors, errors
+
+
+def test_diff_page_in_chromium(
+    browser: Any, episodes: list[Trajectory], tiny_dir: Path, tmp_path: Path
+) -> None:
+    src = tmp_path / "traj.jsonl"
+    write_jsonl(src, episodes)
+    html = write_view(src, tokenizer_path=str(tiny_dir), diff=True).out
+    page, errors = open_page(browser, html)
+    page.check("#f-drift")
+    assert visible_episodes(page) == [2]
+    page.click("#expand-all")
+    first = page.locator("#drift-2")
+    assert first.count() == 1 and "first-drift" in (first.get_attribute("class") or "")
+    assert page.locator("details.ep[data-i='2'] .tok.drift").count() >= 1
+    page.locator("details.ep[data-i='2'] .diff button").click()
+    assert "first divergence" in page.locator("details.ep[data-i='2'] .diff").inner_text()
+    page.evaluate("window.scrollTo(0, 0)")
+    save_shot(page, tmp_path, "viewer-diff.png")
+    assert not errors, errors
+
+
+def test_ids_only_page_in_chromium(
+    browser: Any, episodes: list[Trajectory], tmp_path: Path
+) -> None:
+    src = tmp_path / "traj.jsonl"
+    write_jsonl(src, episodes[:2])
+    page, errors = open_page(browser, write_view(src).out)
+    page.click("#expand-all")
+    first = page.locator("#episodes .tok.m1").first.inner_text()
+    assert first == str(episodes[0].response_ids[0])
+    assert page.locator("#episodes .tok.m1").count() == sum(sum(t.loss_mask) for t in episodes[:2])
+    assert not errors, errors
