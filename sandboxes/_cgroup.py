@@ -23,6 +23,7 @@ class Cgroup:
 
     def __init__(self, dirs: dict[str, Path], v2: bool) -> None:
         self.dirs, self.v2 = dirs, v2
+        self._limits: tuple[int, int, float] | None = None
 
     @property
     def procs_files(self) -> list[str]:
@@ -33,6 +34,9 @@ class Cgroup:
             (self.dirs[ctrl] / name).write_text(value)
 
     def set_limits(self, memory_bytes: int, pids: int, cpus: float) -> None:
+        if self._limits == (memory_bytes, pids, cpus):
+            return
+        self._limits = (memory_bytes, pids, cpus)
         period = 100_000
         if self.v2:
             self._write("memory", "memory.max", str(memory_bytes))
@@ -40,15 +44,15 @@ class Cgroup:
             self._write("pids", "pids.max", str(pids))
             self._write("cpu", "cpu.max", f"{int(cpus * period)} {period}")
             return
-        self._write("memory", "memory.limit_in_bytes", str(memory_bytes))
-        for name, value in (
-            ("memory.memsw.limit_in_bytes", memory_bytes),
-            ("memory.swappiness", 0),
-        ):
-            try:
-                self._write("memory", name, str(value))
-            except OSError:  # no swap accounting on this kernel
-                pass
+        names = ["memory.limit_in_bytes"]
+        if "memory" in self.dirs and (self.dirs["memory"] / "memory.memsw.limit_in_bytes").exists():
+            names.append("memory.memsw.limit_in_bytes")  # memsw >= limit: order matters
+        try:
+            for name in names:
+                self._write("memory", name, str(memory_bytes))
+        except OSError:
+            for name in reversed(names):
+                self._write("memory", name, str(memory_bytes))
         self._write("pids", "pids.max", str(pids))
         self._write("cpu", "cpu.cfs_period_us", str(period))
         self._write("cpu", "cpu.cfs_quota_us", str(int(cpus * period)))
@@ -59,12 +63,14 @@ class Cgroup:
         except (KeyError, OSError):
             return ""
 
-    def oom_killed(self) -> bool:
+    def oom_count(self) -> int:
+        """How many processes the kernel OOM-killed in this group so far."""
         text = self._read("memory", "memory.events" if self.v2 else "memory.oom_control")
-        return any(
-            line.split()[:1] == ["oom_kill"] and line.split()[1] != "0"
-            for line in text.splitlines()
-        )
+        for line in text.splitlines():
+            key, _, value = line.partition(" ")
+            if key == "oom_kill":
+                return int(value)
+        return 0
 
     def cpu_seconds(self) -> float | None:
         if self.v2:
@@ -139,6 +145,28 @@ def detect() -> str | None:
     if _v1_dirs():
         return "v1"
     return "v2" if _v2_parent() else None
+
+
+def reap_stale() -> int:
+    """Remove empty sandbox cgroups left by processes that no longer exist; returns count."""
+    removed = 0
+    parents = [ROOT / PARENT] + [d.resolve() / PARENT for d in (_v1_dirs() or {}).values()]
+    for parent in dict.fromkeys(parents):
+        for d in parent.glob("sbx-*") if parent.is_dir() else []:
+            pid = int(d.name.split("-")[1])
+            try:
+                os.kill(pid, 0)
+                continue
+            except ProcessLookupError:
+                pass
+            except PermissionError:
+                continue
+            try:
+                d.rmdir()
+                removed += 1
+            except OSError:
+                pass
+    return removed
 
 
 def create(version: str) -> Cgroup:

@@ -2,9 +2,8 @@
 
 from __future__ import annotations
 
-import base64
 import dataclasses
-import json
+import marshal
 import os
 import selectors
 import time
@@ -16,16 +15,14 @@ SIGXCPU, SIGKILL = 24, 9
 
 
 def frame(payload: dict) -> bytes:
-    body = json.dumps(payload).encode()
+    """Length-prefixed marshal (same interpreter on both sides; cheap to import in-sandbox)."""
+    body = marshal.dumps(payload)
     return str(len(body)).encode() + b"\n" + body
 
 
 def payload(req: ExecRequest, env: dict[str, str], limits: dict) -> dict:
-    """The JSON the in-sandbox runner reads (see ``_runner.py``)."""
-    files = {
-        name: base64.b64encode(data if isinstance(data, bytes) else data.encode()).decode()
-        for name, data in req.files.items()
-    }
+    """The request the in-sandbox runner reads (see ``_runner.py``)."""
+    files = {n: d if isinstance(d, bytes) else d.encode() for n, d in req.files.items()}
     return {
         "code": req.code,
         "language": req.language,

@@ -23,6 +23,7 @@ SUBCOMMANDS = [
     "agentrl.cli.doctor",
     "agentrl.cli.rollout",
     "agentrl.cli.serve",
+    "agentrl.sandboxes.cli",
 ]
 
 

