@@ -1,0 +1,194 @@
+"""Token-exact chat formatting: prompts and observations rendered by the model's own template.
+
+The rollout never re-tokenizes what the model sampled. It renders the first prompt with the
+tokenizer's chat template, appends the engine's token ids verbatim, and between turns appends
+only the *delta* the template would add for the new messages (tool results, user feedback)
+plus the next generation prompt. That delta comes from the "fixed base" method: render a fixed
+conversation `[user, assistant(<marker>)]` followed by the new messages, and keep the text after
+the marker. The delta is therefore independent of the real history, which matters for templates
+that re-render earlier turns differently (Qwen3 drops earlier `<think>` blocks): the sequence we
+train on is what the model actually saw while sampling, token for token.
+
+The delta starts with the template's end-of-turn text (`<|im_end|>\\n`, `<|eot_id|>`). If the
+model stopped on its own end-of-turn token, that token is already among the sampled ids and the
+delta skips it; if the generation hit its length limit, the whole closing goes into the
+(masked) observation so the next turn still sees a well-formed conversation.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from agentrl.chat.parsers import detect_format, parse, split_reasoning
+from agentrl.types import Message, ToolCall
+
+# End-of-turn / end-of-text tokens of the common template families; the ones present in a
+# tokenizer's vocabulary become stop tokens.
+KNOWN_STOP_TOKENS = (
+    "<|im_end|>",
+    "<|endoftext|>",
+    "<|eot_id|>",
+    "<|eom_id|>",
+    "<|end_of_text|>",
+    "</s>",
+    "<end_of_turn>",
+)
+_MARKER = "MARKERXQZ"
+_BASE_USER = "USERXQZ"
+
+
+def to_chat(messages: Sequence[Message | dict[str, Any]]) -> list[dict[str, Any]]:
+    """Messages in the dict form chat templates take."""
+    return [m.to_chat() if isinstance(m, Message) else dict(m) for m in messages]
+
+
+@dataclass
+class ChatFormat:
+    """Prompt/observation rendering, stop tokens and tool-call parsing for one tokenizer.
+
+    `template_kwargs` are passed to every render (e.g. `{"enable_thinking": False}` for Qwen3);
+    `tool_format` is a parser name from `agentrl.chat.parsers` or `auto`.
+    """
+
+    tokenizer: Any
+    tool_format: str = "auto"
+    template_kwargs: dict[str, Any] = field(default_factory=dict)
+    chat_template: str | None = None
+
+    def __post_init__(self) -> None:
+        if self.chat_template is None:
+            self.chat_template = getattr(self.tokenizer, "chat_template", None)
+        if not self.chat_template:
+            raise ValueError("tokenizer has no chat template; pass chat_template=")
+        if self.tool_format == "auto":
+            self.tool_format = detect_format(self.chat_template)
+        self._close_cache: dict[str, list[int]] = {}
+        self.stop_token_ids = self._stop_tokens()
+
+    @classmethod
+    def from_pretrained(cls, path: str, **kwargs: Any) -> ChatFormat:
+        from transformers import AutoTokenizer
+
+        return cls(AutoTokenizer.from_pretrained(path), **kwargs)
+
+    # -- rendering ---------------------------------------------------------------------
+    def render(
+        self,
+        messages: Sequence[Message | dict[str, Any]],
+        tools: list[dict[str, Any]] | None = None,
+        *,
+        add_generation_prompt: bool = False,
+    ) -> str:
+        """The template's text for a conversation (tools omitted when empty)."""
+        return self.tokenizer.apply_chat_template(
+            to_chat(messages),
+            tools=tools or None,
+            chat_template=self.chat_template,
+            tokenize=False,
+            add_generation_prompt=add_generation_prompt,
+            **self.template_kwargs,
+        )
+
+    def encode(self, text: str) -> list[int]:
+        """Text -> ids without adding BOS/EOS: templates write their own special tokens."""
+        return list(self.tokenizer.encode(text, add_special_tokens=False))
+
+    def decode(self, ids: Sequence[int], *, skip_special_tokens: bool = False) -> str:
+        return self.tokenizer.decode(list(ids), skip_special_tokens=skip_special_tokens)
+
+    def prompt_ids(
+        self, messages: Sequence[Message | dict[str, Any]], tools: list[dict[str, Any]] | None
+    ) -> list[int]:
+        """Ids of the conversation so far plus the assistant generation prompt."""
+        return self.encode(self.render(messages, tools, add_generation_prompt=True))
+
+    def observation_text(
+        self, new_messages: Sequence[Message | dict[str, Any]], tools: list[dict[str, Any]] | None
+    ) -> str:
+        """Fixed-base delta as text: assistant closing + new messages + generation prompt."""
+        base: list[Message | dict[str, Any]] = [
+            Message("user", _BASE_USER),
+            Message("assistant", _MARKER),
+        ]
+        full = self.render([*base, *new_messages], tools, add_generation_prompt=True)
+        if full.count(_MARKER) != 1:
+            raise ValueError("chat template does not render assistant content verbatim")
+        return full.split(_MARKER, 1)[1]
+
+    def closing_ids(self, tools: list[dict[str, Any]] | None = None) -> list[int]:
+        """Ids the template puts after an assistant message's content (e.g. `<|im_end|>\\n`)."""
+        key = "tools" if tools else ""
+        if key not in self._close_cache:
+            base = [Message("user", _BASE_USER), Message("assistant", _MARKER)]
+            text = self.render(base, tools)
+            self._close_cache[key] = self.encode(text.split(_MARKER, 1)[1])
+        return self._close_cache[key]
+
+    def observation_ids(
+        self,
+        new_messages: Sequence[Message | dict[str, Any]],
+        tools: list[dict[str, Any]] | None = None,
+        *,
+        sampled_ids: Sequence[int] = (),
+        stopped: bool | None = None,
+    ) -> list[int]:
+        """Ids to append after the sampled assistant tokens before the next generation.
+
+        `stopped` says whether the generation ended on a stop token (default: whether the last
+        sampled id is one). Then the template's end-of-turn token is already in the sequence
+        and is skipped; otherwise the full closing is included.
+        """
+        ids = self.encode(self.observation_text(new_messages, tools))
+        if stopped is None:
+            stopped = bool(sampled_ids) and sampled_ids[-1] in self.stop_token_ids
+        if stopped and ids and ids[0] in self.stop_token_ids:
+            return ids[1:]
+        return ids
+
+    def assistant_ids(
+        self, message: Message, tools: list[dict[str, Any]] | None = None
+    ) -> list[int]:
+        """What the template renders for one assistant message after the generation prompt,
+        closing included: the ids a model that follows the template exactly would sample
+        (plus the trailing newline most templates add). Used by the linter and tests."""
+        head = self.render([Message("user", _BASE_USER)], tools, add_generation_prompt=True)
+        full = self.render([Message("user", _BASE_USER), message], tools)
+        if not full.startswith(head):
+            raise ValueError("template renders the assistant turn differently from its prompt")
+        return self.encode(full[len(head) :])
+
+    @property
+    def end_of_turn_id(self) -> int | None:
+        """The token the model emits to end its turn (`<|im_end|>`, `<|eot_id|>`)."""
+        close = self.closing_ids()
+        if close and close[0] in self.stop_token_ids:
+            return close[0]
+        return self.tokenizer.eos_token_id
+
+    def sampled_text(self, ids: Sequence[int]) -> str:
+        """Text of sampled ids for parsing: stop tokens dropped, other special tokens kept
+        (`<tool_call>` is a special token in many vocabularies)."""
+        stops = set(self.stop_token_ids)
+        return self.decode([i for i in ids if i not in stops])
+
+    # -- parsing -----------------------------------------------------------------------
+    def parse(self, text: str) -> tuple[str, list[ToolCall]]:
+        """Sampled text -> (content without reasoning, tool calls)."""
+        _, rest = split_reasoning(text)
+        return parse(rest, self.tool_format)
+
+    def _stop_tokens(self) -> list[int]:
+        tok = self.tokenizer
+        vocab = tok.get_vocab()
+        ids = [vocab[t] for t in KNOWN_STOP_TOKENS if t in vocab]
+        if tok.eos_token_id is not None:
+            ids.append(int(tok.eos_token_id))
+        try:
+            close = self.closing_ids()
+        except Exception:  # noqa: BLE001 - a template we cannot probe still gets eos
+            close = []
+        if close and close[0] in set(tok.all_special_ids) | set(ids):
+            ids.append(close[0])
+        return sorted(set(ids))

@@ -1,0 +1,6 @@
+"""The multi-turn rollout: envs and an engine in, token-exact `TrajectoryGroup`s out."""
+
+from agentrl.rollout.episode import run_episode
+from agentrl.rollout.runner import RolloutRunner, run_groups, sampling_params, summarize
+
+__all__ = ["RolloutRunner", "run_episode", "run_groups", "sampling_params", "summarize"]

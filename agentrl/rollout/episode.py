@@ -1,0 +1,211 @@
+"""One multi-turn episode: env <-> engine, recorded token-exact into a `Trajectory`.
+
+Loop: reset the env, render the prompt with the chat template, then per turn
+  generate (budget: min(per-turn max_new_tokens, what is left of max_total_tokens))
+  -> append the sampled ids verbatim with their logprobs (mask 1)
+  -> decode, parse tool calls, `env.astep(assistant message)`
+  -> append the observation's fixed-base delta ids (mask 0) if the model will answer it.
+
+Observation tokens never eat the per-turn generation budget but do count against the
+episode's `max_total_tokens`. Whatever goes wrong (env raises, engine fails, the episode runs
+past its wall-clock limit) ends *this* episode with a termination reason and
+`metadata["error"]`; the trajectory recorded so far stays valid (`traj.validate()` holds).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+import traceback
+from dataclasses import dataclass
+from typing import Any
+
+from agentrl.chat.format import ChatFormat
+from agentrl.config.schema import RolloutConfig
+from agentrl.engines.base import Engine, SamplingParams
+from agentrl.types import Message, ToolResult, Trajectory, Turn
+
+
+class _EpisodeEnd(Exception):  # noqa: N818 - control flow, not an error
+    """Raised inside the loop to stop with a termination reason."""
+
+    def __init__(self, reason: str, error: str | None = None) -> None:
+        super().__init__(reason)
+        self.reason, self.error = reason, error
+
+
+@dataclass
+class _State:
+    traj: Trajectory
+    tools: list[dict[str, Any]]
+    budget: int
+
+    @property
+    def left(self) -> int:
+        return self.budget - len(self.traj.prompt_ids) - len(self.traj.response_ids)
+
+
+async def run_episode(
+    env: Any,
+    engine: Engine,
+    chat: ChatFormat,
+    sampling: SamplingParams,
+    cfg: RolloutConfig,
+    *,
+    seed: int | None = None,
+    options: dict[str, Any] | None = None,
+    session_id: str | None = None,
+) -> Trajectory:
+    """Run one episode on `env` (the caller owns and closes it). Never raises for env, engine
+    or timeout failures; those end the episode with a reason in `traj.termination`."""
+    traj = Trajectory(prompt_ids=[], env_id=getattr(env, "spec_id", "") or "")
+    traj.metadata.update({"seed": seed, "error": None})
+    t0 = time.monotonic()
+    try:
+        await asyncio.wait_for(
+            _loop(env, engine, chat, sampling, cfg, traj, seed, options, session_id),
+            timeout=cfg.episode_timeout_s,
+        )
+    except _EpisodeEnd as end:
+        traj.termination = end.reason
+        traj.metadata["error"] = end.error
+    except asyncio.TimeoutError:
+        traj.termination = "timeout"
+        traj.metadata["error"] = f"episode exceeded {cfg.episode_timeout_s}s"
+    traj.reward = sum(t.reward for t in traj.turns)
+    traj.metadata["turns"] = len(traj.turns)
+    traj.metadata["wall_s"] = round(time.monotonic() - t0, 4)
+    return traj
+
+
+def _error(e: BaseException) -> str:
+    tb = traceback.format_exception_only(type(e), e)
+    return "".join(tb).strip()[-2000:]
+
+
+async def _loop(
+    env: Any,
+    engine: Engine,
+    chat: ChatFormat,
+    sampling: SamplingParams,
+    cfg: RolloutConfig,
+    traj: Trajectory,
+    seed: int | None,
+    options: dict[str, Any] | None,
+    session_id: str | None,
+) -> None:
+    try:
+        obs, info = await env.areset(seed=seed, options=options)
+    except Exception as e:  # noqa: BLE001 - any env failure ends this episode only
+        raise _EpisodeEnd("env_error", f"reset: {_error(e)}") from e
+    traj.messages = list(obs.messages)
+    traj.metadata["reset_info"] = _jsonable(info)
+    traj.prompt_ids = chat.prompt_ids(obs.messages, obs.tools)
+    state = _State(traj, list(obs.tools), cfg.max_total_tokens)
+    if state.left <= 0:
+        raise _EpisodeEnd("max_tokens", f"prompt has {len(traj.prompt_ids)} tokens")
+    for turn_no in range(cfg.max_turns):
+        last = turn_no == cfg.max_turns - 1
+        if await _turn(env, engine, chat, sampling, state, turn_no, last, session_id):
+            return
+
+
+async def _generate(
+    engine: Engine,
+    chat: ChatFormat,
+    sampling: SamplingParams,
+    state: _State,
+    session_id: str | None,
+) -> Any:
+    limit = min(sampling.max_new_tokens, state.left)
+    params = SamplingParams(
+        max_new_tokens=limit,
+        temperature=sampling.temperature,
+        top_p=sampling.top_p,
+        top_k=sampling.top_k,
+        stop_token_ids=sorted(set(sampling.stop_token_ids) | set(chat.stop_token_ids)),
+        stop=list(sampling.stop),
+        # A seeded run gives every turn its own stream (set per episode by run_groups).
+        seed=None if sampling.seed is None else sampling.seed + 7919 * len(state.traj.turns),
+    )
+    try:
+        out = await engine.generate(state.traj.input_ids, params, session_id=session_id)
+    except Exception as e:  # noqa: BLE001 - recorded on the trajectory
+        raise _EpisodeEnd("engine_error", _error(e)) from e
+    if out.finish_reason in ("error", "abort"):
+        raise _EpisodeEnd("engine_error", out.error or f"engine finished with {out.finish_reason}")
+    if len(out.logprobs) != len(out.token_ids) or len(out.token_ids) > limit:
+        raise _EpisodeEnd("engine_error", "engine returned malformed ids/logprobs")
+    return out, limit
+
+
+async def _turn(
+    env: Any,
+    engine: Engine,
+    chat: ChatFormat,
+    sampling: SamplingParams,
+    state: _State,
+    turn_no: int,
+    last: bool,
+    session_id: str | None,
+) -> bool:
+    """One generate + env step. Returns True when the episode ended normally."""
+    traj = state.traj
+    out, limit = await _generate(engine, chat, sampling, state, session_id)
+    start = len(traj.response_ids)
+    traj.append(list(out.token_ids), trained=True, logprobs=list(out.logprobs))
+    text = chat.sampled_text(out.token_ids)
+    content, calls = chat.parse(text)
+    for i, c in enumerate(calls):
+        c.id = c.id or f"call_{turn_no}_{i}"
+    turn = Turn(
+        start,
+        len(traj.response_ids),
+        len(traj.response_ids),
+        text=text,
+        tool_calls=calls,
+        finish_reason=out.finish_reason,
+    )
+    traj.turns.append(turn)
+    action = Message("assistant", content, tool_calls=calls)
+    traj.messages.append(action)
+    if out.finish_reason == "length":
+        raise _EpisodeEnd("overlong" if limit == sampling.max_new_tokens else "max_tokens")
+    try:
+        obs, reward, terminated, truncated, info = await env.astep(action)
+    except Exception as e:  # noqa: BLE001 - any env failure ends this episode only
+        raise _EpisodeEnd("env_error", f"step: {_error(e)}") from e
+    turn.reward = float(reward)
+    turn.tool_results = _tool_results(info, obs.messages)
+    traj.messages += obs.messages
+    if terminated or truncated:
+        traj.termination = "done" if terminated else "truncated"
+        return True
+    if last:  # nothing will answer this observation: keep its messages, not its tokens
+        raise _EpisodeEnd("max_turns")
+    ids = chat.observation_ids(obs.messages, state.tools, sampled_ids=out.token_ids)
+    if len(ids) >= state.left:  # no room left for the observation plus one sampled token
+        raise _EpisodeEnd("max_tokens")
+    traj.append(ids, trained=False)
+    turn.obs_end = len(traj.response_ids)
+    return False
+
+
+def _tool_results(info: dict[str, Any], messages: list[Message]) -> list[ToolResult]:
+    results = info.get("tool_results") if isinstance(info, dict) else None
+    if isinstance(results, list) and all(isinstance(r, ToolResult) for r in results):
+        return list(results)
+    return [
+        ToolResult(m.tool_call_id or "", m.name or "", m.content)
+        for m in messages
+        if m.role == "tool"
+    ]
+
+
+def _jsonable(info: Any) -> Any:
+    try:
+        json.dumps(info)
+        return info
+    except (TypeError, ValueError):
+        return repr(info)[:2000]

@@ -1,0 +1,213 @@
+"""Many episodes at once: n samples per task, grouped, with bounded concurrency.
+
+Every episode gets its own env from `env_factory` (state never mixes between samples) and the
+env is always closed. Episodes run as asyncio tasks under a semaphore of
+`rollout.concurrency`, so while one waits on a slow tool, others generate: the engine batches
+whatever requests are in flight.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import collections
+import dataclasses
+import inspect
+import time
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from agentrl.chat.format import ChatFormat
+from agentrl.config.schema import RolloutConfig, SamplingConfig
+from agentrl.engines.base import Engine, SamplingParams
+from agentrl.rollout.episode import _error, run_episode
+from agentrl.types import Trajectory, TrajectoryGroup
+
+TaskSpec = int | dict[str, Any]
+EpisodeCallback = Callable[[Trajectory], None]
+
+
+def sampling_params(
+    cfg: SamplingConfig, chat: ChatFormat, seed: int | None = None
+) -> SamplingParams:
+    """Per-request params from the config; stop tokens are the template's end-of-turn ids."""
+    return SamplingParams(
+        max_new_tokens=cfg.max_new_tokens,
+        temperature=cfg.temperature,
+        top_p=cfg.top_p,
+        top_k=cfg.top_k,
+        stop_token_ids=list(chat.stop_token_ids),
+        stop=list(cfg.stop),
+        seed=seed,
+    )
+
+
+def _task_args(task: TaskSpec, index: int) -> tuple[str, int | None, dict[str, Any] | None]:
+    """(group key, reset seed, reset options). Dataset rows reset with seed = row index."""
+    if isinstance(task, dict):
+        seed = task.get("seed", index)
+        return f"row{index}", seed if isinstance(seed, int) else index, dict(task)
+    return f"seed{int(task)}", int(task), None
+
+
+async def _close(env: Any, traj: Trajectory) -> None:
+    try:
+        if hasattr(env, "aclose"):
+            await env.aclose()
+        else:
+            result = env.close()
+            if inspect.isawaitable(result):
+                await result
+    except Exception as e:  # noqa: BLE001 - a failing close is recorded, never raised
+        traj.metadata["close_error"] = _error(e)
+
+
+async def run_groups(
+    env_factory: Callable[[], Any],
+    engine: Engine,
+    chat: ChatFormat,
+    tasks: Sequence[TaskSpec],
+    n: int,
+    *,
+    sampling: SamplingParams,
+    cfg: RolloutConfig,
+    group_prefix: str = "",
+    on_episode: EpisodeCallback | None = None,
+) -> list[TrajectoryGroup]:
+    """`n` episodes per task, returned as one `TrajectoryGroup` per task, in task order."""
+    sem = asyncio.Semaphore(max(1, cfg.concurrency))
+
+    async def one(task: TaskSpec, index: int, k: int) -> Trajectory:
+        key, seed, options = _task_args(task, index)
+        group_id = f"{group_prefix}{key}"
+        session = f"{group_id}/{k}"
+        params = sampling
+        if sampling.seed is not None:  # distinct, reproducible streams per sample
+            params = dataclasses.replace(sampling, seed=sampling.seed + 1_000_003 * index + k)
+        async with sem:
+            try:
+                env = env_factory()
+            except Exception as e:  # noqa: BLE001 - a broken factory fails this episode only
+                traj = Trajectory(prompt_ids=[], termination="env_error")
+                traj.metadata.update({"seed": seed, "error": f"env_factory: {_error(e)}"})
+            else:
+                try:
+                    traj = await run_episode(
+                        env,
+                        engine,
+                        chat,
+                        params,
+                        cfg,
+                        seed=seed,
+                        options=options,
+                        session_id=session,
+                    )
+                finally:
+                    engine.release_session(session)
+                await _close(env, traj)
+        traj.group_id = group_id
+        traj.metadata["sample"] = k
+        if on_episode is not None:
+            on_episode(traj)
+        return traj
+
+    jobs = [one(t, i, k) for i, t in enumerate(tasks) for k in range(n)]
+    trajs = await asyncio.gather(*jobs)
+    return [
+        TrajectoryGroup(trajs[i * n].group_id, list(trajs[i * n : (i + 1) * n]))
+        for i in range(len(tasks))
+    ]
+
+
+def summarize(groups: Sequence[TrajectoryGroup]) -> dict[str, float]:
+    """Rollout metrics for logging: rewards, turns, lengths, termination shares."""
+    trajs = [t for g in groups for t in g.trajectories]
+    if not trajs:
+        return {}
+    n = len(trajs)
+    stats: dict[str, float] = {
+        "episodes": n,
+        "reward_mean": sum(t.reward for t in trajs) / n,
+        "turns_mean": sum(len(t.turns) for t in trajs) / n,
+        "response_tokens_mean": sum(len(t.response_ids) for t in trajs) / n,
+        "sampled_tokens": sum(sum(t.loss_mask) for t in trajs),
+        "tool_calls": sum(len(u.tool_calls) for t in trajs for u in t.turns),
+        "tool_errors": sum(r.is_error for t in trajs for u in t.turns for r in u.tool_results),
+    }
+    for reason, count in collections.Counter(t.termination for t in trajs).items():
+        stats[f"termination/{reason}"] = count / n
+    return stats
+
+
+class RolloutRunner:
+    """The trainer's entry point: `await runner.collect(seeds_or_rows, n)`.
+
+    `collect_sync` runs on a private event loop kept for the runner's lifetime, so engines
+    that hold loop-bound state (a batching task) keep working across calls.
+    """
+
+    def __init__(
+        self,
+        engine: Engine,
+        chat: ChatFormat,
+        env_factory: Callable[[], Any],
+        rollout_cfg: RolloutConfig,
+        sampling_cfg: SamplingConfig,
+        *,
+        seed: int | None = None,
+        on_episode: EpisodeCallback | None = None,
+    ) -> None:
+        if rollout_cfg.tool_format != "auto" and rollout_cfg.tool_format != chat.tool_format:
+            chat = ChatFormat(
+                chat.tokenizer,
+                rollout_cfg.tool_format,
+                dict(chat.template_kwargs),
+                chat.chat_template,
+            )
+        self.engine, self.chat, self.env_factory = engine, chat, env_factory
+        self.rollout_cfg, self.sampling_cfg = rollout_cfg, sampling_cfg
+        self.seed, self.on_episode = seed, on_episode
+        self.calls = 0
+        self.last_stats: dict[str, float] = {}
+        self._loop: asyncio.AbstractEventLoop | None = None
+
+    async def collect(
+        self, seeds_or_rows: Sequence[TaskSpec], n: int | None = None
+    ) -> list[TrajectoryGroup]:
+        """`n` (default `rollout.n`) episodes per seed or dataset row, grouped per task."""
+        self.calls += 1
+        t0 = time.monotonic()
+        sampling = sampling_params(self.sampling_cfg, self.chat, self.seed)
+        groups = await run_groups(
+            self.env_factory,
+            self.engine,
+            self.chat,
+            list(seeds_or_rows),
+            n or self.rollout_cfg.n,
+            sampling=sampling,
+            cfg=self.rollout_cfg,
+            group_prefix=f"c{self.calls}-",
+            on_episode=self.on_episode,
+        )
+        self.last_stats = summarize(groups) | {"wall_s": time.monotonic() - t0}
+        return groups
+
+    def collect_sync(
+        self, seeds_or_rows: Sequence[TaskSpec], n: int | None = None
+    ) -> list[TrajectoryGroup]:
+        """`collect` from synchronous code; inside a running event loop, await `collect`."""
+        try:
+            asyncio.get_running_loop()
+        except RuntimeError:
+            pass
+        else:
+            raise RuntimeError("collect_sync called from a running event loop; await collect()")
+        if self._loop is None or self._loop.is_closed():
+            self._loop = asyncio.new_event_loop()
+        return self._loop.run_until_complete(self.collect(seeds_or_rows, n))
+
+    def close(self, *, close_engine: bool = False) -> None:
+        """Close the private loop (and, if asked, the engine on it, where its task lives)."""
+        if self._loop is not None and not self._loop.is_closed():
+            if close_engine:
+                self._loop.run_until_complete(self.engine.close())
+            self._loop.close()

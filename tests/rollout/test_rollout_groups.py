@@ -1,0 +1,77 @@
+"""Grouping, per-episode env instances, bounded concurrency, dataset rows."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from typing import Any
+
+from simple_engine import ScriptedEngine
+from test_rollout_containment import TrapEnv, call
+
+from agentrl.chat import ChatFormat
+from agentrl.config.schema import RolloutConfig, SamplingConfig
+from agentrl.engines.base import SamplingParams
+from agentrl.rollout import RolloutRunner, run_groups, summarize
+
+
+class CountingEnv(TrapEnv):
+    live = 0
+    peak = 0
+    made: list[CountingEnv] = []
+
+    def __init__(self) -> None:
+        super().__init__()
+        CountingEnv.made.append(self)
+        self.resets: list[Any] = []
+
+    async def areset(self, *, seed: Any = None, options: Any = None) -> Any:
+        CountingEnv.live += 1
+        CountingEnv.peak = max(CountingEnv.peak, CountingEnv.live)
+        self.resets.append((seed, options))
+        await asyncio.sleep(0.01)
+        return await super().areset(seed=seed, options=options)
+
+    def close(self) -> None:
+        CountingEnv.live -= 1
+
+
+def test_groups_envs_and_concurrency(chat: ChatFormat) -> None:
+    CountingEnv.made.clear()
+    cfg = RolloutConfig(concurrency=3, max_turns=3)
+    engine = ScriptedEngine(chat, [call("boom"), "ok"], delay_s=0.01)
+    groups = asyncio.run(
+        run_groups(
+            CountingEnv,
+            engine,
+            chat,
+            [5, 6, 7],
+            4,
+            sampling=SamplingParams(max_new_tokens=64),
+            cfg=cfg,
+            group_prefix="s0-",
+        )
+    )
+    assert [g.group_id for g in groups] == ["s0-seed5", "s0-seed6", "s0-seed7"]
+    assert all(len(g.trajectories) == 4 for g in groups)
+    assert {t.group_id for t in groups[1].trajectories} == {"s0-seed6"}
+    assert sorted(t.metadata["sample"] for t in groups[0].trajectories) == [0, 1, 2, 3]
+    assert len(CountingEnv.made) == 12 and len({id(e) for e in CountingEnv.made}) == 12
+    assert all(len(e.resets) == 1 for e in CountingEnv.made)  # one env per episode
+    assert CountingEnv.live == 0 and CountingEnv.peak <= 3
+    assert groups[2].rewards == [1.0] * 4
+    assert summarize(groups)["termination/done"] == 1.0
+
+
+def test_dataset_rows_become_reset_options(chat: ChatFormat) -> None:
+    CountingEnv.made.clear()
+    runner = RolloutRunner(
+        ScriptedEngine(chat, ["ok"]), chat, CountingEnv, RolloutConfig(), SamplingConfig()
+    )
+    groups = runner.collect_sync([{"q": "alpha"}, {"q": "beta", "seed": 9}], n=2)
+    assert [g.group_id for g in groups] == ["c1-row0", "c1-row1"]
+    first = groups[0].trajectories[0]
+    assert first.messages[0].content == "Task alpha"
+    assert sorted(s for e in CountingEnv.made for s, _ in e.resets) == [0, 0, 9, 9]
+    assert runner.last_stats["episodes"] == 4
+    json.loads(first.to_json())
