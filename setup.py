@@ -7,6 +7,7 @@ _MAP = {
     "agentrl.envs": "envs",
     "agentrl.tools": "tools",
     "agentrl.sandboxes": "sandboxes",
+    "agentrl.configs": "configs",
 }
 
 

@@ -11,6 +11,12 @@ CACHE = Path(os.environ.get("AGENTRL_CACHE", Path.home() / ".cache" / "agentrl")
 
 
 @pytest.fixture(scope="session")
+def agentrl_cache() -> Path:
+    """Where tiny models are built once and shared by all tests."""
+    return CACHE
+
+
+@pytest.fixture(scope="session")
 def tiny_model_dir() -> Path:
     from agentrl.models.tiny import build_tiny
 

@@ -13,6 +13,7 @@ clears. Plain functions are grouped with `ToolSet.of(fn, ...)`.
 from __future__ import annotations
 
 import asyncio
+import functools
 import inspect
 import re
 import threading
@@ -88,6 +89,12 @@ class ToolSpec:
     @property
     def parameters(self) -> dict[str, Any]:
         return self.schema["function"]["parameters"]
+
+    @functools.cached_property
+    def validator(self) -> jsonschema.protocols.Validator:
+        """Built once: `jsonschema.validate` re-checks the schema itself on every call."""
+        cls = jsonschema.validators.validator_for(self.parameters)
+        return cls(self.parameters)
 
 
 def build_schema(fn: Callable[..., Any], name: str | None = None) -> dict[str, Any]:
@@ -205,7 +212,7 @@ class ToolSet:
         if call.name not in self._specs:
             return f"unknown tool {call.name!r}; available: {', '.join(self.names)}"
         try:
-            jsonschema.validate(call.arguments, self._specs[call.name].parameters)
+            self._specs[call.name].validator.validate(call.arguments)
         except jsonschema.ValidationError as e:
             path = ".".join(str(p) for p in e.absolute_path) or "arguments"
             return f"invalid arguments for {call.name!r} ({path}): {e.message}"

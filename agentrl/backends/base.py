@@ -32,7 +32,8 @@ class TrainingBackend(ABC):
         return value
 
     def shard(self, n: int) -> list[int]:
-        """Row indices of a batch of `n` this rank trains on."""
+        """Row indices of a batch of `n` this rank trains on. Shares differ by at most one row:
+        the Actor pads every rank to the micro-batch count of ceil(n / world_size) rows."""
         return list(range(self.rank, n, self.world_size))
 
     def grad_scale(self) -> float:
@@ -44,7 +45,27 @@ class TrainingBackend(ABC):
 
     @abstractmethod
     def full_state_dict(self, model: torch.nn.Module) -> Iterator[tuple[str, torch.Tensor]]:
-        """Full (unsharded) named tensors, for weight sync and checkpoints."""
+        """Full (unsharded) named tensors on every rank, for weight sync and checkpoints.
+
+        Collective under sharding: every rank must call it, since every rank's engine needs
+        the weights and rank 0 writes the checkpoint."""
+
+    def load_full_state_dict(self, model: torch.nn.Module, state: dict[str, torch.Tensor]) -> None:
+        """Load full tensors (a checkpoint) into a possibly sharded model."""
+        model.load_state_dict(state)
+
+    def optimizer_state_dict(self, model: torch.nn.Module, optimizer: Any) -> dict[str, Any]:
+        """Optimizer state a single process could load (unsharded under FSDP)."""
+        return optimizer.state_dict()
+
+    def load_optimizer_state_dict(
+        self, model: torch.nn.Module, optimizer: Any, state: dict[str, Any]
+    ) -> None:
+        optimizer.load_state_dict(state)
+
+    def gather_objects(self, obj: Any) -> list[Any]:
+        """Every rank's `obj`, in rank order (rollout groups collected per rank)."""
+        return [obj]
 
     @property
     def is_main(self) -> bool:

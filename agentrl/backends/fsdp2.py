@@ -4,13 +4,16 @@ Launch with `torchrun --nproc-per-node N -m agentrl.cli train ... trainer.backen
 (gloo on CPU, NCCL on GPU). Each decoder layer is its own FSDP unit, then the root, so
 all-gathers overlap with compute layer by layer. Each rank trains on its slice of the batch;
 gradient reduction averages over ranks, which `grad_scale` undoes so the update equals the
-single-process update on the whole batch.
+single-process update on the whole batch. Every rank must run the same number of forward and
+backward passes (each one all-gathers parameters); the Actor pads short shards with zero-weight
+micro-batches to keep them in step.
 """
 
 from __future__ import annotations
 
 import os
 from collections.abc import Iterator
+from typing import Any
 
 import torch
 import torch.distributed as dist
@@ -68,11 +71,43 @@ class FSDP2Backend(TrainingBackend):
         return float(t.item())
 
     def full_state_dict(self, model: torch.nn.Module) -> Iterator[tuple[str, torch.Tensor]]:
-        from torch.distributed.checkpoint.state_dict import StateDictOptions, get_model_state_dict
+        """Streams one all-gathered tensor at a time, so peak memory is one full parameter
+        beyond the shards; every rank gets every tensor (each rank feeds its own engine)."""
+        from torch.distributed.tensor import DTensor
+
+        for name, tensor in model.state_dict().items():
+            full = tensor.full_tensor() if isinstance(tensor, DTensor) else tensor
+            yield unwrap_state_name(name), full.detach()
+
+    def load_full_state_dict(self, model: torch.nn.Module, state: dict[str, torch.Tensor]) -> None:
+        from torch.distributed.checkpoint.state_dict import StateDictOptions, set_model_state_dict
+
+        set_model_state_dict(model, state, options=StateDictOptions(full_state_dict=True))
+
+    def optimizer_state_dict(self, model: torch.nn.Module, optimizer: Any) -> dict[str, Any]:
+        from torch.distributed.checkpoint.state_dict import (
+            StateDictOptions,
+            get_optimizer_state_dict,
+        )
 
         opts = StateDictOptions(full_state_dict=True, cpu_offload=True)
-        for name, tensor in get_model_state_dict(model, options=opts).items():
-            yield unwrap_state_name(name), tensor
+        return get_optimizer_state_dict(model, optimizer, options=opts)
+
+    def load_optimizer_state_dict(
+        self, model: torch.nn.Module, optimizer: Any, state: dict[str, Any]
+    ) -> None:
+        from torch.distributed.checkpoint.state_dict import (
+            StateDictOptions,
+            set_optimizer_state_dict,
+        )
+
+        opts = StateDictOptions(full_state_dict=True)
+        set_optimizer_state_dict(model, optimizer, state, options=opts)
+
+    def gather_objects(self, obj: Any) -> list[Any]:
+        out: list[Any] = [None] * self.world_size
+        dist.all_gather_object(out, obj)
+        return out
 
     def barrier(self) -> None:
         dist.barrier()

@@ -56,6 +56,9 @@ class ChatFormat:
     tool_format: str = "auto"
     template_kwargs: dict[str, Any] = field(default_factory=dict)
     chat_template: str | None = None
+    # A `agentrl.multimodal.VisionProcessor` for vision-language models: the rollout uses it to
+    # expand image placeholders in rendered ids and to record pixel inputs. None = text only.
+    vision: Any = None
 
     def __post_init__(self) -> None:
         if self.chat_template is None:

@@ -18,6 +18,8 @@ SUBCOMMANDS = [
     "agentrl.cli.envs",
     "agentrl.cli.config",
     "agentrl.cli.train",
+    "agentrl.cli.sft",
+    "agentrl.cli.selfplay",
     "agentrl.cli.view",
     "agentrl.cli.runs",
     "agentrl.cli.doctor",

@@ -6,7 +6,7 @@ import argparse
 
 from rich_argparse import RichHelpFormatter
 
-DEFAULT_CONFIG = "configs/quickstart-cpu.yaml"
+DEFAULT_CONFIG = "configs/quickstart-cpu.yaml"  # shipped as agentrl/configs/ too
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
@@ -33,8 +33,9 @@ def resolve_config(args: argparse.Namespace) -> object:
 
     path = args.config
     if path is None:
-        packaged = Path(__file__).resolve().parents[2] / DEFAULT_CONFIG
-        path = str(packaged) if packaged.exists() else None
+        import importlib.resources
+
+        path = str(importlib.resources.files("agentrl.configs") / Path(DEFAULT_CONFIG).name)
     overrides = list(args.overrides)
     if args.env:
         overrides.append(f"data.env={args.env}")

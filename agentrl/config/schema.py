@@ -141,6 +141,10 @@ class SFTConfig:
     batch_size: int = 16
     lr: float = 1e-3
     demos: int = 256
+    # Fraction of demos in which the teacher answers straight away instead of calling tools:
+    # an imperfect teacher, as instruction-tuned models often are. RL then has to discover that
+    # calling the tool pays. 0 = always the oracle's full tool-using episode.
+    skip_tools: float = 0.0
 
 
 @dataclass(kw_only=True)
@@ -153,7 +157,12 @@ class TrainerConfig:
     micro_batch_size: int = 8
     logprob_micro_batch_size: int = 16
     backend: Literal["torch", "fsdp2", "megatron"] = "torch"
+    # local: every role in this process (or one process per rank under torchrun).
+    # ray: rollout and learner run as Ray actors (see docs/scaling.md).
     placement: Literal["local", "ray"] = "local"
+    # placement=ray: rollout and learner share one resource bundle (time-sliced GPU) or get
+    # their own (split: generation and training on separate GPUs/nodes).
+    colocate: bool = True
     nnodes: int = 1
     n_gpus_per_node: int = 0
     device: str = "auto"

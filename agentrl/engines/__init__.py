@@ -1,6 +1,7 @@
 """Generation engines behind one ABC (see `base`); `build_engine` picks one by `cfg.kind`.
 
-- `hf`: `HFEngine`, embedded continuous batching over a transformers model (CPU or GPU).
+- `hf`: `HFEngine`, embedded continuous batching over a transformers model (CPU or GPU);
+  on CUDA, `FastHFEngine` (`hf_fast`: static KV cache, CUDA-graph decode) where supported.
 - `vllm`: `VLLMEngine` (in-process AsyncLLM) or `VLLMServerEngine` (`cfg.server_url`).
 - `sglang`: `SGLangEngine` (in-process) or `SGLangServerEngine` (`cfg.server_url`).
 
@@ -33,7 +34,13 @@ def _build_hf(cfg: Any, model: Any, tokenizer: Any) -> Engine:
         from transformers import AutoModelForCausalLM
 
         model = AutoModelForCausalLM.from_pretrained(model)
-    return HFEngine(model, tokenizer, max_batch_size=cfg.max_batch_size, **cfg.extra)
+    from agentrl.engines.hf_fast import make_hf_engine
+
+    # `engine.extra.fast`: "auto" (default: the static-cache + CUDA-graph path on CUDA for
+    # qwen2/qwen3/llama, HFEngine otherwise), true (also on CPU), false (always HFEngine).
+    extra = dict(cfg.extra)
+    fast = extra.pop("fast", "auto")
+    return make_hf_engine(model, tokenizer, fast=fast, max_batch_size=cfg.max_batch_size, **extra)
 
 
 def _build_vllm(cfg: Any, model: Any, tokenizer: Any) -> Engine:

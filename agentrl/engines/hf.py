@@ -114,7 +114,7 @@ class HFEngine(Engine):
             params,
             session_id,
             loop.create_future(),
-            make_generator(self.device, params.seed),
+            self._new_generator(params.seed),
         )
         self._waiting.append(req)
         assert self._wakeup is not None
@@ -127,6 +127,10 @@ class HFEngine(Engine):
         except asyncio.CancelledError:
             self._mark(req, "abort", "cancelled")
             raise
+
+    def _new_generator(self, seed: int | None) -> torch.Generator:
+        """The request's RNG (the fast path only needs its seed, so it overrides this)."""
+        return make_generator(self.device, seed)
 
     def update_weights(self, named_tensors: Iterable[tuple[str, Any]]) -> None:
         """Copy tensors into the model in place (strict names); drops all session caches."""
@@ -345,7 +349,10 @@ class HFEngine(Engine):
 
     def _validate(self, prompt_ids: Sequence[int], params: SamplingParams, multimodal: Any) -> None:
         if multimodal:
-            raise EngineError("the hf engine is text-only; use vllm or sglang for multimodal")
+            raise EngineError(
+                "the hf engine is text-only; for vision-language models use HFVisionEngine "
+                "(model.enable_vision=true) or vllm/sglang"
+            )
         if not prompt_ids:
             raise EngineError("empty prompt")
         if len(prompt_ids) >= self.max_positions:

@@ -69,6 +69,16 @@ PRESETS: dict[str, dict[str, Any]] = {
         "num_key_value_heads": 2,
         "tie_word_embeddings": True,
     },
+    # The GPU quickstart's model (configs/quickstart-gpu.yaml): 4x the width of qwen2-small.
+    "qwen2-base": {
+        "model_type": "qwen2",
+        "hidden_size": 256,
+        "intermediate_size": 768,
+        "num_hidden_layers": 8,
+        "num_attention_heads": 8,
+        "num_key_value_heads": 2,
+        "tie_word_embeddings": True,
+    },
     "llama": {
         "model_type": "llama",
         "hidden_size": 64,
@@ -77,6 +87,82 @@ PRESETS: dict[str, dict[str, Any]] = {
         "num_attention_heads": 4,
         "num_key_value_heads": 2,
     },
+    # Qwen3: per-head q/k RMSNorm and an explicit head_dim.
+    "qwen3": {
+        "model_type": "qwen3",
+        "hidden_size": 64,
+        "intermediate_size": 128,
+        "num_hidden_layers": 2,
+        "num_attention_heads": 4,
+        "num_key_value_heads": 2,
+        "head_dim": 16,
+        "tie_word_embeddings": True,
+    },
+    # Gemma-2: attention and final-logit soft-capping, alternating sliding/full layers. The
+    # window is small on purpose so rollouts of a few dozen tokens cross it.
+    "gemma2": {
+        "model_type": "gemma2",
+        "hidden_size": 64,
+        "intermediate_size": 128,
+        "num_hidden_layers": 2,
+        "num_attention_heads": 4,
+        "num_key_value_heads": 2,
+        "head_dim": 16,
+        "query_pre_attn_scalar": 16,
+        "sliding_window": 32,
+        "attn_logit_softcapping": 50.0,
+        "final_logit_softcapping": 30.0,
+        "tie_word_embeddings": True,
+    },
+    # DeepSeek-V3 style: multi-head latent attention (MLA) and a routed + shared expert MoE
+    # after `first_k_dense_replace` dense layers. qk_nope + qk_rope == v_head_dim keeps key and
+    # value cache rows the same width.
+    "deepseek_v3": {
+        "model_type": "deepseek_v3",
+        "hidden_size": 64,
+        "intermediate_size": 128,
+        "moe_intermediate_size": 32,
+        "num_hidden_layers": 2,
+        "num_attention_heads": 4,
+        "num_key_value_heads": 4,
+        "n_routed_experts": 4,
+        "num_experts_per_tok": 2,
+        "n_shared_experts": 1,
+        "first_k_dense_replace": 1,
+        "n_group": 1,
+        "topk_group": 1,
+        "kv_lora_rank": 16,
+        "q_lora_rank": 32,
+        "qk_rope_head_dim": 8,
+        "qk_nope_head_dim": 8,
+        "v_head_dim": 16,
+        "routed_scaling_factor": 1.0,
+    },
+    # Qwen2-MoE: top-k routed experts plus a gated shared expert in every layer.
+    "qwen2_moe": {
+        "model_type": "qwen2_moe",
+        "hidden_size": 64,
+        "intermediate_size": 128,
+        "moe_intermediate_size": 32,
+        "shared_expert_intermediate_size": 64,
+        "num_hidden_layers": 2,
+        "num_attention_heads": 4,
+        "num_key_value_heads": 2,
+        "num_experts": 4,
+        "num_experts_per_tok": 2,
+    },
+}
+
+# Families a `tiny:` preset stands in for (what `agentrl.models` documents as supported).
+FAMILIES = {
+    "qwen2": "Qwen2 / Qwen2.5",
+    "qwen2-small": "Qwen2 / Qwen2.5",
+    "qwen2-base": "Qwen2 / Qwen2.5",
+    "llama": "Llama 3.x",
+    "qwen3": "Qwen3",
+    "gemma2": "Gemma 2",
+    "deepseek_v3": "DeepSeek-V3 (MLA + MoE)",
+    "qwen2_moe": "Qwen2-MoE / Qwen1.5-MoE",
 }
 
 VOCAB_SIZE = 1024
@@ -191,4 +277,8 @@ def resolve_model_path(path: str, cache_dir: str | None = None) -> str:
     """`tiny:<preset>` → a built checkpoint directory; anything else is returned unchanged."""
     if path.startswith("tiny:"):
         return str(build_tiny(path.split(":", 1)[1], cache_dir))
+    if path.startswith("tiny-vlm:"):  # a tiny Qwen2-VL with its processor (see tiny_vlm)
+        from .tiny_vlm import build_tiny_vlm
+
+        return str(build_tiny_vlm(path.split(":", 1)[1], cache_dir))
     return path

@@ -24,6 +24,7 @@ from typing import Any
 from agentrl.chat.format import ChatFormat
 from agentrl.config.schema import RolloutConfig
 from agentrl.engines.base import Engine, SamplingParams
+from agentrl.multimodal.rollout import EpisodeImages, PendingImages
 from agentrl.types import Message, ToolResult, Trajectory, Turn
 
 
@@ -40,6 +41,7 @@ class _State:
     traj: Trajectory
     tools: list[dict[str, Any]]
     budget: int
+    images: EpisodeImages
 
     @property
     def left(self) -> int:
@@ -101,8 +103,11 @@ async def _loop(
         raise _EpisodeEnd("env_error", f"reset: {_error(e)}") from e
     traj.messages = list(obs.messages)
     traj.metadata["reset_info"] = _jsonable(info)
-    traj.prompt_ids = chat.prompt_ids(obs.messages, obs.tools)
-    state = _State(traj, list(obs.tools), cfg.max_total_tokens)
+    images = EpisodeImages(getattr(chat, "vision", None), traj)
+    ids = chat.prompt_ids(obs.messages, obs.tools)
+    traj.prompt_ids, pending = _expand_images(images, obs.messages, ids, 0)
+    images.commit(pending)
+    state = _State(traj, list(obs.tools), cfg.max_total_tokens, images)
     if state.left <= 0:
         raise _EpisodeEnd("max_tokens", f"prompt has {len(traj.prompt_ids)} tokens")
     for turn_no in range(cfg.max_turns):
@@ -129,8 +134,10 @@ async def _generate(
         # A seeded run gives every turn its own stream (set per episode by run_groups).
         seed=None if sampling.seed is None else sampling.seed + 7919 * len(state.traj.turns),
     )
+    mm = state.images.payload(engine)  # every image so far; text-only engines never see it
+    extra = {"multimodal": mm} if mm else {}
     try:
-        out = await engine.generate(state.traj.input_ids, params, session_id=session_id)
+        out = await engine.generate(state.traj.input_ids, params, session_id=session_id, **extra)
     except Exception as e:  # noqa: BLE001 - recorded on the trajectory
         raise _EpisodeEnd("engine_error", _error(e)) from e
     if out.finish_reason in ("error", "abort"):
@@ -185,11 +192,24 @@ async def _turn(
     if last:  # nothing will answer this observation: keep its messages, not its tokens
         raise _EpisodeEnd("max_turns")
     ids = chat.observation_ids(obs.messages, state.tools, sampled_ids=out.token_ids)
+    ids, pending = _expand_images(state.images, obs.messages, ids, len(traj.input_ids))
     if len(ids) >= state.left:  # no room left for the observation plus one sampled token
         raise _EpisodeEnd("max_tokens")
     traj.append(ids, trained=False)
+    state.images.commit(pending)
     turn.obs_end = len(traj.response_ids)
     return False
+
+
+def _expand_images(
+    images: EpisodeImages, messages: list[Message], ids: list[int], base: int
+) -> tuple[list[int], PendingImages | None]:
+    """Expand image placeholders of an observation (no-op without images); a failure (no
+    vision processor, placeholder count mismatch, bad image) ends the episode as env_error."""
+    try:
+        return images.expand(messages, ids, base)
+    except (ValueError, TypeError, OSError) as e:
+        raise _EpisodeEnd("env_error", f"images: {_error(e)}") from e
 
 
 def _tool_results(info: dict[str, Any], messages: list[Message]) -> list[ToolResult]:

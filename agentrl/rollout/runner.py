@@ -162,6 +162,7 @@ class RolloutRunner:
                 rollout_cfg.tool_format,
                 dict(chat.template_kwargs),
                 chat.chat_template,
+                vision=getattr(chat, "vision", None),
             )
         self.engine, self.chat, self.env_factory = engine, chat, env_factory
         self.rollout_cfg, self.sampling_cfg = rollout_cfg, sampling_cfg

@@ -93,34 +93,73 @@ class Actor:
     def update(self, batch: TrainBatch, generator: torch.Generator | None = None) -> dict[str, float]:
         """`ppo_epochs` passes over shuffled mini-batches; returns averaged metrics."""
         self.model.train()
-        device, mode = self.backend.device, self.algo.loss_agg_mode
         sums: dict[str, float] = defaultdict(float)
-        n_micro = 0
+        steps = 0
         for _ in range(self.cfg.ppo_epochs):
             order = torch.randperm(batch.size, generator=generator).tolist()
             for mini in self._chunks(order, self.cfg.mini_batch_size):
-                mine = [mini[i] for i in self.backend.shard(len(mini))]
-                total = self.backend.global_sum(loss_weight_count(batch.response_mask[mini], mode))
-                self.optimizer.zero_grad(set_to_none=True)
-                for micro in self._chunks(mine, self.cfg.micro_batch_size):
-                    mb = batch.select(micro).to(device)
-                    loss, metrics = self.micro_loss(mb)
-                    share = loss_weight_count(mb.response_mask, mode) / max(total, 1.0)
-                    (loss * share * self.backend.grad_scale()).backward()
-                    sums["loss"] += float(loss.detach()) * share
-                    for k, v in metrics.items():
-                        sums[k] += v
-                    n_micro += 1
-                sums["grad_norm"] += self.backend.clip_grad_norm(self.model, self.optim_cfg.grad_clip)
-                self.optimizer.step()
-                self.scheduler.step()
-                sums["optimizer_steps"] += 1
-        steps = max(sums.pop("optimizer_steps", 0), 1)
-        out = {k: v / max(n_micro, 1) for k, v in sums.items() if k not in ("grad_norm", "loss")}
-        out["grad_norm"] = sums.get("grad_norm", 0.0) / steps
-        out["loss"] = sums.get("loss", 0.0) / steps  # shares sum to 1 per optimizer step
+                self._optimizer_step(batch, mini, sums)
+                steps += 1
+        return self._reduce_metrics(sums, max(steps, 1))
+
+    def _optimizer_step(self, batch: TrainBatch, mini: list[int], sums: dict[str, float]) -> None:
+        """One mini-batch. Each micro loss is weighted by its share of the mini-batch's count
+        summed over ranks, so any sharding or micro size adds up to the full-batch loss."""
+        backend, mode = self.backend, self.algo.loss_agg_mode
+        mine = [mini[i] for i in backend.shard(len(mini))]
+        total = max(backend.global_sum(loss_weight_count(batch.response_mask[mine], mode)), 1.0)
+        self.optimizer.zero_grad(set_to_none=True)
+        for micro in self._micro_plan(mine, len(mini)):
+            real = 1.0 if micro else 0.0
+            mb = batch.select(micro or mini[:1]).to(backend.device)
+            loss, metrics = self.micro_loss(mb)
+            share = real * loss_weight_count(mb.response_mask, mode) / total
+            (loss * share * backend.grad_scale()).backward()
+            sums["loss"] += float(loss.detach()) * share
+            sums["micro_batches"] += real
+            for k, v in metrics.items():
+                sums[k] += v * real
+        sums["grad_norm"] += backend.clip_grad_norm(self.model, self.optim_cfg.grad_clip)
+        self.optimizer.step()
+        self.scheduler.step()
+
+    def _micro_plan(self, mine: list[int], n_mini: int) -> list[list[int]]:
+        """This rank's micro-batches, padded with empty ones (run at zero weight) up to the
+        count of the largest shard: sharded ranks must run the same forward/backward passes."""
+        size = max(1, self.cfg.micro_batch_size)
+        largest = -(-n_mini // self.backend.world_size)
+        chunks = list(self._chunks(mine, size))
+        return chunks + [[] for _ in range(max(1, -(-largest // size)) - len(chunks))]
+
+    def _reduce_metrics(self, sums: dict[str, float], steps: int) -> dict[str, float]:
+        """Metrics over all ranks; keys are reduced in sorted order (one collective each)."""
+        total = self.backend.global_sum
+        n_micro = max(total(sums.pop("micro_batches", 0.0)), 1.0)
+        loss, grad_norm = sums.pop("loss", 0.0), sums.pop("grad_norm", 0.0)
+        out = {k: total(sums[k]) / n_micro for k in sorted(sums)}
+        out["grad_norm"] = grad_norm / steps  # clip_grad_norm returns the global norm
+        out["loss"] = total(loss) / steps  # shares sum to 1 per optimizer step
         out["lr"] = float(self.scheduler.get_last_lr()[0])
         return out
+
+    def sft(self, demos: list[Any], cfg: Any, pad_id: int, seed: int) -> list[float]:
+        """Supervised bootstrap on demonstrations (see `sft.sft_train`); returns the losses."""
+        from .sft import sft_train
+
+        return sft_train(self.model, demos, cfg, pad_id, self.backend.device, seed)
+
+    def state(self) -> dict[str, Any]:
+        """Model, optimizer and scheduler state a single process can load (collective)."""
+        return {
+            "model": dict(self.backend.full_state_dict(self.model)),
+            "optimizer": self.backend.optimizer_state_dict(self.model, self.optimizer),
+            "scheduler": self.scheduler.state_dict(),
+        }
+
+    def load_state(self, state: dict[str, Any]) -> None:
+        self.backend.load_full_state_dict(self.model, state["model"])
+        self.backend.load_optimizer_state_dict(self.model, self.optimizer, state["optimizer"])
+        self.scheduler.load_state_dict(state["scheduler"])
 
     def named_weights(self) -> Iterator[tuple[str, torch.Tensor]]:
         """Full weights for the rollout engine (LoRA adapters merged)."""

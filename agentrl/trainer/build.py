@@ -5,7 +5,8 @@ from __future__ import annotations
 
 import copy
 import random
-from dataclasses import dataclass
+from collections.abc import Callable
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -33,9 +34,13 @@ class Components:
     scorer: RewardScorer
     data: TaskSource
     success_at: float
+    # Extra teardown (remote workers, placement groups) run after the rollout closes.
+    cleanup: list[Callable[[], None]] = field(default_factory=list)
 
     def close(self) -> None:
         self.rollout.close()
+        for fn in self.cleanup:
+            fn()
         self.backend.close()
 
 
@@ -55,9 +60,16 @@ def build_engine_for(cfg: TrainConfig, policy: torch.nn.Module, tokenizer: Any, 
     """The rollout engine gets its own copy of the weights; `sync_weights` refreshes it."""
     from agentrl.engines import build_engine
 
-    engine_model = copy.deepcopy(_base_model(policy)).to(device).eval()
+    engine_model = _base_model(policy)  # a peft policy is already copied while merging
+    if engine_model is policy:
+        engine_model = copy.deepcopy(policy)
+    engine_model = engine_model.to(device).eval()
     for p in engine_model.parameters():
         p.requires_grad_(False)
+    if cfg.model.enable_vision and cfg.engine.kind == "hf":  # 3D M-RoPE needs its own engine
+        from agentrl.engines.hf_vision import build_vision_engine
+
+        return build_vision_engine(cfg.engine, engine_model, tokenizer)
     return build_engine(cfg.engine, engine_model, tokenizer)
 
 
@@ -69,31 +81,59 @@ def _base_model(model: torch.nn.Module) -> torch.nn.Module:
     return model
 
 
-def build_components(cfg: TrainConfig) -> Components:
+def build_rollout(
+    cfg: TrainConfig, policy: torch.nn.Module, tokenizer: Any, device: torch.device
+) -> tuple[Rollout, float]:
+    """The rollout role (engine + env pool) and the env's success threshold; call it before
+    the policy is prepared (sharded) so the engine copies full weights."""
     from agentrl.chat import ChatFormat
+
+    engine = build_engine_for(cfg, policy, tokenizer, device)
+    make_env = env_factory(cfg)
+    probe = make_env()
+    success_at = float(probe.reward_range[1])
+    probe.close()
+    from agentrl.models.load import load_vision_processor
+
+    chat = ChatFormat(
+        tokenizer, cfg.rollout.tool_format, vision=load_vision_processor(cfg.model, tokenizer)
+    )
+    return Rollout(engine, chat, make_env, cfg.rollout, cfg.sampling), success_at
+
+
+def build_learner(
+    cfg: TrainConfig, policy: torch.nn.Module, backend: TrainingBackend
+) -> tuple[Actor, Reference | None, Critic | None]:
+    """The trained roles: actor, plus a reference and a critic when the algorithm needs them."""
+    from agentrl.models.load import load_model
+
+    temperature = cfg.sampling.temperature or 1.0
+    actor = Actor(policy, backend, cfg.algorithm, cfg.optim, cfg.trainer, temperature)
+    reference = None
+    if cfg.algorithm.kl.coef:
+        frozen = load_model(cfg.model, trainable=False)
+        reference = Reference(frozen, backend, cfg.trainer, temperature)
+    critic = None
+    if cfg.algorithm.adv_estimator in VALUE_ESTIMATORS:
+        lm = load_model(cfg.model, trainable=False)
+        critic = Critic(lm, backend, cfg.algorithm, cfg.optim, cfg.trainer)
+        for p in critic.model.parameters():
+            p.requires_grad_(True)
+    return actor, reference, critic
+
+
+def build_components(cfg: TrainConfig) -> Components:
+    """Every role in this process (`trainer.placement=local`)."""
     from agentrl.models.load import load_model, load_tokenizer
 
     seed_everything(cfg.trainer.seed)
     backend = build_backend(cfg.trainer.backend, cfg.trainer.device)
     tokenizer = load_tokenizer(cfg.model)
     policy = load_model(cfg.model)
-    temperature = cfg.sampling.temperature or 1.0
-    engine = build_engine_for(cfg, policy, tokenizer, backend.device)
-    actor = Actor(policy, backend, cfg.algorithm, cfg.optim, cfg.trainer, temperature)
-    reference = None
-    if cfg.algorithm.kl.coef:
-        reference = Reference(load_model(cfg.model, trainable=False), backend, cfg.trainer, temperature)
-    critic = None
-    if cfg.algorithm.adv_estimator in VALUE_ESTIMATORS:
-        critic = Critic(load_model(cfg.model, trainable=False), backend, cfg.algorithm, cfg.optim, cfg.trainer)
-        for p in critic.model.parameters():
-            p.requires_grad_(True)
-    make_env = env_factory(cfg)
-    probe = make_env()
-    success_at = float(probe.reward_range[1])
-    probe.close()
-    chat = ChatFormat(tokenizer, cfg.rollout.tool_format)
-    rollout = Rollout(engine, chat, make_env, cfg.rollout, cfg.sampling)
+    rollout, success_at = build_rollout(cfg, policy, tokenizer, backend.device)
+    actor, reference, critic = build_learner(cfg, policy, backend)
     scorer = RewardScorer(cfg.algorithm, cfg.rollout, tokenizer.pad_token_id)
     data = TaskSource(cfg.data, cfg.trainer.seed)
-    return Components(backend, tokenizer, actor, reference, critic, rollout, scorer, data, success_at)
+    return Components(
+        backend, tokenizer, actor, reference, critic, rollout, scorer, data, success_at
+    )

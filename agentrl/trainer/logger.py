@@ -34,6 +34,12 @@ class MetricsLogger:
             except ImportError:
                 self.console.print("[yellow]trainer.wandb=true but wandb is not installed; skipping[/]")
 
+    def start_fresh(self) -> None:
+        """A new (not resumed) run in an existing folder starts its logs from scratch."""
+        if self.enabled:
+            for name in ("metrics.jsonl", "eval.jsonl", "sft.jsonl"):
+                self.path.with_name(name).unlink(missing_ok=True)
+
     def truncate_after(self, step: int) -> None:
         """On resume, forget metrics of steps after the checkpoint (they are redone)."""
         if not self.enabled or not self.path.exists():

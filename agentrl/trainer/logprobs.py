@@ -19,7 +19,7 @@ def forward_logits(model: Any, batch: TrainBatch) -> torch.Tensor:
     if batch.multimodal:
         from agentrl.trainer.multimodal import stack_multimodal
 
-        extra = stack_multimodal(batch.multimodal, batch.input_ids.device)
+        extra = stack_multimodal(batch.multimodal, batch.input_ids.device, batch.input_ids)
     out = model(input_ids=batch.input_ids, attention_mask=batch.attention_mask, use_cache=False, **extra)
     logits = out.logits if hasattr(out, "logits") else out
     rows = torch.arange(batch.size, device=logits.device)[:, None]

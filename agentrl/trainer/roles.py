@@ -37,6 +37,10 @@ class Reference:
             self.model, batch.to(self.backend.device), self.cfg.logprob_micro_batch_size, self.temperature
         )
 
+    def load_weights(self, weights: dict[str, torch.Tensor]) -> None:
+        """Restart from the policy's weights (after the SFT bootstrap)."""
+        self.backend.load_full_state_dict(self.model, weights)
+
 
 class ValueModel(torch.nn.Module):
     """A causal LM's backbone with a scalar head: V(state before response token j)."""
@@ -93,6 +97,14 @@ class Critic:
             self.optimizer.step()
             metrics["value_loss"] = float(loss.detach())
         return metrics
+
+    def state(self) -> dict[str, Any]:
+        return {"critic": self.model.state_dict(), "critic_optimizer": self.optimizer.state_dict()}
+
+    def load_state(self, state: dict[str, Any]) -> None:
+        if "critic" in state:
+            self.model.load_state_dict(state["critic"])
+            self.optimizer.load_state_dict(state["critic_optimizer"])
 
 
 class RewardScorer:

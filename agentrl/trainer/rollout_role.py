@@ -26,6 +26,7 @@ class Rollout:
         sampling_cfg: SamplingConfig,
     ) -> None:
         self.engine = engine
+        self.chat = chat
         self.runner = RolloutRunner(engine, chat, env_factory, rollout_cfg, sampling_cfg)
         greedy = dataclasses.replace(sampling_cfg, temperature=0.0)
         self.eval_runner = RolloutRunner(engine, chat, env_factory, rollout_cfg, greedy)

@@ -7,6 +7,7 @@ observation delta (mask 0). So SFT trains exactly the token sequences RL will la
 
 from __future__ import annotations
 
+import random
 from collections.abc import Callable
 from typing import Any
 
@@ -14,6 +15,7 @@ import torch
 
 from agentrl.chat import ChatFormat
 from agentrl.config import SFTConfig
+from agentrl.multimodal.rollout import EpisodeImages
 from agentrl.types import Trajectory, TrajectoryGroup
 
 from .batch import collate
@@ -27,14 +29,35 @@ def _through_stop(ids: list[int], stops: set[int]) -> list[int]:
     return ids
 
 
-def demo_trajectory(env: Any, chat: ChatFormat, seed: int) -> Trajectory | None:
-    """Roll the env's oracle policy out into a token-exact trajectory (None: no oracle)."""
-    obs, _ = env.reset(seed=seed)
-    tools = obs.tools
-    traj = Trajectory(prompt_ids=chat.prompt_ids(obs.messages, tools))
-    stops = set(chat.stop_token_ids)
+def _final_oracle_action(env: Any, seed: int) -> Any:
+    """The oracle's last message of the episode on `seed` (its answer), or None."""
+    env.reset(seed=seed)
+    action = None
     for _ in range(env.max_turns + 1):
         action = env.oracle_action()
+        if action is None:
+            return None
+        _, _, terminated, truncated, _ = env.step(action)
+        if terminated or truncated:
+            return action
+    return action
+
+
+def demo_trajectory(env: Any, chat: ChatFormat, seed: int, skip_tools: bool = False) -> Trajectory | None:
+    """Roll the env's oracle policy out into a token-exact trajectory (None: no oracle).
+
+    `skip_tools`: the teacher answers at once with the oracle's final message, no tool calls.
+    """
+    shortcut = _final_oracle_action(env, seed) if skip_tools else None
+    obs, _ = env.reset(seed=seed)
+    tools = obs.tools
+    traj = Trajectory(prompt_ids=[])
+    images = EpisodeImages(getattr(chat, "vision", None), traj)  # expands + records VLM images
+    traj.prompt_ids, pending = images.expand(obs.messages, chat.prompt_ids(obs.messages, tools), 0)
+    images.commit(pending)
+    stops = set(chat.stop_token_ids)
+    for _ in range(env.max_turns + 1):
+        action = shortcut or env.oracle_action()
         if action is None:
             return None
         ids = _through_stop(chat.assistant_ids(action, tools), stops)
@@ -43,14 +66,21 @@ def demo_trajectory(env: Any, chat: ChatFormat, seed: int) -> Trajectory | None:
         if terminated or truncated:
             traj.reward = float(reward)
             return traj
-        traj.append(chat.observation_ids(obs.messages, tools, sampled_ids=ids), trained=False)
+        delta = chat.observation_ids(obs.messages, tools, sampled_ids=ids)
+        delta, pending = images.expand(obs.messages, delta, len(traj.input_ids))
+        traj.append(delta, trained=False)
+        images.commit(pending)
     return traj
 
 
-def build_demos(env_factory: Callable[[], Any], chat: ChatFormat, seeds: list[int]) -> list[Trajectory]:
+def build_demos(
+    env_factory: Callable[[], Any], chat: ChatFormat, seeds: list[int], skip_tools: float = 0.0
+) -> list[Trajectory]:
+    """One oracle demo per seed; a `skip_tools` fraction of them answer without tools."""
     env = env_factory()
+    rng = random.Random(len(seeds))
     try:
-        demos = [demo_trajectory(env, chat, s) for s in seeds]
+        demos = [demo_trajectory(env, chat, s, rng.random() < skip_tools) for s in seeds]
     finally:
         env.close()
     if any(d is None for d in demos):

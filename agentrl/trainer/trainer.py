@@ -16,10 +16,11 @@ import torch
 from agentrl.algorithms import AdvantageInput, compute_advantages, importance_weights
 from agentrl.config import TrainConfig, to_dict
 from agentrl.types import TrajectoryGroup
+from agentrl.workers import place
 
 from .actor import Actor
 from .batch import TrainBatch
-from .build import Components, build_components
+from .build import Components
 from .checkpoint import Checkpointer
 from .logger import MetricsLogger
 
@@ -27,7 +28,7 @@ from .logger import MetricsLogger
 class Trainer:
     def __init__(self, cfg: TrainConfig, components: Components | None = None) -> None:
         self.cfg = cfg
-        self.c = components or build_components(cfg)
+        self.c = components or place(cfg)
         self.actor: Actor = self.c.actor
         self.out = Path(cfg.trainer.out_dir)
         main = self.c.backend.is_main
@@ -42,6 +43,8 @@ class Trainer:
     def train(self, resume: bool = False) -> dict[str, Any]:
         if resume:
             self.load_checkpoint()
+        else:
+            self.logger.start_fresh()
         if self.step == 0 and self.cfg.sft.steps:
             self.bootstrap_sft()
         if self.step == 0:
@@ -58,6 +61,7 @@ class Trainer:
             if self.cfg.trainer.eval_every and self.step % self.cfg.trainer.eval_every == 0:
                 self.evaluate("eval")
         result = self.evaluate("after")
+        self.report_held_out(result)
         self.finish()
         return result
 
@@ -79,6 +83,7 @@ class Trainer:
         if c.critic is not None:
             m |= c.critic.update(batch)
         m["time/weight_sync"] = c.rollout.sync_weights(self.actor.named_weights())
+        m["data/cursor"] = float(c.data.cursor)  # prompts consumed: resume continues here
         return m | self.rollout_metrics(groups, batch)
 
     # ------------------------------------------------------------------ pieces
@@ -151,17 +156,35 @@ class Trainer:
     def bootstrap_sft(self) -> None:
         """Short SFT on oracle demos; the engine and the reference then start from its weights."""
         from .build import env_factory
-        from .sft import build_demos, sft_train
+        from .sft import build_demos
 
         cfg, c = self.cfg, self.c
         seeds = [cfg.data.eval_seed_offset * 2 + i for i in range(cfg.sft.demos)]
-        demos = build_demos(env_factory(cfg), c.rollout.runner.chat, seeds)
-        losses = sft_train(self.actor.model, demos, cfg.sft, c.tokenizer.pad_token_id, c.backend.device, cfg.trainer.seed)
+        demos = build_demos(env_factory(cfg), c.rollout.chat, seeds, cfg.sft.skip_tools)
+        losses = self.actor.sft(demos, cfg.sft, c.tokenizer.pad_token_id, cfg.trainer.seed)
         self.logger.log(0, {"sft/loss_first": losses[0], "sft/loss_last": losses[-1]}, file="sft.jsonl")
         weights = dict(self.actor.named_weights())
         c.rollout.sync_weights(weights.items())
         if c.reference is not None:
-            c.reference.model.load_state_dict(weights)
+            c.reference.load_weights(weights)
+
+    def report_held_out(self, after: dict[str, float]) -> None:
+        """Print the before/after held-out success (the number the quickstart is judged on)."""
+        path = self.out / "eval.jsonl"
+        if not (after and self.c.backend.is_main and path.exists()):
+            return
+        import json
+
+        rows = [json.loads(line) for line in path.read_text().splitlines() if line]
+        starts = [r for r in rows if r["step"] == 0]
+        if not starts:
+            return
+        before = starts[-1]
+        b, a = before["success_rate"], after["success_rate"]
+        self.logger.console.print(
+            f"[bold green]held-out success: {b:.1%} before RL -> {a:.1%} after "
+            f"({(a - b) * 100:+.1f} points, {int(after['episodes'])} episodes)[/]"
+        )
 
     @staticmethod
     def timed(fn: Any) -> tuple[Any, float]:
@@ -171,16 +194,10 @@ class Trainer:
 
     # ------------------------------------------------------------------ state
     def state(self) -> dict[str, Any]:
-        state = {
-            "model": dict(self.actor.backend.full_state_dict(self.actor.model)),
-            "optimizer": self.actor.optimizer.state_dict(),
-            "scheduler": self.actor.scheduler.state_dict(),
-            "cursor": self.c.data.cursor,
-            "generator": self.generator.get_state(),
-        }
+        state = self.actor.state()
+        state |= {"cursor": self.c.data.cursor, "generator": self.generator.get_state()}
         if self.c.critic is not None:
-            state["critic"] = self.c.critic.model.state_dict()
-            state["critic_optimizer"] = self.c.critic.optimizer.state_dict()
+            state |= self.c.critic.state()
         return state
 
     def save_checkpoint(self) -> None:
@@ -193,14 +210,11 @@ class Trainer:
         state = self.checkpointer.load()
         if state is None:
             return
-        self.actor.model.load_state_dict(state["model"])
-        self.actor.optimizer.load_state_dict(state["optimizer"])
-        self.actor.scheduler.load_state_dict(state["scheduler"])
+        self.actor.load_state(state)
         self.c.data.cursor = state["cursor"]
         self.generator.set_state(state["generator"])
-        if self.c.critic is not None and "critic" in state:
-            self.c.critic.model.load_state_dict(state["critic"])
-            self.c.critic.optimizer.load_state_dict(state["critic_optimizer"])
+        if self.c.critic is not None:
+            self.c.critic.load_state(state)
         self.step = state["step"]
         self.c.rollout.sync_weights(self.actor.named_weights())
         self.logger.truncate_after(self.step)

@@ -1,0 +1,392 @@
+"""The rules of `agentrl config import-verl`: one function per verl section.
+
+Each rule reads verl leaves through `Ctx.get` (which marks them handled) and writes agentrl
+keys with `Ctx.put`; a key it reads but cannot express goes to `unmapped` with the reason, a
+key of a switched-off feature to `inactive`. See `verl_import` for the semantics that differ.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from .verl_import import ImportResult
+
+ADV_ESTIMATORS = {
+    "gae": "gae",
+    "grpo": "grpo",
+    "grpo_vectorized": "grpo",
+    "rloo": "rloo",
+    "rloo_vectorized": "rloo",
+    "opo": "opo",
+    "remax": "remax",
+    "reinforce_plus_plus": "reinforce_plus_plus",
+    "reinforce_plus_plus_baseline": "reinforce_plus_plus_baseline",
+}
+POLICY_LOSSES = {"vanilla": "ppo_clip", "gspo": "gspo", "cispo": "cispo"}
+KL_ESTIMATORS = {"kl": "k1", "k1": "k1", "abs": "abs", "mse": "k2", "k2": "k2"}
+KL_ESTIMATORS |= {"low_var_kl": "low_var_kl", "k3": "k3"}
+AGG_MODES = {"token-mean", "seq-mean-token-sum", "seq-mean-token-mean"}
+ENGINES = {"vllm", "sglang", "hf"}
+
+A = "actor_rollout_ref.actor."
+R = "actor_rollout_ref.rollout."
+M = "actor_rollout_ref.model."
+
+
+class Ctx:
+    """The verl leaves, which of them were used, and the agentrl mapping being built."""
+
+    def __init__(self, flat: dict[str, Any], result: ImportResult) -> None:
+        self.flat = flat
+        self.result = result
+        self.used: set[str] = set()
+
+    def has(self, key: str) -> bool:
+        return key in self.flat and self.flat[key] is not None
+
+    def get(self, key: str, default: Any = None) -> Any:
+        """The value of `key` (marking it handled), or `default` when absent or null."""
+        if key in self.flat:
+            self.used.add(key)
+            if self.flat[key] is not None:
+                return self.flat[key]
+        return default
+
+    def put(self, dotted: str, value: Any) -> None:
+        node = self.result.config
+        *parents, last = dotted.split(".")
+        for p in parents:
+            node = node.setdefault(p, {})
+        node[last] = value
+
+    def unmapped(self, key: str, reason: str) -> None:
+        if key in self.flat:
+            self.used.add(key)
+            if self.flat[key] is None:
+                self.result.inactive[key] = "unset (null)"
+            else:
+                self.result.unmapped[key] = reason
+
+    def inactive(self, prefix: str, reason: str) -> None:
+        """Every key under `prefix` belongs to a feature verl has switched off."""
+        for k in self.flat:
+            if (k == prefix or k.startswith(prefix + ".")) and k not in self.used:
+                self.used.add(k)
+                self.result.inactive[k] = reason
+
+    def direct(self, table: dict[str, tuple[str, Any]]) -> None:
+        for src, (dst, convert) in table.items():
+            value = self.get(src)
+            if value is not None:
+                self.put(dst, convert(value) if convert else value)
+
+
+def algorithm(c: Ctx) -> None:
+    est = c.get("algorithm.adv_estimator")
+    if est is not None:
+        if est in ADV_ESTIMATORS:
+            c.put("algorithm.adv_estimator", ADV_ESTIMATORS[est])
+        else:
+            c.unmapped("algorithm.adv_estimator", f"no agentrl estimator for {est!r}")
+    c.direct(
+        {
+            "algorithm.gamma": ("algorithm.gamma", float),
+            "algorithm.lam": ("algorithm.lam", float),
+            "algorithm.norm_adv_by_std_in_grpo": ("algorithm.norm_adv_by_std", bool),
+        }
+    )
+    if c.get("algorithm.use_kl_in_reward"):
+        ctrl = c.get("algorithm.kl_ctrl.type", "fixed")
+        if ctrl != "fixed":
+            c.unmapped("algorithm.kl_ctrl.type", f"{ctrl!r} KL control; agentrl's is fixed")
+        _kl(c, "reward", "algorithm.kl_ctrl.kl_coef", "algorithm.kl_penalty")
+    else:
+        for key in ("algorithm.kl_ctrl", "algorithm.kl_penalty"):
+            c.inactive(key, "use_kl_in_reward is false")
+    if c.get("algorithm.filter_groups.enable"):
+        c.put("algorithm.dynamic_sampling", True)
+        c.get("algorithm.filter_groups.metric")  # agentrl filters on the episode reward
+        n = c.get("algorithm.filter_groups.max_num_gen_batches", 0)
+        c.put("algorithm.max_resample_batches", int(n) if n and n > 0 else 10)
+        if not n or n <= 0:
+            c.result.notes.append("filter_groups.max_num_gen_batches<=0 (unbounded) -> 10")
+    c.inactive("algorithm.filter_groups", "filter_groups.enable is false")
+
+
+def _kl(c: Ctx, placement: str, coef_key: str, type_key: str) -> None:
+    """One KL term: agentrl has a single `algorithm.kl` with a placement."""
+    if c.result.config.get("algorithm", {}).get("kl"):
+        c.unmapped(coef_key, "KL both in reward and in loss; agentrl keeps the reward one")
+        c.unmapped(type_key, "see " + coef_key)
+        return
+    kind = str(c.get(type_key, "low_var_kl"))
+    base = kind.rstrip("+")
+    if base not in KL_ESTIMATORS:
+        c.unmapped(type_key, f"no agentrl KL estimator for {kind!r}")
+        base = "low_var_kl"
+    elif base != kind:
+        c.result.notes.append(f"{type_key}={kind!r}: straight-through '+' dropped, using {base}")
+    c.put("algorithm.kl", {"coef": float(c.get(coef_key, 0.0)), "estimator": KL_ESTIMATORS[base]})
+    c.put("algorithm.kl.placement", placement)
+
+
+def data(c: Ctx) -> None:
+    c.direct(
+        {
+            "data.train_batch_size": ("data.batch_size", int),
+            "data.prompt_key": ("data.prompt_key", str),
+            "data.tokenizer": ("model.tokenizer", str),
+        }
+    )
+    files = c.get("data.train_files")
+    if isinstance(files, str):
+        c.put("data.path", files)
+    elif isinstance(files, list) and len(files) == 1:
+        c.put("data.path", str(files[0]))
+    elif files:
+        c.put("data.path", str(files[0]))
+        c.unmapped("data.train_files", f"agentrl reads one dataset file; kept {files[0]}")
+    c.unmapped("data.val_files", "agentrl evaluates on held-out env seeds (data.eval_*)")
+    prompt = c.get("data.max_prompt_length")
+    response = c.get("data.max_response_length")
+    if response is not None:
+        c.put("sampling.max_new_tokens", int(response))
+        if prompt is not None:
+            c.put("rollout.max_total_tokens", int(prompt) + int(response))
+    for key in ("prompt_length", "response_length"):  # verl copies of the data lengths
+        c.get(R + key)
+    if c.get("data.shuffle", True) is False:
+        c.unmapped("data.shuffle", "agentrl always shuffles dataset rows")
+
+
+def model(c: Ctx) -> None:
+    path = c.get(M + "path")
+    if path is not None:
+        c.put("model.path", str(path))
+        if not str(path).startswith(("/", ".", "~", "tiny:")):
+            c.result.notes.append(
+                f"model.path {path!r} looks like a hub id; agentrl loads local directories "
+                "(download it first and point model.path there)"
+            )
+    rank = c.get(M + "lora_rank", 0)
+    if rank and int(rank) > 0:
+        lora: dict[str, Any] = {"enabled": True, "r": int(rank)}
+        lora["alpha"] = int(c.get(M + "lora_alpha", 2 * int(rank)))
+        targets = c.get(M + "target_modules", "all-linear")
+        lora["target_modules"] = [targets] if isinstance(targets, str) else list(targets)
+        c.put("model.lora", lora)
+    else:
+        for key in ("lora_alpha", "target_modules", "exclude_modules", "lora_adapter_path"):
+            c.inactive(M + key, "lora_rank is 0")
+    c.direct({M + "enable_gradient_checkpointing": ("model.gradient_checkpointing", bool)})
+
+
+def actor(c: Ctx, n: int) -> None:
+    c.direct(
+        {
+            A + "optim.lr": ("optim.lr", float),
+            A + "optim.weight_decay": ("optim.weight_decay", float),
+            A + "optim.betas": ("optim.betas", list),
+            A + "optim.clip_grad": ("optim.grad_clip", float),
+            A + "grad_clip": ("optim.grad_clip", float),
+            A + "ppo_epochs": ("trainer.ppo_epochs", int),
+            A + "ppo_micro_batch_size_per_gpu": ("trainer.micro_batch_size", int),
+            A + "entropy_coeff": ("algorithm.entropy_coef", float),
+            A + "clip_ratio_c": ("algorithm.dual_clip_c", float),
+        }
+    )
+    mini = c.get(A + "ppo_mini_batch_size")
+    if mini is not None:
+        c.put("trainer.mini_batch_size", int(mini) * n)  # verl counts prompts
+    clip = c.get(A + "clip_ratio")
+    low, high = c.get(A + "clip_ratio_low", clip), c.get(A + "clip_ratio_high", clip)
+    if low is not None:
+        c.put("algorithm.clip_low", float(low))
+    if high is not None:
+        c.put("algorithm.clip_high", float(high))
+    agg = c.get(A + "loss_agg_mode")
+    if agg in AGG_MODES:
+        c.put("algorithm.loss_agg_mode", agg)
+    elif agg is not None:
+        c.unmapped(A + "loss_agg_mode", f"no agentrl aggregation {agg!r}")
+    mode = c.get(A + "policy_loss.loss_mode")
+    if mode in POLICY_LOSSES:
+        c.put("algorithm.policy_loss", POLICY_LOSSES[mode])
+    elif mode is not None:
+        c.unmapped(A + "policy_loss.loss_mode", f"no agentrl policy loss {mode!r}")
+    if c.get(A + "use_kl_loss"):
+        _kl(c, "loss", A + "kl_loss_coef", A + "kl_loss_type")
+    else:
+        for key in ("kl_loss_coef", "kl_loss_type"):
+            c.inactive(A + key, "use_kl_loss is false")
+    _optim_schedule(c)
+    strategy = c.get(A + "strategy")
+    if strategy in ("fsdp", "fsdp2"):
+        c.put("trainer.backend", "fsdp2")
+    elif strategy == "megatron":
+        c.put("trainer.backend", "megatron")
+    if c.get(A + "ulysses_sequence_parallel_size", 1) != 1:
+        c.unmapped(A + "ulysses_sequence_parallel_size", "no sequence parallelism in agentrl")
+
+
+def _optim_schedule(c: Ctx) -> None:
+    style = c.get(A + "optim.lr_scheduler_type") or c.get(A + "optim.warmup_style")
+    if style in ("constant", "cosine"):
+        c.put("optim.scheduler", style)
+    elif style is not None:
+        c.unmapped(A + "optim.lr_scheduler_type", f"no agentrl scheduler {style!r}")
+    warmup = c.get(A + "optim.lr_warmup_steps", -1)
+    ratio = c.get(A + "optim.lr_warmup_steps_ratio", 0.0)
+    if warmup is not None and int(warmup) > 0:
+        c.put("optim.warmup_steps", int(warmup))
+    elif ratio:
+        steps = c.result.config.get("trainer", {}).get("steps")
+        if steps:
+            c.put("optim.warmup_steps", int(float(ratio) * steps))
+        else:
+            c.unmapped(A + "optim.lr_warmup_steps_ratio", "needs trainer.total_training_steps")
+    c.get(A + "optim.total_training_steps")  # filled in by verl at runtime
+
+
+def rollout(c: Ctx) -> int:
+    """Rollout/sampling keys; returns rollout.n (needed to convert verl's prompt counts)."""
+    n = int(c.get(R + "n", 1))
+    c.put("rollout.n", n)
+    name = c.get(R + "name")
+    if name in ENGINES:
+        c.put("engine.kind", name)
+    elif name is not None:
+        c.unmapped(R + "name", f"no agentrl engine {name!r}")
+    top_k = c.get(R + "top_k")
+    if top_k is not None:
+        c.put("sampling.top_k", max(int(top_k), 0))  # verl: -1 = off; agentrl: 0 = off
+    c.direct(
+        {
+            R + "temperature": ("sampling.temperature", float),
+            R + "top_p": ("sampling.top_p", float),
+            R + "gpu_memory_utilization": ("engine.gpu_memory_utilization", float),
+            R + "log_prob_micro_batch_size_per_gpu": ("trainer.logprob_micro_batch_size", int),
+            R + "max_num_seqs": ("engine.max_batch_size", int),
+        }
+    )
+    tp = int(c.get(R + "tensor_model_parallel_size", 1))
+    if tp > 1:
+        key = "tp_size" if name == "sglang" else "tensor_parallel_size"
+        c.put("engine.extra", {key: tp})
+    enable = c.get(R + "multi_turn.enable")
+    if enable is False:  # verl generates one response: one assistant turn
+        c.put("rollout.max_turns", 1)
+        c.inactive(R + "multi_turn", "multi_turn.enable is false")
+    elif enable is None and not any(k.startswith(R + "multi_turn.") for k in c.flat):
+        c.result.notes.append("no multi_turn section (single-turn in verl); rollout.max_turns kept")
+    else:
+        _multi_turn(c)
+    c.get(R + "mode")  # sync/async: agentrl's engines are always async
+    c.get(R + "calculate_log_probs")  # agentrl engines always return logprobs
+    ref_mb = c.get("actor_rollout_ref.ref.log_prob_micro_batch_size_per_gpu")
+    if ref_mb is not None and "logprob_micro_batch_size" not in c.result.config.get("trainer", {}):
+        c.put("trainer.logprob_micro_batch_size", int(ref_mb))
+    return n
+
+
+def _multi_turn(c: Ctx) -> None:
+    c.direct({R + "multi_turn.max_assistant_turns": ("rollout.max_turns", int)})
+    fmt = c.get(R + "multi_turn.format")
+    if fmt in ("hermes", "llama3"):
+        c.put("rollout.tool_format", fmt)
+    elif fmt is not None:
+        c.unmapped(R + "multi_turn.format", f"no agentrl tool format {fmt!r}")
+    c.unmapped(R + "multi_turn.tool_config_path", "tools come from the env: set data.env")
+    c.unmapped(R + "multi_turn.interaction_config_path", "user turns come from the env")
+    c.unmapped(R + "multi_turn.max_user_turns", "user turns come from the env")
+
+
+def trainer(c: Ctx) -> None:
+    c.direct(
+        {
+            "trainer.total_training_steps": ("trainer.steps", int),
+            "trainer.n_gpus_per_node": ("trainer.n_gpus_per_node", int),
+            "trainer.nnodes": ("trainer.nnodes", int),
+        }
+    )
+    if "steps" in c.result.config.get("trainer", {}):
+        c.inactive("trainer.total_epochs", "total_training_steps takes precedence")
+    epochs = c.get("trainer.total_epochs")
+    if "steps" not in c.result.config.get("trainer", {}) and epochs is not None:
+        steps = _steps_from_epochs(c, int(epochs))
+        if steps:
+            c.put("trainer.steps", steps)
+            c.result.notes.append(f"trainer.steps={steps} from total_epochs={epochs}")
+        else:
+            c.unmapped("trainer.total_epochs", "dataset not readable here; set trainer.steps")
+    for src, dst in (("trainer.save_freq", "save_every"), ("trainer.test_freq", "eval_every")):
+        value = c.get(src)
+        if value is not None:
+            c.put(f"trainer.{dst}", max(int(value), 0))  # verl: -1 = never
+    project, name = c.get("trainer.project_name"), c.get("trainer.experiment_name")
+    out = c.get("trainer.default_local_dir")
+    if out is None and project and name:
+        out = f"runs/{project}/{name}"
+    if out is not None:
+        c.put("trainer.out_dir", str(out))
+    loggers = c.get("trainer.logger")
+    if loggers is not None:
+        loggers = [loggers] if isinstance(loggers, str) else list(loggers)
+        c.put("trainer.tensorboard", "tensorboard" in loggers)
+        c.put("trainer.wandb", "wandb" in loggers)
+        extra = [x for x in loggers if x not in ("console", "tensorboard", "wandb")]
+        if extra:
+            c.unmapped("trainer.logger", f"agentrl logs to console/jsonl/TB/wandb, not {extra}")
+    device = c.get("trainer.device")
+    if device in ("cuda", "cpu"):
+        c.put("trainer.device", device)
+    elif device is not None:
+        c.unmapped("trainer.device", f"no agentrl device {device!r}")
+    c.unmapped("trainer.resume_mode", "pass --resume to agentrl train")
+    c.get("trainer.val_before_train")  # agentrl evaluates before training when eval_episodes>0
+
+
+def _steps_from_epochs(c: Ctx, epochs: int) -> int | None:
+    """verl's epochs → optimizer steps, when the (local) training file can be counted."""
+    path = c.result.config.get("data", {}).get("path")
+    batch = c.result.config.get("data", {}).get("batch_size")
+    if not path or not batch:
+        return None
+    from pathlib import Path
+
+    p = Path(path).expanduser()
+    if not p.is_file():
+        return None
+    if p.suffix == ".parquet":
+        import pyarrow.parquet as pq
+
+        rows = pq.ParquetFile(p).metadata.num_rows
+    else:
+        rows = sum(1 for line in p.open(encoding="utf-8") if line.strip())
+    return max(1, epochs * (rows // int(batch)))
+
+
+def reward_and_critic(c: Ctx) -> None:
+    if c.get("reward_model.enable"):
+        c.unmapped("reward_model.enable", "rewards come from the env (its verifier)")
+    else:
+        c.inactive("reward_model.model", "reward_model.enable is false")
+    if c.get("reward_model.overlong_buffer.enable"):
+        c.put("algorithm.overlong_buffer", int(c.get("reward_model.overlong_buffer.len", 0)))
+        factor = c.get("reward_model.overlong_buffer.penalty_factor", 1.0)
+        c.put("algorithm.overlong_penalty", float(factor))
+    c.inactive("reward_model.overlong_buffer", "overlong_buffer.enable is false")
+    c.unmapped("reward_model.reward_manager", "rewards come from the env (its verifier)")
+    c.unmapped("custom_reward_function.path", "rewards come from the env: set data.env")
+    c.get("custom_reward_function.name")
+    if c.result.config.get("algorithm", {}).get("adv_estimator") != "gae":
+        c.inactive("critic", "the advantage estimator needs no critic")
+        return
+    c.direct({"critic.cliprange_value": ("algorithm.value_clip", float)})
+    path = c.get("critic.model.path")
+    if path is not None and path != c.result.config.get("model", {}).get("path"):
+        c.unmapped("critic.model.path", "agentrl's critic starts from the policy checkpoint")
+    lr = c.get("critic.optim.lr")
+    if lr is not None and float(lr) != c.result.config.get("optim", {}).get("lr"):
+        c.unmapped("critic.optim.lr", "agentrl's critic uses optim.lr")

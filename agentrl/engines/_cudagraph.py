@@ -1,0 +1,77 @@
+"""CUDA-graph capture and replay of the static decode step, one graph per shape bucket.
+
+Why: a decode step of a small model is a few hundred tiny kernels; launched one by one from
+Python the GPU idles between them (plain `generate` at batch 1 is launch-bound). Replaying a
+captured graph launches them all at once. Shapes must be fixed per graph, so the engine pads
+the batch to a bucket size and rounds the attended key length up to a bucket; a graph is
+captured lazily the first time its (batch, key length, sampling mode) is needed.
+
+All graphs share one memory pool: they only ever run one at a time on one stream, and each
+graph's output buffer stays referenced, so their intermediates may safely overlap.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import torch
+
+StepFn = Callable[[torch.Tensor, int, int], torch.Tensor]
+Key = tuple[int, int, int]  # (batch bucket, key-length bucket, sampling mode)
+
+
+@dataclass
+class _Captured:
+    graph: torch.cuda.CUDAGraph
+    inp: torch.Tensor  # static input the graph reads
+    out: torch.Tensor  # static output the graph writes
+
+
+class DecodeGraphs:
+    """Captures `fn(inp, length, mode) -> out` per key; `run` copies inputs in and replays."""
+
+    def __init__(self, fn: StepFn, pad_column: torch.Tensor, device: torch.device) -> None:
+        self._fn = fn
+        self._pad = pad_column.to(device)  # [rows] a padding row's inputs, safe to run
+        self._device = device
+        self._graphs: dict[Key, _Captured] = {}
+        self._pool: tuple[int, int] | None = None
+
+    def __len__(self) -> int:
+        return len(self._graphs)
+
+    def run(self, inp: torch.Tensor, length: int, mode: int) -> torch.Tensor:
+        """Replay the graph for `inp`'s shape (capturing it first if new); returns the output
+        copied to the host (this is the step's one device sync)."""
+        entry = self.ensure((int(inp.shape[1]), length, mode))
+        entry.inp.copy_(inp)
+        entry.graph.replay()
+        return entry.out.cpu()
+
+    def ensure(self, key: Key) -> _Captured:
+        """The graph for `key`, captured now if it is new."""
+        entry = self._graphs.get(key)
+        return entry if entry is not None else self._capture(key)
+
+    def _capture(self, key: Key) -> _Captured:
+        batch, length, mode = key
+        inp = self._pad[:, None].repeat(1, batch).contiguous()
+        # Warm up on a side stream first (allocator, kernel selection, lazy inits), as
+        # torch.cuda.graphs recommends, then capture on the same side-stream discipline.
+        side = torch.cuda.Stream(self._device)
+        side.wait_stream(torch.cuda.current_stream(self._device))
+        with torch.cuda.stream(side):
+            for _ in range(2):
+                self._fn(inp, length, mode)
+        torch.cuda.current_stream(self._device).wait_stream(side)
+        graph = torch.cuda.CUDAGraph()
+        # thread_local: the event loop thread may touch CUDA (e.g. tensor creation) while a
+        # worker thread captures; only this thread's calls must be capture-safe.
+        with torch.cuda.graph(graph, pool=self._pool, capture_error_mode="thread_local"):
+            out = self._fn(inp, length, mode)
+        if self._pool is None:
+            self._pool = graph.pool()
+        entry = _Captured(graph, inp, out)
+        self._graphs[key] = entry
+        return entry

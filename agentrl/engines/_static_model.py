@@ -1,0 +1,205 @@
+"""A static-KV-cache forward for Qwen2/Qwen3/Llama-style decoders, reading the HF modules.
+
+Why our own forward: transformers' decode step is hundreds of small launches with
+shape-dependent Python logic (mask building, cache bookkeeping), so at small batch a GPU
+waits on the host, and nothing about it is capturable as a CUDA graph. This forward has fixed
+shapes for a given (batch bucket, key-length bucket), writes into one pre-allocated cache, and
+does no host syncs, so `_cudagraph` can capture it.
+
+It reuses the model's own modules for everything but attention (embedding, RMSNorms, q/k/v/o
+projections, MLP, lm_head), so weights are shared, `update_weights` (in-place copies) is
+seen at once, and the math is transformers' math; only the attention over the cache is ours.
+
+Cache layout: keys/values are `[layers, slots + 1, kv_heads, max_len, head_dim]`. A slot is
+one sequence (a running request or a parked session); the extra last slot is scratch that
+padding rows write into. A row's position p is both its RoPE position and its cache column.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import torch
+import torch.nn.functional as F
+
+from agentrl.engines._fast_sampling import sample_rows
+
+SUPPORTED_TYPES = ("qwen2", "qwen3", "llama")
+# Rows of the decode input tensor [9, B] (float64; ids and positions are exact below 2**53).
+TOK, POS, SLOT = 0, 1, 2  # then the 6 sampling rows of `_fast_sampling` (inp[3:])
+INPUT_ROWS = 9
+
+
+def unsupported_reason(model: Any) -> str | None:
+    """Why the static forward cannot run this model, or None if it can."""
+    cfg = getattr(model, "config", None)
+    kind = getattr(cfg, "model_type", None)
+    if kind not in SUPPORTED_TYPES:
+        return f"model_type {kind!r} is not one of {SUPPORTED_TYPES}"
+    base = getattr(model, "model", None)
+    if base is None or not hasattr(base, "layers") or not hasattr(model, "lm_head"):
+        return "unexpected module layout (no .model.layers / .lm_head)"
+    if any(t != "full_attention" for t in getattr(cfg, "layer_types", None) or []):
+        return "sliding-window layers are not supported"
+    rope = getattr(base, "rotary_emb", None)
+    rope_type = str(getattr(rope, "rope_type", "default"))
+    if rope is None or "dynamic" in rope_type or rope_type == "longrope":
+        return f"rope type {rope_type!r} depends on sequence length"
+    return None
+
+
+class StaticDecoder:
+    """Prefill (eager, ragged) and decode (fixed shape, capturable) over a static KV cache."""
+
+    def __init__(self, model: Any, slots: int, max_len: int) -> None:
+        reason = unsupported_reason(model)
+        if reason:
+            raise ValueError(f"static decoder: {reason}")
+        base = model.model
+        self.embed, self.norm, self.lm_head = base.embed_tokens, base.norm, model.lm_head
+        self.layers = list(base.layers)
+        cfg = model.config
+        attn = self.layers[0].self_attn
+        self.head_dim = int(attn.head_dim)
+        self.n_heads, self.n_kv = int(cfg.num_attention_heads), int(cfg.num_key_value_heads)
+        self.group = self.n_heads // self.n_kv
+        self.max_len, self.scratch = max_len, slots
+        weight = self.embed.weight
+        self.device, self.dtype = weight.device, weight.dtype
+        shape = (len(self.layers), slots + 1, self.n_kv, max_len, self.head_dim)
+        self.k = torch.zeros(shape, dtype=self.dtype, device=self.device)
+        self.v = torch.zeros(shape, dtype=self.dtype, device=self.device)
+        self.cos, self.sin = _rope_tables(base.rotary_emb, max_len, self.dtype, self.device)
+
+    def cache_bytes(self) -> int:
+        return 2 * self.k.numel() * self.k.element_size()
+
+    # ------------------------------------------------------------------ decode
+
+    def decode(self, inp: torch.Tensor, length: int, mode: int) -> torch.Tensor:
+        """One token for each of B rows. `inp` [9, B] float64 on device (TOK, POS, SLOT, then
+        the sampling rows); keys attend over cache columns [0, length). Returns [2, B]
+        float64: sampled token ids and their logprobs. No host syncs: capturable."""
+        tok, pos, slot = inp[TOK].long(), inp[POS].long(), inp[SLOT].long()
+        x = self.embed(tok)[:, None, :]  # [B, 1, hidden]
+        cos, sin = self.cos[pos][:, None, None, :], self.sin[pos][:, None, None, :]
+        cols = torch.arange(length, device=self.device)
+        keep = (cols[None, :] <= pos[:, None])[:, None, None, :]  # [B, 1, 1, L]
+        for i, layer in enumerate(self.layers):
+            h = layer.input_layernorm(x)
+            x = x + self._attend_decode(i, layer.self_attn, h, (cos, sin), slot, pos, keep)
+            x = x + layer.mlp(layer.post_attention_layernorm(x))
+        logits = self.lm_head(self.norm(x))[:, 0, :]
+        tokens, logps = sample_rows(logits, inp[3:], mode)
+        return torch.stack([tokens.double(), logps.double()])
+
+    def _attend_decode(
+        self,
+        i: int,
+        attn: Any,
+        h: torch.Tensor,
+        rope: tuple[torch.Tensor, torch.Tensor],
+        slot: torch.Tensor,
+        pos: torch.Tensor,
+        keep: torch.Tensor,
+    ) -> torch.Tensor:
+        b, length = h.shape[0], keep.shape[-1]
+        q, k, v = self._qkv(attn, h, rope)  # [B, heads, 1, D]
+        self.k[i][slot, :, pos] = k[:, :, 0]
+        self.v[i][slot, :, pos] = v[:, :, 0]
+        keys, values = self.k[i][slot, :, :length], self.v[i][slot, :, :length]
+        # GQA without repeating K/V: each kv head's query group acts as its query "sequence".
+        q = q.reshape(b, self.n_kv, self.group, self.head_dim)
+        out = F.scaled_dot_product_attention(q, keys, values, attn_mask=keep, scale=attn.scaling)
+        return attn.o_proj(out.reshape(b, 1, self.n_heads * self.head_dim))
+
+    # ------------------------------------------------------------------ prefill
+
+    def prefill(self, rows: Sequence[tuple[int, int, Sequence[int]]]) -> torch.Tensor:
+        """Write each row's new tokens into its slot and return last-token logits [n, V].
+
+        A row is (slot, start, tokens): `tokens` go to cache columns start.. and attend to
+        the slot's columns [0, start) already there (a session's reused prefix)."""
+        n, width = len(rows), max(len(t) for _, _, t in rows)
+        ids = torch.zeros(n, width, dtype=torch.long)
+        pos = torch.zeros(n, width, dtype=torch.long)
+        valid = torch.zeros(n, width, dtype=torch.bool)
+        for r, (_, start, toks) in enumerate(rows):
+            ids[r, : len(toks)] = torch.tensor(list(toks), dtype=torch.long)
+            pos[r, :] = torch.arange(start, start + width).clamp(max=self.max_len - 1)
+            valid[r, : len(toks)] = True
+        slots = torch.tensor([s for s, _, _ in rows], dtype=torch.long)
+        write_slot = torch.where(valid, slots[:, None], self.scratch).to(self.device)
+        write_pos = torch.where(valid, pos, 0).to(self.device)
+        length = max(start + len(t) for _, start, t in rows)
+        ids, pos, slots = ids.to(self.device), pos.to(self.device), slots.to(self.device)
+        cols = torch.arange(length, device=self.device)
+        keep = (cols[None, None, :] <= pos[:, :, None])[:, None]  # [n, 1, width, L]
+        x = self.embed(ids)
+        rope = (self.cos[pos][:, None], self.sin[pos][:, None])  # [n, 1, width, D]
+        writes = (write_slot, write_pos)
+        for i, layer in enumerate(self.layers):
+            h = layer.input_layernorm(x)
+            x = x + self._attend_prefill(i, layer.self_attn, h, rope, writes, slots, keep)
+            x = x + layer.mlp(layer.post_attention_layernorm(x))
+        last = torch.tensor([len(t) - 1 for _, _, t in rows], device=self.device)
+        x = x[torch.arange(n, device=self.device), last]
+        return self.lm_head(self.norm(x)).float()
+
+    def _attend_prefill(
+        self,
+        i: int,
+        attn: Any,
+        h: torch.Tensor,
+        rope: tuple[torch.Tensor, torch.Tensor],
+        writes: tuple[torch.Tensor, torch.Tensor],
+        slots: torch.Tensor,
+        keep: torch.Tensor,
+    ) -> torch.Tensor:
+        n, width, length = h.shape[0], h.shape[1], keep.shape[-1]
+        q, k, v = self._qkv(attn, h, rope)  # [n, heads, width, D]
+        # Padding positions write into the scratch slot, never into a live sequence.
+        w_slot, w_pos = writes
+        self.k[i][w_slot, :, w_pos] = k.transpose(1, 2)
+        self.v[i][w_slot, :, w_pos] = v.transpose(1, 2)
+        keys = self.k[i][slots, :, :length].repeat_interleave(self.group, dim=1)
+        values = self.v[i][slots, :, :length].repeat_interleave(self.group, dim=1)
+        out = F.scaled_dot_product_attention(q, keys, values, attn_mask=keep, scale=attn.scaling)
+        return attn.o_proj(out.transpose(1, 2).reshape(n, width, self.n_heads * self.head_dim))
+
+    # ------------------------------------------------------------------ shared
+
+    def _qkv(
+        self, attn: Any, h: torch.Tensor, rope: tuple[torch.Tensor, torch.Tensor]
+    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """Projections as transformers does them (incl. Qwen3's q/k norms), RoPE applied;
+        each returned as [batch, heads, seq, head_dim]."""
+        b, s = h.shape[0], h.shape[1]
+        q = attn.q_proj(h).view(b, s, -1, self.head_dim)
+        k = attn.k_proj(h).view(b, s, -1, self.head_dim)
+        v = attn.v_proj(h).view(b, s, -1, self.head_dim).transpose(1, 2)
+        if getattr(attn, "q_norm", None) is not None:
+            q, k = attn.q_norm(q), attn.k_norm(k)
+        cos, sin = rope
+        q, k = q.transpose(1, 2), k.transpose(1, 2)
+        return _rotate(q, cos, sin), _rotate(k, cos, sin), v
+
+
+def _rotate(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
+    half = x.shape[-1] // 2
+    rotated = torch.cat((-x[..., half:], x[..., :half]), dim=-1)
+    return (x * cos) + (rotated * sin)
+
+
+def _rope_tables(
+    rope: Any, max_len: int, dtype: torch.dtype, device: torch.device
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """cos/sin for every position, computed as transformers' rotary module does (float32,
+    times its attention scaling, then cast), so the static forward rotates identically."""
+    inv_freq = rope.inv_freq.to(device=device, dtype=torch.float32)
+    positions = torch.arange(max_len, device=device, dtype=torch.float32)
+    freqs = positions[:, None] * inv_freq[None, :]
+    emb = torch.cat((freqs, freqs), dim=-1)
+    scale = float(getattr(rope, "attention_scaling", 1.0))
+    return (emb.cos() * scale).to(dtype), (emb.sin() * scale).to(dtype)

@@ -1,0 +1,287 @@
+"""FastHFEngine: the hf engine's GPU fast path (static KV cache, own forward, CUDA graphs).
+
+Why: `HFEngine` decodes through transformers' forward, which at small batch is bound by
+kernel-launch latency, not by the GPU (on an H200, plain `generate` ran 16 tok/s at batch 1
+for a 0.5B model whose weight-bandwidth limit is ~4,850). This subclass keeps everything
+user-visible from `HFEngine` (the asyncio request queue, continuous batching, admission,
+stop handling, timeouts, failure semantics, `update_weights`) and replaces the batch state:
+
+- `_static_model.StaticDecoder`: one pre-allocated cache `[layers, slots, kv, len, dim]`;
+  rows are slots + per-row positions, so joining/leaving the batch copies no KV at all;
+- `_cudagraph.DecodeGraphs`: each decode step is one replay of a graph captured per
+  (batch bucket, key-length bucket, sampling mode); prefill stays eager (ragged lengths);
+- `_fast_sampling`: temperature/top-k/top-p sampling and logprobs inside the graph, seeded
+  per request by a counter-based hash (seeded requests are reproducible within this engine,
+  but do not reproduce `HFEngine`'s token streams);
+- `_slots.SlotPool`: a finished session's slot is parked, and its next turn prefills only
+  the new suffix in place.
+
+On CPU (or with `cuda_graphs=False`) the same static forward runs eagerly. Architectures
+`_static_model` does not support are refused here; `make_hf_engine` falls back to `HFEngine`.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+
+from agentrl.engines._cudagraph import DecodeGraphs
+from agentrl.engines._fast_sampling import SAMPLE, pick_mode, sample_rows, split_seed
+from agentrl.engines._sampling import make_generator
+from agentrl.engines._slots import SlotPool
+from agentrl.engines._static_model import StaticDecoder, unsupported_reason
+from agentrl.engines.base import EngineError, SamplingParams
+from agentrl.engines.hf import HFEngine, _Request
+
+log = logging.getLogger(__name__)
+
+DEFAULT_BUCKETS = (1, 2, 4, 8, 16, 32, 64, 128, 256)
+_FAST_ONLY = ("max_seq_len", "session_slots", "cuda_graphs", "batch_buckets")
+
+
+@dataclass
+class _Row:
+    slot: int
+    seed_lo: int
+    seed_hi: int
+
+
+class FastHFEngine(HFEngine):
+    """Continuous batching over a static KV cache with CUDA-graph decode steps."""
+
+    def __init__(
+        self,
+        model: Any,
+        tokenizer_or_eos_ids: Any,
+        *,
+        max_batch_size: int = 64,
+        device: str | torch.device | None = None,
+        max_prefill_tokens: int = 8192,
+        max_sessions: int = 1024,
+        request_timeout_s: float | None = None,
+        max_seq_len: int = 4096,
+        session_slots: int | None = None,
+        cuda_graphs: bool | None = None,
+        batch_buckets: Sequence[int] = DEFAULT_BUCKETS,
+    ) -> None:
+        reason = unsupported_reason(model)
+        if reason:
+            raise EngineError(f"FastHFEngine: {reason}; use HFEngine")
+        super().__init__(
+            model,
+            tokenizer_or_eos_ids,
+            max_batch_size=max_batch_size,
+            device=device,
+            max_prefill_tokens=max_prefill_tokens,
+            max_sessions=max_sessions,
+            request_timeout_s=request_timeout_s,
+        )
+        on_gpu = self.device.type == "cuda"
+        if cuda_graphs and not on_gpu:
+            raise EngineError("cuda_graphs=True needs a CUDA device")
+        self.cuda_graphs = on_gpu if cuda_graphs is None else cuda_graphs
+        self.max_seq_len = min(max_seq_len, self.max_positions)
+        self.max_positions = self.max_seq_len  # requests end with "length" at the cache end
+        parked = min(max_sessions, max_batch_size if session_slots is None else session_slots)
+        self._pool = SlotPool(max_batch_size + parked, parked)
+        self.batch_buckets = sorted({b for b in batch_buckets if b < max_batch_size})
+        self.batch_buckets.append(max_batch_size)
+        self._lock = threading.RLock()  # update_weights/sleep wrap HFEngine's locked versions
+        self._row: dict[_Request, _Row] = {}
+        self._drops: list[str] = []  # release_session ids, applied by the next step
+        self._decoder: StaticDecoder | None = None
+        self._graphs: DecodeGraphs | None = None
+        self._ensure_decoder()  # allocate the cache now: out-of-memory shows up here
+
+    # ---------------------------------------------------------------- public API
+
+    def update_weights(self, named_tensors: Iterable[tuple[str, Any]]) -> None:
+        """In-place copy (graphs keep pointing at the same tensors); parked sessions drop."""
+        with self._lock:
+            super().update_weights(named_tensors)
+            self._pool.clear_sessions()
+
+    def release_session(self, session_id: str) -> None:
+        self._drops.append(session_id)  # never blocks the event loop on a running step
+
+    def sleep(self) -> None:
+        """Free the cache and graphs (they point at device memory), then move the model."""
+        if self._rows or self._waiting:
+            raise EngineError("sleep() while requests are in flight")
+        with self._lock:
+            self._pool.clear_sessions()
+            self._decoder, self._graphs = None, None
+            super().sleep()
+
+    def precapture(self, lengths: Sequence[int], modes: Sequence[int] = (SAMPLE,)) -> int:
+        """Capture every batch bucket's decode graph for these key lengths (rounded up to
+        buckets) and sampling modes now, so a timed or latency-sensitive run never pays for a
+        capture. Returns the number of graphs held. No-op without CUDA graphs."""
+        with self._lock, torch.inference_mode():
+            self._ensure_decoder()
+            if self._graphs is None:
+                return 0
+            for length in {_length_bucket(n, self.max_seq_len) for n in lengths}:
+                for bucket in self.batch_buckets:
+                    for mode in modes:
+                        self._graphs.ensure((bucket, length, mode))
+            return len(self._graphs)
+
+    @property
+    def captured_graphs(self) -> int:
+        return len(self._graphs) if self._graphs is not None else 0
+
+    # ---------------------------------------------------------------- the step
+
+    def _new_generator(self, seed: int | None) -> torch.Generator:
+        return make_generator(torch.device("cpu"), seed)  # only its seed is used
+
+    def _ensure_decoder(self) -> StaticDecoder:
+        if self._decoder is None:
+            decoder = StaticDecoder(self.model, self._pool.n_slots, self.max_seq_len)
+            self._decoder = decoder
+            if self.cuda_graphs:
+                pad = torch.tensor(self._pad_column(), dtype=torch.float64)
+                self._graphs = DecodeGraphs(decoder.decode, pad, self.device)
+        return self._decoder
+
+    def _step(self, admitted: list[_Request]) -> list[_Request]:
+        """One engine step (worker thread): decode running rows, prefill admitted ones."""
+        with self._lock, torch.inference_mode():
+            if self._asleep:
+                raise EngineError("engine is asleep; call wake() first")
+            decoder = self._ensure_decoder()
+            while self._drops:
+                self._pool.drop_session(self._drops.pop())
+            if self._rows:
+                self._decode(decoder, self._rows)
+                self.stats["decode_steps"] += 1
+            if admitted:
+                self._prefill(decoder, admitted)
+                self._rows = self._rows + admitted
+            return self._retire()
+
+    def _decode(self, decoder: StaticDecoder, rows: list[_Request]) -> None:
+        cols = [self._column(req) for req in rows]
+        need = int(max(c[1] for c in cols)) + 1  # attended key columns: [0, max position]
+        mode = self._mode(rows)
+        if self._graphs is not None:
+            bucket = next(b for b in self.batch_buckets if b >= len(rows))
+            cols += [self._pad_column()] * (bucket - len(rows))
+            inp = torch.tensor(cols, dtype=torch.float64).T
+            out = self._graphs.run(inp, _length_bucket(need, self.max_seq_len), mode)
+        else:
+            inp = torch.tensor(cols, dtype=torch.float64).T.to(self.device)
+            out = decoder.decode(inp, need, mode).cpu()
+        n = len(rows)
+        self._record(rows, out[0, :n].long().tolist(), out[1, :n].tolist())
+
+    def _prefill(self, decoder: StaticDecoder, admitted: list[_Request]) -> None:
+        plan = []
+        for req in admitted:
+            req.weight_version = self._weight_version
+            slot, reuse = self._pool.acquire(req.session_id, req.prompt_ids)
+            self._row[req] = _Row(slot, *split_seed(req.generator.initial_seed()))
+            plan.append((slot, reuse, req.prompt_ids[reuse:]))
+            self.stats["prefill_tokens"] += len(req.prompt_ids) - reuse
+            self.stats["reused_tokens"] += reuse
+        logits = decoder.prefill(plan)
+        params = torch.tensor([self._column(r)[3:] for r in admitted], dtype=torch.float64)
+        tokens, logps = sample_rows(logits, params.T.to(self.device), self._mode(admitted))
+        self._record(admitted, tokens.tolist(), logps.tolist())
+
+    def _column(self, req: _Request) -> list[float]:
+        """The decode input column of one row (see `_static_model.INPUT_ROWS`)."""
+        row, p = self._row[req], req.params
+        n_out = len(req.output_ids)
+        tok = req.output_ids[-1] if n_out else 0
+        pos = len(req.prompt_ids) + n_out - 1
+        return [tok, pos, row.slot, row.seed_lo, row.seed_hi, n_out, p.temperature,
+                p.top_k, p.top_p]  # fmt: skip
+
+    def _pad_column(self) -> list[float]:
+        return [0, 0, self._pool.n_slots, 0, 0, 0, 0.0, 0, 1.0]
+
+    @staticmethod
+    def _mode(rows: list[_Request]) -> int:
+        ps: list[SamplingParams] = [r.params for r in rows]
+        return pick_mode([p.temperature for p in ps], [p.top_k for p in ps], [p.top_p for p in ps])
+
+    def _record(self, rows: list[_Request], tokens: list[int], logps: list[float]) -> None:
+        for req, tok, lp in zip(rows, tokens, logps, strict=True):
+            if req.finish is not None:
+                continue
+            req.output_ids.append(tok)
+            req.logprobs.append(lp)
+            req.finish = self._finish_reason(req, tok)
+
+    def _retire(self) -> list[_Request]:
+        """Finished rows leave; a session's slot is parked for its next turn."""
+        keep, done = [], []
+        for req in self._rows:
+            if req.finish is None:
+                keep.append(req)
+                continue
+            done.append(req)
+            slot = self._row.pop(req).slot
+            ok = req.finish in ("stop", "length") and req.weight_version == self._weight_version
+            if req.session_id and ok:
+                self._pool.park(req.session_id, slot, req.prompt_ids + req.output_ids)
+            else:
+                self._pool.release(slot)
+        self._rows = keep
+        return done
+
+    # ---------------------------------------------------------------- failure paths
+
+    def _release_rows(self) -> None:
+        for row in self._row.values():
+            self._pool.release(row.slot)
+        self._row.clear()
+
+    def _fail_rows(self, admitted: list[_Request], error: str) -> list[_Request]:
+        with self._lock:
+            self._release_rows()
+        return super()._fail_rows(admitted, error)
+
+    def _abort_all(self, reason: str) -> None:
+        super()._abort_all(reason)
+        with self._lock:
+            self._release_rows()
+
+    def _validate(self, prompt_ids: Sequence[int], params: SamplingParams, multimodal: Any) -> None:
+        if multimodal:
+            raise EngineError("FastHFEngine is text-only; use HFEngine, vllm or sglang")
+        super()._validate(prompt_ids, params, None)
+
+
+def _length_bucket(need: int, max_len: int) -> int:
+    """Key columns a graph attends over: the next power of two >= need (min 128), capped."""
+    length = 128
+    while length < need:
+        length *= 2
+    return min(length, max_len)
+
+
+def make_hf_engine(
+    model: Any, tokenizer_or_eos_ids: Any, *, fast: bool | str = "auto", **kwargs: Any
+) -> HFEngine:
+    """The hf engine for `model`: `FastHFEngine` where it applies, else `HFEngine`.
+
+    `fast="auto"` uses the fast path on CUDA for supported architectures; `True` also on CPU
+    (eager static forward); `False` never. Fast-only options are dropped on fallback.
+    """
+    device = kwargs.get("device") or next(model.parameters()).device
+    reason = unsupported_reason(model)
+    want = fast is True or (fast == "auto" and torch.device(device).type == "cuda")
+    if want and reason is None:
+        return FastHFEngine(model, tokenizer_or_eos_ids, **kwargs)
+    if want:
+        log.warning("hf fast path unavailable (%s); using HFEngine", reason)
+    plain = {k: v for k, v in kwargs.items() if k not in _FAST_ONLY}
+    return HFEngine(model, tokenizer_or_eos_ids, **plain)

@@ -1,0 +1,125 @@
+"""Driver-side stand-ins for roles living in Ray actors: same methods as the local roles.
+
+Weights never pass through the driver: `RayActor.named_weights()` returns a `WeightsRef` to
+the learner's state dict in the object store, which `RayRollout.sync_weights` hands straight to
+the rollout worker (Ray resolves the reference there). Iterating a `WeightsRef` fetches it, so
+code written for local roles (the SFT bootstrap) still works.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterable, Iterator, Sequence
+from typing import Any
+
+import ray
+import torch
+
+from agentrl.chat import ChatFormat
+from agentrl.trainer.batch import TrainBatch
+from agentrl.types import TrajectoryGroup
+
+
+class WeightsRef:
+    def __init__(self, ref: ray.ObjectRef) -> None:
+        self.ref = ref
+
+    def __iter__(self) -> Iterator[tuple[str, torch.Tensor]]:
+        return iter(ray.get(self.ref).items())
+
+
+def _object(named: Iterable[tuple[str, torch.Tensor]]) -> ray.ObjectRef:
+    if isinstance(named, WeightsRef):
+        return named.ref
+    return ray.put({k: v.detach().cpu() for k, v in named})
+
+
+class RayActor:
+    def __init__(self, handle: Any) -> None:
+        self.handle = handle
+
+    def compute_log_probs(self, batch: TrainBatch) -> torch.Tensor:
+        return ray.get(self.handle.log_probs.remote(batch))
+
+    def update(
+        self, batch: TrainBatch, generator: torch.Generator | None = None
+    ) -> dict[str, float]:
+        gen = generator or torch.Generator()
+        metrics, state = ray.get(self.handle.update.remote(batch, gen.get_state()))
+        gen.set_state(state)
+        return metrics
+
+    def named_weights(self) -> WeightsRef:
+        return WeightsRef(self.handle.named_weights.remote())
+
+    def sft(self, demos: list[Any], cfg: Any, pad_id: int, seed: int) -> list[float]:
+        return ray.get(self.handle.sft.remote(demos, cfg, pad_id, seed))
+
+    def state(self) -> dict[str, Any]:
+        return ray.get(self.handle.state.remote())
+
+    def load_state(self, state: dict[str, Any]) -> None:
+        ray.get(self.handle.load_state.remote(state))
+
+
+class RayReference:
+    """The reference lives in the learner's process (colocated with the actor)."""
+
+    def __init__(self, handle: Any) -> None:
+        self.handle = handle
+
+    def compute_log_probs(self, batch: TrainBatch) -> torch.Tensor:
+        return ray.get(self.handle.ref_log_probs.remote(batch))
+
+    def load_weights(
+        self, weights: Iterable[tuple[str, torch.Tensor]] | dict[str, torch.Tensor]
+    ) -> None:
+        items = weights.items() if isinstance(weights, dict) else weights
+        ray.get(self.handle.ref_load_weights.remote(_object(items)))
+
+
+class RayCritic:
+    def __init__(self, handle: Any) -> None:
+        self.handle = handle
+
+    def _call(self, method: str, *args: Any) -> Any:
+        return ray.get(self.handle.critic_call.remote(method, *args))
+
+    def compute_values(self, batch: TrainBatch) -> torch.Tensor:
+        return self._call("compute_values", batch)
+
+    def update(self, batch: TrainBatch) -> dict[str, float]:
+        return self._call("update", batch)
+
+    def state(self) -> dict[str, Any]:
+        return self._call("state")
+
+    def load_state(self, state: dict[str, Any]) -> None:
+        self._call("load_state", state)
+
+
+class RayRollout:
+    def __init__(self, handle: Any, chat: ChatFormat) -> None:
+        self.handle, self.chat = handle, chat
+        self._stats: dict[str, float] = {}
+
+    def collect(self, items: Sequence[Any], n: int) -> list[TrajectoryGroup]:
+        groups, self._stats = ray.get(self.handle.collect.remote(list(items), n))
+        return groups
+
+    @property
+    def stats(self) -> dict[str, float]:
+        return self._stats
+
+    def evaluate(self, seeds: Sequence[int], success_at: float) -> dict[str, float]:
+        return ray.get(self.handle.evaluate.remote(list(seeds), success_at))
+
+    def sync_weights(self, named: Iterable[tuple[str, torch.Tensor]]) -> float:
+        """Seconds until the engine holds the new weights, transfer included."""
+        t0 = time.perf_counter()
+        ray.get(self.handle.sync_weights.remote(_object(named)))
+        return time.perf_counter() - t0
+
+    def close(self) -> None:
+        ray.get(self.handle.close.remote())
+        ray.kill(self.handle)

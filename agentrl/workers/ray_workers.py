@@ -1,0 +1,113 @@
+"""The processes behind `trainer.placement=ray`: plain classes, made Ray actors at placement.
+
+`LearnerWorker` holds the trained roles (actor, plus reference and critic colocated with it);
+`RolloutWorker` holds the engine and the env pool. Both are built from the same config with the
+same builders as the local placement, so a role behaves identically wherever it runs. Tensors
+cross process boundaries on CPU through the Ray object store.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import torch
+
+from agentrl.config import TrainConfig
+from agentrl.trainer.batch import TrainBatch
+from agentrl.types import TrajectoryGroup
+
+
+def _threads(n: int) -> None:
+    """One process per role: keep torch to the CPUs Ray granted, not the whole machine."""
+    torch.set_num_threads(max(1, n))
+
+
+class LearnerWorker:
+    def __init__(self, cfg: TrainConfig, num_cpus: int = 1) -> None:
+        from agentrl.backends import build_backend
+        from agentrl.models.load import load_model
+        from agentrl.trainer.build import build_learner, seed_everything
+
+        _threads(num_cpus)
+        seed_everything(cfg.trainer.seed)
+        self.backend = build_backend(cfg.trainer.backend, cfg.trainer.device)
+        self.actor, self.reference, self.critic = build_learner(
+            cfg, load_model(cfg.model), self.backend
+        )
+
+    def roles(self) -> tuple[bool, bool]:
+        """(has reference, has critic): which proxies the driver builds."""
+        return self.reference is not None, self.critic is not None
+
+    def log_probs(self, batch: TrainBatch) -> torch.Tensor:
+        return self.actor.compute_log_probs(batch)
+
+    def update(
+        self, batch: TrainBatch, generator_state: torch.Tensor
+    ) -> tuple[dict[str, float], torch.Tensor]:
+        """The shuffling generator travels both ways, so the driver's copy stays the one that
+        is checkpointed."""
+        generator = torch.Generator()
+        generator.set_state(generator_state)
+        metrics = self.actor.update(batch, generator)
+        return metrics, generator.get_state()
+
+    def named_weights(self) -> dict[str, torch.Tensor]:
+        return {k: v.detach().cpu() for k, v in self.actor.named_weights()}
+
+    def sft(self, demos: list[Any], cfg: Any, pad_id: int, seed: int) -> list[float]:
+        return self.actor.sft(demos, cfg, pad_id, seed)
+
+    def state(self) -> dict[str, Any]:
+        return self.actor.state()
+
+    def load_state(self, state: dict[str, Any]) -> None:
+        self.actor.load_state(state)
+
+    def ref_log_probs(self, batch: TrainBatch) -> torch.Tensor:
+        assert self.reference is not None
+        return self.reference.compute_log_probs(batch)
+
+    def ref_load_weights(self, weights: dict[str, torch.Tensor]) -> None:
+        assert self.reference is not None
+        self.reference.load_weights(weights)
+
+    def critic_call(self, method: str, *args: Any) -> Any:
+        """compute_values / update / state / load_state on the critic."""
+        return getattr(self.critic, method)(*args)
+
+    def close(self) -> None:
+        self.backend.close()
+
+
+class RolloutWorker:
+    def __init__(self, cfg: TrainConfig, num_cpus: int = 1) -> None:
+        from agentrl.backends import resolve_device
+        from agentrl.models.load import load_model, load_tokenizer
+        from agentrl.trainer.build import build_rollout, seed_everything
+
+        _threads(num_cpus)
+        seed_everything(cfg.trainer.seed)
+        tokenizer = load_tokenizer(cfg.model)
+        policy = load_model(cfg.model, trainable=False)
+        device = resolve_device(cfg.trainer.device)
+        self.rollout, self.success_at = build_rollout(cfg, policy, tokenizer, device)
+
+    def threshold(self) -> float:
+        return self.success_at
+
+    def collect(
+        self, items: Sequence[Any], n: int
+    ) -> tuple[list[TrajectoryGroup], dict[str, float]]:
+        groups = self.rollout.collect(items, n)
+        return groups, dict(self.rollout.stats)
+
+    def evaluate(self, seeds: Sequence[int], success_at: float) -> dict[str, float]:
+        return self.rollout.evaluate(seeds, success_at)
+
+    def sync_weights(self, weights: dict[str, torch.Tensor]) -> float:
+        return self.rollout.sync_weights(weights.items())
+
+    def close(self) -> None:
+        self.rollout.close()

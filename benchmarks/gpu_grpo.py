@@ -1,0 +1,420 @@
+"""GRPO steps on a Qwen2.5-0.5B-shaped model: agentrl's Trainer vs TRL's `GRPOTrainer`.
+
+Nothing can be downloaded, so the model is random-init from a `Qwen2Config` of the 0.5B shape
+(hidden 896, 24 layers, 14 heads, 2 kv heads, intermediate 4864, tied embeddings, bf16) with
+`agentrl.models.tiny`'s locally trained tokenizer (647 ids). The vocabulary is padded up to
+Qwen's 151,936 rows so the embedding/lm-head cost (a quarter of the FLOPs) is the real one;
+ids past the tokenizer decode to nothing. A short SFT bootstrap on calc-v0 oracle demos
+makes the model call the calculator, so agentrl's episodes are genuinely multi-turn.
+
+Parts (each writes one JSON object; `--part all` runs agentrl here and TRL in a subprocess):
+
+- `agentrl`: SFT bootstrap, one warm-up GRPO step, then `--steps` timed steps through the
+  real `Trainer.train_step` on `math/calc-v0` (rollout → log-probs → update → weight sync),
+  plus one update of the same batch with gradient checkpointing on;
+- `trl`: TRL's GRPOTrainer (transformers `generate`, single turn) on the SFT'd weights, with
+  the same prompts (the env's first-turn prompts), batch (prompts × generations), sampled
+  token budget per sequence and one optimizer step per batch.
+
+    python benchmarks/gpu_grpo.py --json benchmarks/results/gpu_grpo.json          # H200
+    python benchmarks/gpu_grpo.py --shape tiny --device cpu --steps 1 --prompts 2 \\
+        --n 2 --sft-steps 2 --part agentrl                                          # CPU smoke
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+import torch
+
+PEAK_BF16_FLOPS = 989e12  # H200 SXM dense bf16 (datasheet); KINDS.md measured ~790e12
+QWEN05_VOCAB = 151936
+SHAPES: dict[str, dict[str, Any]] = {
+    "qwen2.5-0.5b": dict(
+        hidden_size=896,
+        num_hidden_layers=24,
+        num_attention_heads=14,
+        num_key_value_heads=2,
+        intermediate_size=4864,
+        rope_theta=1000000.0,
+        rms_norm_eps=1e-6,
+        tie_word_embeddings=True,
+    ),
+    "tiny": dict(
+        hidden_size=64,
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        intermediate_size=128,
+        tie_word_embeddings=True,
+    ),
+}
+
+
+def build_checkpoint(out: Path, shape: str, vocab: int, device: str) -> Path:
+    """A random-init checkpoint directory (bf16 on CUDA) with the tiny tokenizer beside it."""
+    from transformers import Qwen2Config, Qwen2ForCausalLM
+
+    from agentrl.models.tiny import train_tokenizer
+
+    tok = train_tokenizer()
+    cfg = Qwen2Config(
+        **SHAPES[shape],
+        vocab_size=max(vocab, len(tok)),
+        max_position_embeddings=32768,
+        bos_token_id=None,
+        eos_token_id=tok.eos_token_id,
+        pad_token_id=tok.pad_token_id,
+    )
+    torch.manual_seed(0)
+    with torch.device(device):
+        model = Qwen2ForCausalLM(cfg)
+    model.to(torch.bfloat16 if device == "cuda" else torch.float32)
+    model.save_pretrained(out)
+    tok.save_pretrained(out)
+    return out
+
+
+def train_config(path: Path, args: argparse.Namespace, out_dir: Path) -> Any:
+    from agentrl.config import TrainConfig, from_dict
+
+    on_gpu = args.device == "cuda"
+    batch = args.prompts * args.n
+    return from_dict(
+        TrainConfig,
+        {
+            "model": {"path": str(path), "dtype": "bfloat16" if on_gpu else "float32"},
+            "engine": {"max_batch_size": max(batch, 1)},
+            "sampling": {"temperature": 1.0, "max_new_tokens": args.max_new_tokens},
+            "rollout": {"n": args.n, "max_turns": 3, "max_total_tokens": args.max_total},
+            "data": {"env": "math/calc-v0", "batch_size": args.prompts, "eval_episodes": 0},
+            "optim": {"lr": 1e-6},
+            "sft": {"steps": args.sft_steps, "lr": 1e-4, "batch_size": 32, "demos": 256},
+            "trainer": {
+                "steps": args.steps + 1,
+                "mini_batch_size": batch,
+                "micro_batch_size": args.micro,
+                "logprob_micro_batch_size": args.micro * 2,
+                "device": args.device,
+                "out_dir": str(out_dir),
+                "tensorboard": False,
+            },
+        },
+    )
+
+
+def use_fast_engine(max_seq_len: int) -> None:
+    """Register the CUDA-graph hf engine as `hf` for this process when it can be imported
+    (`make_hf_engine` itself falls back to `HFEngine` off CUDA)."""
+    try:
+        from agentrl import engines
+        from agentrl.engines.hf_fast import make_hf_engine
+    except ImportError:
+        return
+
+    def build(cfg: Any, model: Any, tokenizer: Any) -> Any:
+        return make_hf_engine(
+            model, tokenizer, max_batch_size=cfg.max_batch_size, max_seq_len=max_seq_len
+        )
+
+    engines.BUILDERS["hf"] = build
+
+
+def update_flops(batch: Any, n_params: float, layers: int, attn_width: int) -> dict[str, float]:
+    """Model FLOPs of one forward+backward over the batch's real (non-pad) tokens: 6·N per
+    token plus causal attention, 6·L·s²·d per sequence (QKᵀ and AV, halved for causality,
+    ×3 for backward). Recompute under gradient checkpointing is not counted (MFU convention)."""
+    lengths = batch.attention_mask.sum(1).double()
+    tokens = float(lengths.sum())
+    attn = float(6 * layers * attn_width * (lengths**2).sum())
+    return {
+        "tokens": tokens,
+        "flops": 6 * n_params * tokens + attn,
+        "padded_tokens": float(batch.attention_mask.numel()),
+    }
+
+
+def sync(device: str) -> None:
+    if device == "cuda":
+        torch.cuda.synchronize()
+
+
+def run_agentrl(args: argparse.Namespace, ckpt: Path, work: Path) -> dict[str, Any]:
+    from agentrl.trainer import Trainer
+    from agentrl.trainer.build import build_components
+
+    if args.engine == "fast":
+        use_fast_engine(args.max_total)
+    cfg = train_config(ckpt, args, work / "run")
+    comps = build_components(cfg)
+    trainer = Trainer(cfg, comps)
+    captured: list[Any] = []
+    make_batch = comps.scorer.batch
+    comps.scorer.batch = lambda groups: captured.append(make_batch(groups)) or captured[-1]  # type: ignore[method-assign]
+    model = comps.actor.model
+    mc = model.config
+    n_params = sum(p.numel() for p in model.parameters())  # tied: the lm head counted once
+    attn_width = mc.num_attention_heads * (mc.hidden_size // mc.num_attention_heads)
+    t0 = time.perf_counter()
+    trainer.bootstrap_sft()
+    sync(args.device)
+    engine = type(comps.rollout.engine).__name__
+    out: dict[str, Any] = {"engine": engine, "sft_s": time.perf_counter() - t0}
+    out["n_params"] = n_params
+    trainer.step = 1
+    trainer.train_step()  # warm-up: CUDA graphs, allocator, kernels
+    if args.device == "cuda":
+        torch.cuda.reset_peak_memory_stats()
+    steps = []
+    for _ in range(args.steps):
+        trainer.step += 1
+        sync(args.device)
+        t = time.perf_counter()
+        m = trainer.train_step()
+        sync(args.device)
+        m["time/step"] = time.perf_counter() - t
+        m |= update_flops(captured[-1], n_params, mc.num_hidden_layers, attn_width)
+        m["sampled_tokens"] = float(captured[-1].response_mask.sum())
+        m["turns_mean"] = float((captured[-1].turn_index.max(1).values + 1).float().mean())
+        steps.append(m)
+    out["steps"] = steps
+    out |= summarize_agentrl(steps, args.device)
+    out["peak_mem_gib"] = (
+        torch.cuda.max_memory_allocated() / 2**30 if args.device == "cuda" else None
+    )
+    out["update_with_gradient_checkpointing"] = gc_update(comps, captured[-1], args.device)
+    out["weight_sync_s"] = [
+        comps.rollout.sync_weights(comps.actor.named_weights()) for _ in range(3)
+    ]
+    comps.actor.model.save_pretrained(work / "sft")  # TRL starts from the same weights
+    comps.tokenizer.save_pretrained(work / "sft")
+    trainer.finish()
+    return out
+
+
+def summarize_agentrl(steps: list[dict[str, Any]], device: str) -> dict[str, float]:
+    def total(k: str) -> float:
+        return sum(s[k] for s in steps)
+
+    wall, sampled = total("time/step"), total("sampled_tokens")
+    upd = total("time/update")
+    return {
+        "e2e_sampled_tok_s": sampled / wall,
+        "rollout_sampled_tok_s": sampled / total("time/rollout"),
+        "update_tok_s": total("tokens") / upd,
+        "update_mfu": total("flops") / upd / PEAK_BF16_FLOPS if device == "cuda" else 0.0,
+        "phase_s_per_step": {
+            k: total(f"time/{k}") / len(steps)
+            for k in ("rollout", "logprobs", "update", "weight_sync", "step")
+        },
+        "sampled_tokens_per_step": sampled / len(steps),
+        "turns_per_episode": total("turns_mean") / len(steps),
+        "tool_calls_per_step": total("tool_calls") / len(steps),
+    }
+
+
+def gc_update(comps: Any, batch: Any, device: str) -> dict[str, float]:
+    """One update of `batch` with gradient checkpointing on (memory for ~1/3 more compute)."""
+    model = comps.actor.model
+    model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
+    if device == "cuda":
+        torch.cuda.reset_peak_memory_stats()
+    sync(device)
+    t = time.perf_counter()
+    comps.actor.update(batch)
+    sync(device)
+    out = {"update_s": time.perf_counter() - t}
+    if device == "cuda":
+        out["peak_mem_gib"] = torch.cuda.max_memory_allocated() / 2**30
+    model.gradient_checkpointing_disable()
+    return out
+
+
+def env_prompts(n: int) -> list[dict[str, str]]:
+    """The first-turn prompt text of calc-v0 episodes (training seeds 0..n-1) and answers."""
+    from agentrl.envs import make
+
+    rows = []
+    for seed in range(n):
+        env = make("math/calc-v0")
+        obs, _ = env.reset(seed=seed)
+        rows.append({"messages": obs.messages, "tools": obs.tools, "answer": env.task.answer})
+        env.close()
+    return rows
+
+
+def run_trl(args: argparse.Namespace, ckpt: Path, work: Path) -> dict[str, Any]:
+    """TRL's GRPOTrainer with matched batch/lengths; returns per-step wall and tokens."""
+    import dataclasses
+
+    import trl
+    from datasets import Dataset
+    from transformers import AutoModelForCausalLM, AutoTokenizer, TrainerCallback
+    from trl import GRPOConfig, GRPOTrainer
+
+    tok = AutoTokenizer.from_pretrained(ckpt)
+    rows = env_prompts(args.prompts * (args.steps + 1))
+    texts = [
+        tok.apply_chat_template(
+            r["messages"], tools=r["tools"], tokenize=False, add_generation_prompt=True
+        )
+        for r in rows
+    ]
+    ds = Dataset.from_dict({"prompt": texts, "answer": [r["answer"] for r in rows]})
+
+    def reward(completions: list[str], answer: list[str], **_: Any) -> list[float]:
+        return [float(a in c) for c, a in zip(completions, answer, strict=True)]
+
+    batch = args.prompts * args.n
+    accum = max(1, batch // args.micro)
+    want = dict(
+        output_dir=str(work / "trl"),
+        per_device_train_batch_size=args.micro,
+        gradient_accumulation_steps=accum,
+        num_generations=args.n,
+        max_completion_length=args.max_new_tokens,
+        max_steps=args.steps + 1,
+        learning_rate=1e-6,
+        beta=0.0,
+        temperature=1.0,
+        bf16=args.device == "cuda",
+        gradient_checkpointing=False,
+        logging_steps=1,
+        report_to="none",
+        save_strategy="no",
+        use_vllm=False,
+        num_iterations=1,
+        seed=0,
+        dataloader_num_workers=0,
+        use_cpu=args.device != "cuda",
+        shuffle_dataset=False,
+    )
+    names = {f.name for f in dataclasses.fields(GRPOConfig)}
+    config = GRPOConfig(**{k: v for k, v in want.items() if k in names})
+    dtype = torch.bfloat16 if args.device == "cuda" else torch.float32
+    model = AutoModelForCausalLM.from_pretrained(ckpt, dtype=dtype, attn_implementation="sdpa")
+    times: list[float] = []
+    logs: list[dict[str, Any]] = []
+
+    class Clock(TrainerCallback):
+        def on_step_begin(self, *a: Any, **k: Any) -> None:
+            sync(args.device)
+            self.t = time.perf_counter()
+
+        def on_step_end(self, *a: Any, **k: Any) -> None:
+            sync(args.device)
+            times.append(time.perf_counter() - self.t)
+            if args.device == "cuda" and len(times) == 1:
+                torch.cuda.reset_peak_memory_stats()
+
+        def on_log(
+            self, _a: Any, _s: Any, _c: Any, logs_: dict[str, Any] | None = None, **k: Any
+        ) -> None:
+            logs.append(dict(logs_ or k.get("logs") or {}))
+
+    trainer = GRPOTrainer(
+        model=model,
+        reward_funcs=reward,
+        args=config,
+        train_dataset=ds,
+        processing_class=tok,
+        callbacks=[Clock()],
+    )
+    trainer.train()
+    lengths = [float(x["completions/mean_length"]) for x in logs if "completions/mean_length" in x]
+    timed, lens = times[1:], lengths[1 : len(times)]
+    sampled = sum(lens) * batch
+    return {
+        "trl_version": trl.__version__,
+        "step_s": times,
+        "completion_mean_length": lengths,
+        "e2e_sampled_tok_s": sampled / max(sum(timed), 1e-9),
+        "sampled_tokens_per_step": sampled / max(len(timed), 1),
+        "peak_mem_gib": torch.cuda.max_memory_allocated() / 2**30
+        if args.device == "cuda"
+        else None,
+        "grpo_config": {k: v for k, v in want.items() if k in names and k != "output_dir"},
+    }
+
+
+def parse() -> argparse.Namespace:
+    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    p.add_argument("--part", choices=["all", "agentrl", "trl"], default="all")
+    p.add_argument("--shape", choices=sorted(SHAPES), default="qwen2.5-0.5b")
+    p.add_argument("--vocab", type=int, default=QWEN05_VOCAB)
+    p.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
+    p.add_argument("--engine", choices=["fast", "hf"], default="fast")
+    p.add_argument("--prompts", type=int, default=16)
+    p.add_argument("--n", type=int, default=8)
+    p.add_argument("--micro", type=int, default=32)
+    p.add_argument("--steps", type=int, default=3)
+    p.add_argument("--sft-steps", type=int, default=60)
+    p.add_argument("--max-new-tokens", type=int, default=64)
+    p.add_argument("--max-total", type=int, default=768)
+    p.add_argument("--ckpt", type=Path, default=None, help="trl part: the SFT'd checkpoint")
+    p.add_argument("--json", type=Path, default=None)
+    return p.parse_args()
+
+
+def main() -> None:
+    args = parse()
+    work = Path(tempfile.mkdtemp(prefix="gpu_grpo_"))
+    meta = {
+        "date_utc": time.strftime("%Y-%m-%d %H:%M:%S", time.gmtime()),
+        "argv": sys.argv[1:],
+        "torch": torch.__version__,
+    }
+    if args.device == "cuda":
+        meta["gpu"] = torch.cuda.get_device_name()
+    result: dict[str, Any] = {"meta": meta, "shape": args.shape, "vocab": args.vocab}
+    if args.part == "trl":
+        result["trl"] = run_trl(args, args.ckpt, work)
+    else:
+        ckpt = build_checkpoint(work / "init", args.shape, args.vocab, args.device)
+        try:
+            result["agentrl"] = run_agentrl(args, ckpt, work)
+        except Exception as e:  # noqa: BLE001 - keep the other half of the comparison
+            result["agentrl_error"] = f"{type(e).__name__}: {e}"
+        if args.part == "all":
+            write(result, args.json)  # keep the agentrl half if TRL hangs or is killed
+            result |= trl_subprocess(args, work)
+    if "agentrl" in result and "trl" in result:
+        result["ratio_e2e_sampled_tok_s"] = (
+            result["agentrl"]["e2e_sampled_tok_s"] / result["trl"]["e2e_sampled_tok_s"]
+        )
+    text = write(result, args.json)
+    print(text[-6000:] if args.part != "trl" else text)
+
+
+def write(result: dict[str, Any], path: Path | None) -> str:
+    text = json.dumps(result, indent=1, default=str)
+    if path:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text)
+    return text
+
+
+def trl_subprocess(args: argparse.Namespace, work: Path) -> dict[str, Any]:
+    """TRL in its own process: clean peak-memory numbers, and its imports can't hurt ours."""
+    ckpt = work / "sft" if (work / "sft").exists() else work / "init"
+    out = work / "trl.json"
+    cmd = [sys.executable, __file__, "--part", "trl", "--ckpt", str(ckpt), "--json", str(out)]
+    cmd += [f"--{k.replace('_', '-')}={v}" for k, v in vars(args).items() if k in KEEP]
+    proc = subprocess.run(cmd, capture_output=True, text=True, env=dict(os.environ))
+    if proc.returncode or not out.exists():
+        return {"trl_error": (proc.stderr or proc.stdout)[-3000:]}
+    return {"trl": json.loads(out.read_text())["trl"], "trl_started_from": ckpt.name}
+
+
+KEEP = ("shape", "vocab", "device", "prompts", "n", "micro", "steps", "max_new_tokens")
+
+if __name__ == "__main__":
+    main()

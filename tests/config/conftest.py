@@ -1,0 +1,6 @@
+"""Config tests import the verl fixture module from this directory."""
+
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).parent))

@@ -1,0 +1,184 @@
+"""Trainer unit tests: collate on multi-turn trajectories, micro-batch invariance of the
+update, TaskSource determinism, checkpoint atomicity, dataset row errors."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+import torch
+from trainer_synth import batch, configs
+
+from agentrl.backends import TorchBackend
+from agentrl.config import DataConfig
+from agentrl.trainer.actor import Actor
+from agentrl.trainer.batch import collate
+from agentrl.trainer.checkpoint import Checkpointer
+from agentrl.trainer.data import TaskSource, load_rows
+from agentrl.types import Trajectory, TrajectoryGroup, Turn
+
+PAD = 0
+
+
+def _two_turns() -> Trajectory:
+    """prompt 5 6 7 | turn 0: 10 11 | obs 20 | turn 1: 12 13 14 | trailing obs 21 22."""
+    t = Trajectory(prompt_ids=[5, 6, 7], reward=1.0)
+    t.append([10, 11], trained=True, logprobs=[-0.1, -0.2])
+    t.append([20], trained=False)
+    t.append([12, 13, 14], trained=True, logprobs=[-0.3, -0.4, -0.5])
+    t.append([21, 22], trained=False)
+    t.turns = [Turn(0, 2, 3, reward=0.3), Turn(3, 6, 8, reward=0.7)]
+    t.validate()
+    return t
+
+
+def _one_turn() -> Trajectory:
+    t = Trajectory(prompt_ids=[8, 9], reward=0.0)
+    t.append([30, 31], trained=True, logprobs=[-1.0, -2.0])
+    t.turns = [Turn(0, 2, 2)]
+    return t
+
+
+def _groups() -> list[TrajectoryGroup]:
+    return [TrajectoryGroup("a", [_two_turns()]), TrajectoryGroup("b", [_one_turn(), _one_turn()])]
+
+
+def test_collate_multi_turn_layout() -> None:
+    b = collate(_groups(), PAD)
+    assert b.input_ids.shape == (3, 11) and b.responses.shape == (3, 8)
+    assert b.input_ids[0].tolist() == [5, 6, 7, 10, 11, 20, 12, 13, 14, 21, 22]
+    assert b.input_ids[1].tolist() == [8, 9, 30, 31] + [PAD] * 7
+    assert b.attention_mask.sum(1).tolist() == [11, 4, 4]
+    assert b.logit_index[0].tolist() == list(range(2, 10))  # prompt_len - 1 + j
+    assert b.logit_index[1].tolist() == [1, 2] + [-1] * 6
+    assert b.response_mask[0].tolist() == [1, 1, 0, 1, 1, 1, 0, 0]
+    assert b.rollout_log_probs[0].tolist() == pytest.approx([-0.1, -0.2, 0, -0.3, -0.4, -0.5, 0, 0])
+    assert b.turn_index[0].tolist() == [0, 0, -1, 1, 1, 1, -1, -1]
+    assert b.group_index.tolist() == [0, 1, 1] and b.rewards.tolist() == [1.0, 0.0, 0.0]
+    # The logit at logit_index[i, j] is the one that predicts responses[i, j].
+    for i in range(b.size):
+        for j in range(b.responses.shape[1]):
+            if b.logit_index[i, j] >= 0:
+                assert b.input_ids[i, b.logit_index[i, j] + 1] == b.responses[i, j]
+
+
+def test_collate_reward_placement() -> None:
+    episode = collate(_groups(), PAD, reward_on="episode").token_rewards[0].tolist()
+    assert episode == [0, 0, 0, 0, 0, 1.0, 0, 0]  # last *sampled* token, not the trailing obs
+    turn = collate(_groups(), PAD, reward_on="turn").token_rewards[0].tolist()
+    assert turn == pytest.approx([0, 0.3, 0, 0, 0, 0.7, 0, 0])  # each turn's last sampled token
+
+
+def test_select_trims_padding_columns() -> None:
+    sub = collate(_groups(), PAD).select([2, 1])
+    assert sub.input_ids.shape == (2, 4) and sub.responses.shape == (2, 2)
+    assert sub.group_index.tolist() == [1, 1]
+
+
+def _updated(model_dir: Path, micro: int, mode: str) -> dict[str, torch.Tensor]:
+    """Parameters after one real `Actor.update`. SGD instead of AdamW: Adam's first step is
+    about lr·sign(g), which turns float noise on near-zero gradients into lr-sized
+    differences; with SGD the parameters are linear in the accumulated gradient."""
+    from transformers import AutoModelForCausalLM
+
+    model = AutoModelForCausalLM.from_pretrained(str(model_dir), dtype=torch.float32)
+    # No clipping: it rescales both runs to one norm and would hide a weighting error.
+    algo, optim, trainer = configs(
+        mini_batch_size=6, micro_batch_size=micro, mode=mode, grad_clip=1e9
+    )
+    actor = Actor(model, TorchBackend("cpu"), algo, optim, trainer)
+    actor.optimizer = torch.optim.SGD(model.parameters(), lr=1.0)
+    actor.scheduler = torch.optim.lr_scheduler.LambdaLR(actor.optimizer, lambda _: 1.0)
+    b = batch([2, 2, 2])
+    b.old_log_probs = actor.compute_log_probs(b) + 0.05 * b.response_mask  # ratios ≠ 1
+    actor.update(b, torch.Generator().manual_seed(0))
+    return {k: v.clone() for k, v in model.state_dict().items()}
+
+
+@pytest.mark.parametrize("mode", ["token-mean", "seq-mean-token-sum", "seq-mean-token-mean"])
+def test_micro_batch_size_does_not_change_the_update(tiny_model_dir: Path, mode: str) -> None:
+    from transformers import AutoModelForCausalLM
+
+    one, full = _updated(tiny_model_dir, 1, mode), _updated(tiny_model_dir, 6, mode)
+    start = AutoModelForCausalLM.from_pretrained(str(tiny_model_dir)).state_dict()
+    assert max(float((full[k] - start[k]).abs().max()) for k in full) > 1e-3  # it moved
+    for name in full:
+        torch.testing.assert_close(one[name], full[name], atol=1e-6, rtol=0, msg=name)
+
+
+class _TwoRanks(TorchBackend):
+    rank, world_size = 1, 2
+
+
+def test_micro_plan_pads_short_shards() -> None:
+    """Rank 1 of 2 holds 2 of 5 rows (1 micro of 2) but must run rank 0's 2 micro-batches."""
+    actor = object.__new__(Actor)
+    actor.backend, actor.cfg = _TwoRanks("cpu"), configs(micro_batch_size=2)[2]
+    rows = [7, 9]
+    assert actor._micro_plan(rows, 5) == [[7, 9], []]
+    assert actor._micro_plan(rows, 4) == [[7, 9]]
+
+
+def test_task_source_is_deterministic_and_resumable(tmp_path: Path) -> None:
+    cfg = DataConfig(batch_size=3)
+    a, b = TaskSource(cfg, seed=7), TaskSource(cfg, seed=7)
+    assert a.next_batch() + a.next_batch() == b.next_batch(6)
+    resumed = TaskSource(cfg, seed=7)
+    resumed.cursor = 3
+    assert resumed.next_batch() == TaskSource(cfg, seed=7).next_batch(6)[3:]
+    assert TaskSource(cfg, seed=8).next_batch() != TaskSource(cfg, seed=7).next_batch()
+    assert not set(a.eval_items(5)) & set(TaskSource(cfg, seed=0).next_batch(100))
+
+    rows = tmp_path / "rows.jsonl"
+    rows.write_text("".join(json.dumps({"prompt": f"p{i}"}) + "\n" for i in range(4)))
+    ds = DataConfig(path=str(rows), batch_size=4)
+    epoch0, epoch1 = TaskSource(ds, 1).next_batch(), TaskSource(ds, 1).next_batch(8)[4:]
+    assert sorted(r["prompt"] for r in epoch0) == ["p0", "p1", "p2", "p3"]  # each row once
+    assert sorted(r["prompt"] for r in epoch1) == ["p0", "p1", "p2", "p3"]
+    assert epoch0 == TaskSource(ds, 1).next_batch()
+
+
+def test_checkpoint_ignores_leftover_tmp(tmp_path: Path) -> None:
+    ck = Checkpointer(tmp_path, keep=2)
+    for step in (1, 2):
+        ck.save(step, {"cursor": step * 10})
+    # A kill mid-save leaves a partial temp dir and pointer; both must be ignored.
+    (ck.root / ".tmp_step_000003").mkdir()
+    (ck.root / ".tmp_step_000003" / "state.pt").write_bytes(b"truncated")
+    (ck.root / "latest.tmp").write_text("step_000003")
+    assert ck.latest() == ck.root / "step_000002"
+    state = ck.load()
+    assert state is not None and state["step"] == 2 and state["cursor"] == 20
+    ck.save(3, {"cursor": 30})  # the next save replaces the leftover and prunes old steps
+    assert sorted(p.name for p in ck.root.iterdir() if p.is_dir()) == ["step_000002", "step_000003"]
+    assert ck.load()["cursor"] == 30  # type: ignore[index]
+
+
+def test_checkpoint_restores_rng(tmp_path: Path) -> None:
+    ck = Checkpointer(tmp_path)
+    ck.save(1, {})
+    want = torch.rand(3)
+    ck.load()
+    assert torch.equal(torch.rand(3), want)
+
+
+def test_dataset_bad_rows_are_named(tmp_path: Path) -> None:
+    bad_json = tmp_path / "a.jsonl"
+    bad_json.write_text('{"prompt": "x"}\n\n{"prompt": \n')
+    with pytest.raises(ValueError, match=r"a\.jsonl: row 3: not valid JSON"):
+        load_rows(str(bad_json), "prompt")
+    missing = tmp_path / "b.jsonl"
+    missing.write_text('{"prompt": "x"}\n{"question": "y"}\n')
+    with pytest.raises(ValueError, match=r"b\.jsonl: row 2: missing column 'prompt'"):
+        load_rows(str(missing), "prompt")
+    empty = tmp_path / "c.jsonl"
+    empty.write_text("\n")
+    with pytest.raises(ValueError, match="no rows"):
+        load_rows(str(empty), "prompt")
+    pq = pytest.importorskip("pyarrow.parquet")
+    import pyarrow as pa
+
+    pq.write_table(pa.table({"question": ["a", "b"]}), tmp_path / "d.parquet")
+    with pytest.raises(ValueError, match=r"row 1: missing column 'prompt'"):
+        load_rows(str(tmp_path / "d.parquet"), "prompt")
