@@ -94,7 +94,11 @@ def train_config(path: Path, args: argparse.Namespace, out_dir: Path) -> Any:
             "model": {"path": str(path), "dtype": "bfloat16" if on_gpu else "float32"},
             "engine": {"max_batch_size": max(batch, 1)},
             "sampling": {"temperature": 1.0, "max_new_tokens": args.max_new_tokens},
-            "rollout": {"n": args.n, "max_turns": 3, "max_total_tokens": args.max_total},
+            "rollout": {
+                "n": args.n,
+                "max_turns": args.max_turns,
+                "max_total_tokens": args.max_total,
+            },
             "data": {"env": "math/calc-v0", "batch_size": args.prompts, "eval_episodes": 0},
             "optim": {"lr": 1e-6},
             "sft": {"steps": args.sft_steps, "lr": 1e-4, "batch_size": 32, "demos": 256},
@@ -358,6 +362,7 @@ def parse() -> argparse.Namespace:
     p.add_argument("--steps", type=int, default=3)
     p.add_argument("--sft-steps", type=int, default=60)
     p.add_argument("--max-new-tokens", type=int, default=64)
+    p.add_argument("--max-turns", type=int, default=3, help="1 = single turn, like TRL")
     p.add_argument("--max-total", type=int, default=768)
     p.add_argument("--ckpt", type=Path, default=None, help="trl part: the SFT'd checkpoint")
     p.add_argument("--json", type=Path, default=None)

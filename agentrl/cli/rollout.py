@@ -35,12 +35,13 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 
 
 def build_engine(model_path: str, device: str | None = None, max_batch_size: int = 64) -> tuple:
-    """(engine, ChatFormat) for a checkpoint path or `tiny:<preset>`: the HF engine."""
+    """(engine, ChatFormat) for a checkpoint path or `tiny:<preset>`: the HF engine (its CUDA
+    fast path where it applies)."""
     import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
     from agentrl.chat import ChatFormat
-    from agentrl.engines.hf import HFEngine
+    from agentrl.engines.hf_fast import make_hf_engine
     from agentrl.models.tiny import resolve_model_path
 
     path = resolve_model_path(model_path)
@@ -48,7 +49,7 @@ def build_engine(model_path: str, device: str | None = None, max_batch_size: int
     dtype = torch.bfloat16 if device.startswith("cuda") else torch.float32
     tok = AutoTokenizer.from_pretrained(path)
     model = AutoModelForCausalLM.from_pretrained(path, dtype=dtype).to(device)
-    return HFEngine(model, tok, max_batch_size=max_batch_size), ChatFormat(tok)
+    return make_hf_engine(model, tok, max_batch_size=max_batch_size), ChatFormat(tok)
 
 
 def cmd_rollout(args: argparse.Namespace) -> int:

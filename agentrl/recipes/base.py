@@ -90,6 +90,8 @@ class SelfPlayRecipe(ABC):
 
     def optimize(self, n: int) -> dict[str, float]:
         """`epochs` shuffled passes; mini-batches of `batch_size`, micro-batches accumulate."""
+        if n == 0:
+            return {}
         model, opt = self.actor.model, self.actor.optimizer
         model.train()
         sums: dict[str, float] = {}
@@ -150,7 +152,8 @@ class SelfPlayRecipe(ABC):
 
         cfg = self.cfg
         seeds = [cfg.data.eval_seed_offset * 2 + i for i in range(cfg.sft.demos)]
-        demos = build_demos(env_factory(cfg), self.c.rollout.runner.chat, seeds)
+        chat = self.c.rollout.runner.chat
+        demos = build_demos(env_factory(cfg), chat, seeds, cfg.sft.skip_tools)
         losses = sft_train(
             self.actor.model, demos, cfg.sft, self.pad_id, self.device, cfg.trainer.seed
         )

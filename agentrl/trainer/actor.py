@@ -171,13 +171,8 @@ class Actor:
 
 
 def _merged_lora_weights(model: Any) -> Iterator[tuple[str, torch.Tensor]]:
-    """Merge adapters, export base-model names, unmerge: the engine sees plain HF weights."""
-    model.merge_adapter()
-    try:
-        for name, tensor in model.state_dict().items():
-            if "lora_" in name or "modules_to_save" in name:
-                continue
-            clean = name.replace("base_model.model.", "").replace(".base_layer", "")
-            yield clean, tensor.detach().clone()
-    finally:
-        model.unmerge_adapter()
+    """Plain HF names, adapters folded in out of place (an in-place merge/unmerge round trip
+    would drift the frozen base weights at every sync; see agentrl.models.lora)."""
+    from agentrl.models.lora import merged_weights
+
+    yield from merged_weights(model)

@@ -126,11 +126,12 @@ class RewardScorer:
         return [g for g, k in zip(groups, keep.tolist(), strict=True) if k]
 
     def shape(self, groups: list[TrajectoryGroup]) -> dict[str, float]:
-        """Overlong shaping on sampled-token counts (observations don't count)."""
+        """DAPO overlong shaping: penalise episodes approaching `rollout.max_total_tokens`."""
         if self.algo.overlong_buffer <= 0:
             return {}
         trajs = [t for g in groups for t in g.trajectories]
-        lengths = torch.tensor([sum(t.loss_mask) for t in trajs])
+        # The episode's total length (prompt + turns + observations) against its total budget.
+        lengths = torch.tensor([len(t.prompt_ids) + len(t.response_ids) for t in trajs])
         pen = overlong_penalty(lengths, self.rollout.max_total_tokens, self.algo.overlong_buffer, self.algo.overlong_penalty)
         for t, p in zip(trajs, pen.tolist(), strict=True):
             t.metadata["overlong_penalty"] = p

