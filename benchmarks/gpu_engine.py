@@ -173,6 +173,11 @@ def throughput(model: Any, engine: HFEngine, batch: int, args: argparse.Namespac
     hf_tps, eng_tps = batch * new / t_hf, n_eng / t_eng
     limit = batch * HBM_BYTES_PER_S / weight_bytes(model)
     extra: dict[str, float] = {}
+    if args.compare_chunk1:  # same engine, same graphs, one decode step per worker hop
+        chunk, engine.decode_chunk = engine.decode_chunk, 1
+        _, t_one = timed(lambda: engine_batch(engine, prompts, params), args.device)
+        engine.decode_chunk = chunk
+        extra["engine_chunk1_tok_s"] = batch * new / t_one
     if args.plain_engine and args.device == "cpu":  # the non-fast HFEngine, same prompts
         plain = HFEngine(model, [], max_batch_size=batch, max_prefill_tokens=1 << 20)
         engine_batch(plain, prompts[:1], SamplingParams(max_new_tokens=4))
@@ -275,6 +280,12 @@ def parse() -> argparse.Namespace:
     )
     p.add_argument("--skip-check", action="store_true")
     p.add_argument("--no-graphs", action="store_true", help="fast path without CUDA graphs")
+    p.add_argument("--decode-chunk", type=int, default=8, help="FastHFEngine decode_chunk")
+    p.add_argument(
+        "--compare-chunk1",
+        action="store_true",
+        help="also time each batch with decode_chunk=1 (one step per hop: the old behaviour)",
+    )
     p.add_argument("--json", default=None)
     return p.parse_args()
 
@@ -314,8 +325,10 @@ def main() -> None:
         max_prefill_tokens=max(batches + [args.episodes]) * args.prompt_len,
         session_slots=args.episodes,
         cuda_graphs=False if args.no_graphs else None,
+        decode_chunk=args.decode_chunk,
     )
     report["cuda_graphs"] = engine.cuda_graphs
+    report["decode_chunk"] = engine.decode_chunk
     t0 = time.perf_counter()
     report["precaptured_graphs"] = engine.precapture([args.prompt_len + 1, max_len])
     report["precapture_s"] = time.perf_counter() - t0

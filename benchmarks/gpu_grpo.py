@@ -178,13 +178,18 @@ def run_agentrl(args: argparse.Namespace, ckpt: Path, work: Path) -> dict[str, A
     if args.device == "cuda":
         torch.cuda.reset_peak_memory_stats()
     steps = []
+    eng = comps.rollout.engine
     for _ in range(args.steps):
         trainer.step += 1
+        before = dict(getattr(eng, "stats", {}))
         sync(args.device)
         t = time.perf_counter()
         m = trainer.train_step()
         sync(args.device)
         m["time/step"] = time.perf_counter() - t
+        after = dict(getattr(eng, "stats", {}))
+        m |= {f"engine/{k}": after[k] - before.get(k, 0) for k in after}
+        m["engine/graphs"] = getattr(eng, "captured_graphs", 0)
         m |= update_flops(captured[-1], n_params, mc.num_hidden_layers, attn_width)
         m["sampled_tokens"] = float(captured[-1].response_mask.sum())
         m["turns_mean"] = float((captured[-1].turn_index.max(1).values + 1).float().mean())
@@ -242,113 +247,6 @@ def gc_update(comps: Any, batch: Any, device: str) -> dict[str, float]:
     return out
 
 
-def env_prompts(n: int) -> list[dict[str, str]]:
-    """The first-turn prompt text of calc-v0 episodes (training seeds 0..n-1) and answers."""
-    from agentrl.envs import make
-
-    rows = []
-    for seed in range(n):
-        env = make("math/calc-v0")
-        obs, _ = env.reset(seed=seed)
-        rows.append({"messages": obs.messages, "tools": obs.tools, "answer": env.task.answer})
-        env.close()
-    return rows
-
-
-def run_trl(args: argparse.Namespace, ckpt: Path, work: Path) -> dict[str, Any]:
-    """TRL's GRPOTrainer with matched batch/lengths; returns per-step wall and tokens."""
-    import dataclasses
-
-    import trl
-    from datasets import Dataset
-    from transformers import AutoModelForCausalLM, AutoTokenizer, TrainerCallback
-    from trl import GRPOConfig, GRPOTrainer
-
-    tok = AutoTokenizer.from_pretrained(ckpt)
-    rows = env_prompts(args.prompts * (args.steps + 1))
-    texts = [
-        tok.apply_chat_template(
-            r["messages"], tools=r["tools"], tokenize=False, add_generation_prompt=True
-        )
-        for r in rows
-    ]
-    ds = Dataset.from_dict({"prompt": texts, "answer": [r["answer"] for r in rows]})
-
-    def reward(completions: list[str], answer: list[str], **_: Any) -> list[float]:
-        return [float(a in c) for c, a in zip(completions, answer, strict=True)]
-
-    batch = args.prompts * args.n
-    accum = max(1, batch // args.micro)
-    want = dict(
-        output_dir=str(work / "trl"),
-        per_device_train_batch_size=args.micro,
-        gradient_accumulation_steps=accum,
-        num_generations=args.n,
-        max_completion_length=args.max_new_tokens,
-        max_steps=args.steps + 1,
-        learning_rate=1e-6,
-        beta=0.0,
-        temperature=1.0,
-        bf16=args.device == "cuda",
-        gradient_checkpointing=False,
-        logging_steps=1,
-        report_to="none",
-        save_strategy="no",
-        use_vllm=False,
-        num_iterations=1,
-        seed=0,
-        dataloader_num_workers=0,
-        use_cpu=args.device != "cuda",
-        shuffle_dataset=False,
-    )
-    names = {f.name for f in dataclasses.fields(GRPOConfig)}
-    config = GRPOConfig(**{k: v for k, v in want.items() if k in names})
-    dtype = torch.bfloat16 if args.device == "cuda" else torch.float32
-    model = AutoModelForCausalLM.from_pretrained(ckpt, dtype=dtype, attn_implementation="sdpa")
-    times: list[float] = []
-    logs: list[dict[str, Any]] = []
-
-    class Clock(TrainerCallback):
-        def on_step_begin(self, *a: Any, **k: Any) -> None:
-            sync(args.device)
-            self.t = time.perf_counter()
-
-        def on_step_end(self, *a: Any, **k: Any) -> None:
-            sync(args.device)
-            times.append(time.perf_counter() - self.t)
-            if args.device == "cuda" and len(times) == 1:
-                torch.cuda.reset_peak_memory_stats()
-
-        def on_log(
-            self, _a: Any, _s: Any, _c: Any, logs_: dict[str, Any] | None = None, **k: Any
-        ) -> None:
-            logs.append(dict(logs_ or k.get("logs") or {}))
-
-    trainer = GRPOTrainer(
-        model=model,
-        reward_funcs=reward,
-        args=config,
-        train_dataset=ds,
-        processing_class=tok,
-        callbacks=[Clock()],
-    )
-    trainer.train()
-    lengths = [float(x["completions/mean_length"]) for x in logs if "completions/mean_length" in x]
-    timed, lens = times[1:], lengths[1 : len(times)]
-    sampled = sum(lens) * batch
-    return {
-        "trl_version": trl.__version__,
-        "step_s": times,
-        "completion_mean_length": lengths,
-        "e2e_sampled_tok_s": sampled / max(sum(timed), 1e-9),
-        "sampled_tokens_per_step": sampled / max(len(timed), 1),
-        "peak_mem_gib": torch.cuda.max_memory_allocated() / 2**30
-        if args.device == "cuda"
-        else None,
-        "grpo_config": {k: v for k, v in want.items() if k in names and k != "output_dir"},
-    }
-
-
 def parse() -> argparse.Namespace:
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("--part", choices=["all", "agentrl", "trl"], default="all")
@@ -381,6 +279,8 @@ def main() -> None:
         meta["gpu"] = torch.cuda.get_device_name()
     result: dict[str, Any] = {"meta": meta, "shape": args.shape, "vocab": args.vocab}
     if args.part == "trl":
+        from _gpu_grpo_trl import run_trl  # benchmarks/ is sys.path[0] when run as a script
+
         result["trl"] = run_trl(args, args.ckpt, work)
     else:
         ckpt = build_checkpoint(work / "init", args.shape, args.vocab, args.device)

@@ -17,6 +17,8 @@ delta skips it; if the generation hit its length limit, the whole closing goes i
 
 from __future__ import annotations
 
+import collections
+import json
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -35,6 +37,7 @@ KNOWN_STOP_TOKENS = (
     "</s>",
     "<end_of_turn>",
 )
+_RENDER_CACHE = 512  # rendered id lists kept per ChatFormat (GRPO: n samples share a prompt)
 _MARKER = "MARKERXQZ"
 _BASE_USER = "USERXQZ"
 
@@ -68,6 +71,9 @@ class ChatFormat:
         if self.tool_format == "auto":
             self.tool_format = detect_format(self.chat_template)
         self._close_cache: dict[str, list[int]] = {}
+        self._ids_cache: collections.OrderedDict[str, list[int]] = collections.OrderedDict()
+        # A template that reads the clock (Llama 3's date line) must render every time.
+        self._cacheable = "strftime_now" not in self.chat_template
         self.stop_token_ids = self._stop_tokens()
 
     @classmethod
@@ -105,7 +111,30 @@ class ChatFormat:
         self, messages: Sequence[Message | dict[str, Any]], tools: list[dict[str, Any]] | None
     ) -> list[int]:
         """Ids of the conversation so far plus the assistant generation prompt."""
-        return self.encode(self.render(messages, tools, add_generation_prompt=True))
+        return self._cached(
+            ("prompt", messages, tools),
+            lambda: self.encode(self.render(messages, tools, add_generation_prompt=True)),
+        )
+
+    def _cached(self, key_parts: tuple[Any, ...], make: Any) -> list[int]:
+        """Rendered ids memoized by the exact messages/tools (a copy is returned). Why: a
+        rollout renders the same first prompt for every sample of a group, and the same tool
+        error observations over and over; jinja + tokenization is most per-episode host work."""
+        if not self._cacheable:
+            return make()
+        kind, messages, tools = key_parts
+        try:
+            key = json.dumps([kind, to_chat(messages), tools], sort_keys=True)
+        except (TypeError, ValueError):  # non-JSON content (images, objects): no caching
+            return make()
+        ids = self._ids_cache.get(key)
+        if ids is None:
+            ids = self._ids_cache[key] = make()
+            if len(self._ids_cache) > _RENDER_CACHE:
+                self._ids_cache.popitem(last=False)
+        else:
+            self._ids_cache.move_to_end(key)
+        return list(ids)
 
     def observation_text(
         self, new_messages: Sequence[Message | dict[str, Any]], tools: list[dict[str, Any]] | None
@@ -143,7 +172,10 @@ class ChatFormat:
         sampled id is one). Then the template's end-of-turn token is already in the sequence
         and is skipped; otherwise the full closing is included.
         """
-        ids = self.encode(self.observation_text(new_messages, tools))
+        ids = self._cached(
+            ("obs", new_messages, tools),
+            lambda: self.encode(self.observation_text(new_messages, tools)),
+        )
         if stopped is None:
             stopped = bool(sampled_ids) and sampled_ids[-1] in self.stop_token_ids
         if stopped and ids and ids[0] in self.stop_token_ids:

@@ -29,7 +29,9 @@ class _Captured:
 
 
 class DecodeGraphs:
-    """Captures `fn(inp, length, mode) -> out` per key; `run` copies inputs in and replays."""
+    """Captures `fn(inp, length, mode) -> out` per key; `run` copies inputs in and replays.
+
+    `fn` may update `inp` in place (the decode step advances it to the next step's input)."""
 
     def __init__(self, fn: StepFn, pad_column: torch.Tensor, device: torch.device) -> None:
         self._fn = fn
@@ -41,13 +43,18 @@ class DecodeGraphs:
     def __len__(self) -> int:
         return len(self._graphs)
 
-    def run(self, inp: torch.Tensor, length: int, mode: int) -> torch.Tensor:
-        """Replay the graph for `inp`'s shape (capturing it first if new); returns the output
-        copied to the host (this is the step's one device sync)."""
+    def run(self, inp: torch.Tensor, length: int, mode: int, steps: int = 1) -> torch.Tensor:
+        """Replay the graph for `inp`'s shape (capturing it first if new) `steps` times in a
+        row; `fn` advances its input in place, so each replay is the next decode step. Returns
+        every step's output, `[steps, *out.shape]`, copied to the host in one transfer (the
+        chunk's one device sync): host work and the sync are paid once per chunk."""
         entry = self.ensure((int(inp.shape[1]), length, mode))
         entry.inp.copy_(inp)
-        entry.graph.replay()
-        return entry.out.cpu()
+        hist = torch.empty((steps, *entry.out.shape), dtype=entry.out.dtype, device=self._device)
+        for s in range(steps):
+            entry.graph.replay()
+            hist[s].copy_(entry.out)
+        return hist.cpu()
 
     def ensure(self, key: Key) -> _Captured:
         """The graph for `key`, captured now if it is new."""

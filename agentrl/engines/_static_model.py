@@ -23,11 +23,12 @@ from typing import Any
 import torch
 import torch.nn.functional as F
 
-from agentrl.engines._fast_sampling import sample_rows
+from agentrl.engines._fast_sampling import STEP, sample_rows
 
 SUPPORTED_TYPES = ("qwen2", "qwen3", "llama")
 # Rows of the decode input tensor [9, B] (float64; ids and positions are exact below 2**53).
 TOK, POS, SLOT = 0, 1, 2  # then the 6 sampling rows of `_fast_sampling` (inp[3:])
+N_OUT = 3 + STEP  # the sampling counter: tokens the row has produced so far
 INPUT_ROWS = 9
 
 
@@ -93,6 +94,13 @@ class StaticDecoder:
         logits = self.lm_head(self.norm(x))[:, 0, :]
         tokens, logps = sample_rows(logits, inp[3:], mode)
         return torch.stack([tokens.double(), logps.double()])
+
+    def decode_step(self, inp: torch.Tensor, length: int, mode: int) -> torch.Tensor:
+        """`decode`, then advance `inp` in place to the next step (sampled token in, position
+        and sampling counter + 1), so steps can chain on device with no host round trip."""
+        out = self.decode(inp, length, mode)
+        advance(inp, out)
+        return out
 
     def _attend_decode(
         self,
@@ -184,6 +192,13 @@ class StaticDecoder:
         cos, sin = rope
         q, k = q.transpose(1, 2), k.transpose(1, 2)
         return _rotate(q, cos, sin), _rotate(k, cos, sin), v
+
+
+def advance(inp: torch.Tensor, out: torch.Tensor) -> None:
+    """Turn decode input `inp` [9, B] into the next step's, given that step's output [2, B]."""
+    inp[TOK].copy_(out[0])
+    inp[POS].add_(1)
+    inp[N_OUT].add_(1)
 
 
 def _rotate(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:

@@ -14,7 +14,14 @@ stop handling, timeouts, failure semantics, `update_weights`) and replaces the b
   per request by a counter-based hash (seeded requests are reproducible within this engine,
   but do not reproduce `HFEngine`'s token streams);
 - `_slots.SlotPool`: a finished session's slot is parked, and its next turn prefills only
-  the new suffix in place.
+  the new suffix in place;
+- decode chunks: while nobody can join, one worker-thread hop runs up to `decode_chunk`
+  steps back to back on device (each step feeds its sampled token to the next) and reads
+  them back with one sync. At batch 1 the per-step host cost (thread hop, input building,
+  sync, bookkeeping) is most of a step; a chunk pays it once. A row that stops inside a
+  chunk keeps computing (discarded) to the chunk's end, and a request arriving mid-chunk
+  waits for it: at most `decode_chunk - 1` steps. Seeded sampling is counter-based, so the
+  tokens are the same whatever the chunk size.
 
 On CPU (or with `cuda_graphs=False`) the same static forward runs eagerly. Architectures
 `_static_model` does not support are refused here; `make_hf_engine` falls back to `HFEngine`.
@@ -24,6 +31,7 @@ from __future__ import annotations
 
 import logging
 import threading
+import time
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -41,7 +49,7 @@ from agentrl.engines.hf import HFEngine, _Request
 log = logging.getLogger(__name__)
 
 DEFAULT_BUCKETS = (1, 2, 4, 8, 16, 32, 64, 128, 256)
-_FAST_ONLY = ("max_seq_len", "session_slots", "cuda_graphs", "batch_buckets")
+_FAST_ONLY = ("max_seq_len", "session_slots", "cuda_graphs", "batch_buckets", "decode_chunk")
 
 
 @dataclass
@@ -68,6 +76,7 @@ class FastHFEngine(HFEngine):
         session_slots: int | None = None,
         cuda_graphs: bool | None = None,
         batch_buckets: Sequence[int] = DEFAULT_BUCKETS,
+        decode_chunk: int = 8,
     ) -> None:
         reason = unsupported_reason(model)
         if reason:
@@ -85,6 +94,7 @@ class FastHFEngine(HFEngine):
         if cuda_graphs and not on_gpu:
             raise EngineError("cuda_graphs=True needs a CUDA device")
         self.cuda_graphs = on_gpu if cuda_graphs is None else cuda_graphs
+        self.decode_chunk = max(1, int(decode_chunk))
         self.max_seq_len = min(max_seq_len, self.max_positions)
         self.max_positions = self.max_seq_len  # requests end with "length" at the cache end
         parked = min(max_sessions, max_batch_size if session_slots is None else session_slots)
@@ -147,11 +157,12 @@ class FastHFEngine(HFEngine):
             self._decoder = decoder
             if self.cuda_graphs:
                 pad = torch.tensor(self._pad_column(), dtype=torch.float64)
-                self._graphs = DecodeGraphs(decoder.decode, pad, self.device)
+                self._graphs = DecodeGraphs(decoder.decode_step, pad, self.device)
         return self._decoder
 
     def _step(self, admitted: list[_Request]) -> list[_Request]:
         """One engine step (worker thread): decode running rows, prefill admitted ones."""
+        t0 = time.perf_counter()
         with self._lock, torch.inference_mode():
             if self._asleep:
                 raise EngineError("engine is asleep; call wake() first")
@@ -159,27 +170,46 @@ class FastHFEngine(HFEngine):
             while self._drops:
                 self._pool.drop_session(self._drops.pop())
             if self._rows:
-                self._decode(decoder, self._rows)
-                self.stats["decode_steps"] += 1
+                steps = 1 if admitted else self._chunk_steps(self._rows)
+                self._decode(decoder, self._rows, steps)
+                self.stats["decode_steps"] += steps
+                self.stats["decode_chunks"] += 1
             if admitted:
                 self._prefill(decoder, admitted)
                 self._rows = self._rows + admitted
-            return self._retire()
+                self.stats["prefill_calls"] += 1
+            done = self._retire()
+        self.stats["busy_s"] += time.perf_counter() - t0  # worker time, vs the caller's wall
+        return done
 
-    def _decode(self, decoder: StaticDecoder, rows: list[_Request]) -> None:
+    def _chunk_steps(self, rows: list[_Request]) -> int:
+        """Decode steps for this hop: 1 while a waiting request could join the batch, else up
+        to `decode_chunk`, never past the step where some row must end on its length limit
+        (so length-finished rows leave on time and no position runs past the cache)."""
+        if self.decode_chunk == 1 or (self._waiting and len(rows) < self.max_batch_size):
+            return 1
+        left = min(
+            min(r.params.max_new_tokens, self.max_seq_len - len(r.prompt_ids)) - len(r.output_ids)
+            for r in rows
+        )
+        return max(1, min(self.decode_chunk, left))
+
+    def _decode(self, decoder: StaticDecoder, rows: list[_Request], steps: int = 1) -> None:
         cols = [self._column(req) for req in rows]
-        need = int(max(c[1] for c in cols)) + 1  # attended key columns: [0, max position]
+        need = int(max(c[1] for c in cols)) + steps  # attended key columns: [0, last position]
         mode = self._mode(rows)
         if self._graphs is not None:
             bucket = next(b for b in self.batch_buckets if b >= len(rows))
             cols += [self._pad_column()] * (bucket - len(rows))
             inp = torch.tensor(cols, dtype=torch.float64).T
-            out = self._graphs.run(inp, _length_bucket(need, self.max_seq_len), mode)
+            out = self._graphs.run(inp, _length_bucket(need, self.max_seq_len), mode, steps)
         else:
-            inp = torch.tensor(cols, dtype=torch.float64).T.to(self.device)
-            out = decoder.decode(inp, need, mode).cpu()
+            inp = torch.tensor(cols, dtype=torch.float64).T.contiguous().to(self.device)
+            outs = [decoder.decode_step(inp, need, mode) for _ in range(steps)]
+            out = torch.stack(outs).cpu()
         n = len(rows)
-        self._record(rows, out[0, :n].long().tolist(), out[1, :n].tolist())
+        for step in out[:, :, :n].tolist():
+            self._record(rows, [int(t) for t in step[0]], step[1])
 
     def _prefill(self, decoder: StaticDecoder, admitted: list[_Request]) -> None:
         plan = []

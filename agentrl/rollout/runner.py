@@ -81,8 +81,11 @@ async def run_groups(
         group_id = f"{group_prefix}{key}"
         session = f"{group_id}/{k}"
         params = sampling
-        if sampling.seed is not None:  # distinct, reproducible streams per sample
-            params = dataclasses.replace(sampling, seed=sampling.seed + 1_000_003 * index + k)
+        if sampling.seed is not None:
+            # Distinct, reproducible streams per sample, keyed by the task (its reset seed),
+            # not its position: the same position in the next batch is a different task.
+            task_key = seed if seed is not None else index
+            params = dataclasses.replace(sampling, seed=sampling.seed + 1_000_003 * task_key + k)
         async with sem:
             try:
                 env = env_factory()

@@ -98,7 +98,7 @@ def build_rollout(
     chat = ChatFormat(
         tokenizer, cfg.rollout.tool_format, vision=load_vision_processor(cfg.model, tokenizer)
     )
-    return Rollout(engine, chat, make_env, cfg.rollout, cfg.sampling), success_at
+    return Rollout(engine, chat, make_env, cfg.rollout, cfg.sampling, seed=cfg.trainer.seed), success_at
 
 
 def build_learner(

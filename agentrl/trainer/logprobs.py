@@ -6,11 +6,13 @@ here on the same ids (never re-tokenized) is what makes importance ratios meanin
 
 from __future__ import annotations
 
+import inspect
 from typing import Any
 
 import torch
 
 from .batch import TrainBatch
+from .chunked_logprobs import chunked_token_log_probs
 
 
 def forward_logits(model: Any, batch: TrainBatch) -> torch.Tensor:
@@ -20,10 +22,31 @@ def forward_logits(model: Any, batch: TrainBatch) -> torch.Tensor:
         from agentrl.trainer.multimodal import stack_multimodal
 
         extra = stack_multimodal(batch.multimodal, batch.input_ids.device, batch.input_ids)
+    index = batch.logit_index
+    first = _keep_from(model, index)
+    if first:  # lm_head only from the first response-predicting position on
+        keep = torch.arange(first, batch.input_ids.shape[1], device=index.device)
+        extra["logits_to_keep"] = keep
+        index = index - first
     out = model(input_ids=batch.input_ids, attention_mask=batch.attention_mask, use_cache=False, **extra)
     logits = out.logits if hasattr(out, "logits") else out
     rows = torch.arange(batch.size, device=logits.device)[:, None]
-    return logits[rows, batch.logit_index.clamp(min=0)]
+    return logits[rows, index.clamp(min=0)]
+
+
+def _keep_from(model: Any, index: torch.Tensor) -> int:
+    """First sequence position whose logits are needed (0 = all, or the model cannot skip).
+    Why: the prompt's logits are never used, and at a 152k vocabulary the lm_head and its
+    [B, S, V] output are a large share of the forward; transformers' `logits_to_keep` skips
+    them. Only for models whose forward takes it."""
+    fwd = getattr(model, "forward", None)
+    try:
+        if fwd is None or "logits_to_keep" not in inspect.signature(fwd).parameters:
+            return 0
+    except (TypeError, ValueError):
+        return 0
+    valid = index[index >= 0]
+    return int(valid.min()) if valid.numel() else 0
 
 
 def token_log_probs(
@@ -41,7 +64,7 @@ def response_log_probs(
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """(log-probs, entropy) `[B, T]` of the batch's response tokens; 0 beyond each response."""
     logits = forward_logits(model, batch)
-    logp, ent = token_log_probs(logits, batch.responses, temperature)
+    logp, ent = chunked_token_log_probs(logits, batch.responses, temperature)
     valid = (batch.logit_index >= 0).to(logp.dtype)
     return logp * valid, ent * valid
 

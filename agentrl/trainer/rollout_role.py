@@ -24,10 +24,12 @@ class Rollout:
         env_factory: Callable[[], Any],
         rollout_cfg: RolloutConfig,
         sampling_cfg: SamplingConfig,
+        seed: int | None = None,
     ) -> None:
         self.engine = engine
         self.chat = chat
-        self.runner = RolloutRunner(engine, chat, env_factory, rollout_cfg, sampling_cfg)
+        # Seeded: each (task, sample, turn) samples from its own stream, so runs reproduce.
+        self.runner = RolloutRunner(engine, chat, env_factory, rollout_cfg, sampling_cfg, seed=seed)
         greedy = dataclasses.replace(sampling_cfg, temperature=0.0)
         self.eval_runner = RolloutRunner(engine, chat, env_factory, rollout_cfg, greedy)
         self.eval_runner._loop = None  # shares nothing with the training loop but the engine

@@ -50,7 +50,9 @@ def test_qkv_packing_is_per_query_group() -> None:
     assert torch.equal(group1[: per * d], q[per * d : 2 * per * d])  # group 1's query heads
     assert torch.equal(group1[per * d : per * d + d], k[d : 2 * d])  # then its key head
     assert torch.equal(group1[per * d + d :], v[d : 2 * d].float())  # then its value head
-    assert all(torch.equal(x, y) for x, y in zip(unpack_qkv(packed, lay), (q, k, v.float()), strict=True))
+    assert all(
+        torch.equal(x, y) for x, y in zip(unpack_qkv(packed, lay), (q, k, v.float()), strict=True)
+    )
 
 
 @pytest.mark.parametrize("params", [DENSE, MOE], ids=["dense", "moe"])

@@ -122,6 +122,30 @@ def test_seeded_request_ignores_batch_company(tiny: Any) -> None:
     assert a.token_ids == b.token_ids
 
 
+def test_decode_chunk_does_not_change_tokens(tiny: Any) -> None:
+    """Several steps per hop (tokens fed back on device) == one step per hop, token for
+    token and logprob for logprob, with stops inside a chunk and staggered lengths."""
+    model, tok = tiny
+    prompts = [tok.encode(t) for t in TEXTS]
+    lengths = [3, 17, 9, 30, 1]
+    ref = reference_greedy(model, prompts[1], 12)
+    stop = SamplingParams(max_new_tokens=12, temperature=0.0, stop_token_ids=[ref[5]])
+
+    async def body(engine: FastHFEngine) -> list[Any]:
+        reqs = [
+            engine.generate(p, SamplingParams(max_new_tokens=n, temperature=1.0, seed=i))
+            for i, (p, n) in enumerate(zip(prompts, lengths, strict=True))
+        ]
+        return await asyncio.gather(*reqs, engine.generate(prompts[1], stop))
+
+    one = _run(_with_engine(model, tok, body, decode_chunk=1))
+    many = _run(_with_engine(model, tok, body, decode_chunk=8))
+    for a, b in zip(one, many, strict=True):
+        assert a.token_ids == b.token_ids and a.finish_reason == b.finish_reason
+        assert a.logprobs == pytest.approx(b.logprobs, abs=1e-5)
+    assert many[-1].finish_reason == "stop" and many[-1].token_ids[-1] == ref[5]
+
+
 def test_sampler_distribution_and_filters() -> None:
     """Counter-based inverse-CDF draws follow softmax(logits / T), and filters hold."""
     torch.manual_seed(0)
