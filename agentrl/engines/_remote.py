@@ -1,4 +1,5 @@
-"""Plumbing shared by the vLLM and SGLang adapters: admin calls from sync code, HTTP, files.
+"""Plumbing shared by the vLLM and SGLang adapters: admin calls from sync code, HTTP, files,
+and `HTTPServerEngine`, the common half of their server modes.
 
 The `Engine` ABC's admin methods (`update_weights`, `sleep`, `wake`) are synchronous, while
 vLLM's `AsyncLLM` and every HTTP client are asynchronous. `AdminCalls.run` bridges the two:
@@ -11,12 +12,13 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import itertools
 import os
 from collections.abc import Awaitable, Callable, Iterable
 from pathlib import Path
 from typing import Any
 
-from agentrl.engines.base import EngineError
+from agentrl.engines.base import Engine, EngineError, GenerateResult
 
 
 class AdminCalls:
@@ -93,3 +95,66 @@ def save_weights(named_tensors: Iterable[tuple[str, Any]], directory: str, name:
     save_file(tensors, path + ".tmp")
     os.replace(path + ".tmp", path)
     return path
+
+
+def error_result(exc: BaseException) -> GenerateResult:
+    """A failed request as a result: the rollout records it on the trajectory, not raise."""
+    return GenerateResult([], [], "error", f"{type(exc).__name__}: {exc}")
+
+
+class HTTPServerEngine(Engine):
+    """What the vLLM and SGLang server modes share: the HTTP client, the admin-call queue,
+    the generate round trip and weight files in `weight_sync_dir`. Subclasses say which
+    endpoints and bodies; keeping the ordering (bind, drain pending admin calls, then build
+    and post the request) in one place keeps the two servers' semantics from drifting."""
+
+    def __init__(
+        self,
+        base_url: str,
+        *,
+        weight_sync_dir: str = "",
+        timeout_s: float = 600.0,
+        client: Any = None,
+    ) -> None:
+        import httpx
+
+        self.base_url = base_url.rstrip("/")
+        self.weight_sync_dir = weight_sync_dir
+        self.client = client or httpx.AsyncClient(timeout=timeout_s)
+        self._admin = AdminCalls(timeout_s)
+        self._version = itertools.count()
+
+    async def _post(self, path: str, payload: dict[str, Any] | None = None, **kw: Any) -> Any:
+        return await post_json(self.client, f"{self.base_url}{path}", payload, **kw)
+
+    async def _generate_via(
+        self,
+        path: str,
+        build: Callable[[], dict[str, Any]],
+        parse: Callable[[Any], GenerateResult],
+    ) -> GenerateResult:
+        """One generate round trip. `build` runs after pending admin calls are drained (its
+        EngineErrors propagate); transport and parse failures become error results."""
+        self._admin.bind()
+        await self._admin.drain()
+        payload = build()
+        try:
+            return parse(await self._post(path, payload))
+        except Exception as exc:
+            return error_result(exc)
+
+    def _admin_post(self, path: str, payload: dict[str, Any] | None = None, **kw: Any) -> None:
+        """Schedule (or run, from sync code) one admin POST; see `AdminCalls.run`."""
+        self._admin.run(lambda: self._post(path, payload, **kw))
+
+    def _save_weights(self, named_tensors: Iterable[tuple[str, Any]], name: str = "") -> str:
+        """Write a weights file into `weight_sync_dir`; its path. Without `name`, a new
+        numbered name per sync (`agentrl-weights-N.safetensors`)."""
+        if not self.weight_sync_dir:
+            raise EngineError("server-mode weight sync needs engine.extra.weight_sync_dir")
+        name = name or f"agentrl-weights-{next(self._version)}.safetensors"
+        return save_weights(named_tensors, self.weight_sync_dir, name)
+
+    async def close(self) -> None:
+        await self._admin.drain()
+        await self.client.aclose()

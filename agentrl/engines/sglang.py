@@ -17,11 +17,10 @@ server would break it).
 from __future__ import annotations
 
 import asyncio
-import itertools
 from collections.abc import Iterable, Sequence
 from typing import Any
 
-from agentrl.engines._remote import AdminCalls, post_json, save_weights
+from agentrl.engines._remote import HTTPServerEngine, error_result
 from agentrl.engines.base import Engine, EngineError, FinishReason, GenerateResult, SamplingParams
 
 _FINISH: dict[str | None, FinishReason] = {"stop": "stop", "length": "length", "abort": "abort"}
@@ -102,7 +101,7 @@ class SGLangEngine(Engine):
         try:
             out = await self.engine.async_generate(**request)
         except Exception as exc:
-            return GenerateResult([], [], "error", f"{type(exc).__name__}: {exc}")
+            return error_result(exc)
         return from_sglang_output(out)
 
     def update_weights(self, named_tensors: Iterable[tuple[str, Any]]) -> None:
@@ -130,19 +129,8 @@ def _outside_loop(what: str) -> None:
     raise EngineError(f"SGLangEngine.{what}() must be called outside a running event loop")
 
 
-class SGLangServerEngine(Engine):
+class SGLangServerEngine(HTTPServerEngine):
     """A running `python -m sglang.launch_server` reached over HTTP."""
-
-    def __init__(
-        self, base_url: str, *, weight_sync_dir: str = "", timeout_s: float = 600.0, client=None
-    ) -> None:
-        import httpx
-
-        self.base_url = base_url.rstrip("/")
-        self.weight_sync_dir = weight_sync_dir
-        self.client = client or httpx.AsyncClient(timeout=timeout_s)
-        self._admin = AdminCalls(timeout_s)
-        self._version = itertools.count()
 
     async def generate(
         self,
@@ -152,39 +140,24 @@ class SGLangServerEngine(Engine):
         multimodal: dict[str, Any] | None = None,
         session_id: str | None = None,
     ) -> GenerateResult:
-        self._admin.bind()
-        await self._admin.drain()
-        request = to_sglang_request(prompt_ids, params, multimodal)
-        try:
-            out = await post_json(self.client, f"{self.base_url}/generate", request)
-            return from_sglang_output(out)
-        except Exception as exc:
-            return GenerateResult([], [], "error", f"{type(exc).__name__}: {exc}")
+        return await self._generate_via(
+            "/generate",
+            lambda: to_sglang_request(prompt_ids, params, multimodal),
+            from_sglang_output,
+        )
 
     def update_weights(self, named_tensors: Iterable[tuple[str, Any]]) -> None:
         """Write the tensors into `weight_sync_dir` (a checkpoint dir with config.json) and
         ask the server to reload from it."""
-        if not self.weight_sync_dir:
-            raise EngineError("server-mode weight sync needs engine.extra.weight_sync_dir")
-        save_weights(named_tensors, self.weight_sync_dir, "model.safetensors")
+        self._save_weights(named_tensors, "model.safetensors")
         body = {"model_path": self.weight_sync_dir, "flush_cache": True}
-        self._admin.run(
-            lambda: post_json(self.client, f"{self.base_url}/update_weights_from_disk", body)
-        )
+        self._admin_post("/update_weights_from_disk", body)
 
     def sleep(self) -> None:
-        self._admin.run(
-            lambda: post_json(self.client, f"{self.base_url}/release_memory_occupation", {})
-        )
+        self._admin_post("/release_memory_occupation", {})
 
     def wake(self) -> None:
-        self._admin.run(
-            lambda: post_json(self.client, f"{self.base_url}/resume_memory_occupation", {})
-        )
-
-    async def close(self) -> None:
-        await self._admin.drain()
-        await self.client.aclose()
+        self._admin_post("/resume_memory_occupation", {})
 
 
 def build_sglang(cfg: Any, model: Any, tokenizer: Any) -> Engine:

@@ -24,7 +24,7 @@ import uuid
 from collections.abc import Iterable, Sequence
 from typing import Any
 
-from agentrl.engines._remote import AdminCalls, post_json, save_weights
+from agentrl.engines._remote import AdminCalls, HTTPServerEngine, error_result
 from agentrl.engines.base import Engine, EngineError, FinishReason, GenerateResult, SamplingParams
 
 WORKER_EXTENSION = "agentrl.engines.vllm_worker.WeightSyncExtension"
@@ -137,7 +137,7 @@ class VLLMEngine(Engine):
             async for out in self.llm.generate(prompt, sampling, request_id):
                 final = out
         except Exception as exc:  # engine errors are recorded on the trajectory
-            return GenerateResult([], [], "error", f"{type(exc).__name__}: {exc}")
+            return error_result(exc)
         if final is None:
             return GenerateResult([], [], "error", "vLLM produced no output")
         return from_vllm_output(final)
@@ -162,7 +162,7 @@ class VLLMEngine(Engine):
         self.llm.shutdown()
 
 
-class VLLMServerEngine(Engine):
+class VLLMServerEngine(HTTPServerEngine):
     """A running `vllm serve` (OpenAI-compatible) reached over HTTP."""
 
     def __init__(
@@ -174,14 +174,10 @@ class VLLMServerEngine(Engine):
         timeout_s: float = 600.0,
         client: Any = None,
     ) -> None:
-        import httpx
-
-        self.base_url = base_url.rstrip("/")
+        super().__init__(
+            base_url, weight_sync_dir=weight_sync_dir, timeout_s=timeout_s, client=client
+        )
         self.model = model
-        self.weight_sync_dir = weight_sync_dir
-        self.client = client or httpx.AsyncClient(timeout=timeout_s)
-        self._admin = AdminCalls(timeout_s)
-        self._version = itertools.count()
 
     async def generate(
         self,
@@ -193,39 +189,27 @@ class VLLMServerEngine(Engine):
     ) -> GenerateResult:
         if multimodal:
             raise EngineError("vllm server mode takes images via chat messages; not supported")
-        self._admin.bind()
-        await self._admin.drain()
-        payload = to_completions_payload(self.model, prompt_ids, params)
-        try:
-            body = await post_json(self.client, f"{self.base_url}/v1/completions", payload)
-            return from_completions_response(body)
-        except Exception as exc:
-            return GenerateResult([], [], "error", f"{type(exc).__name__}: {exc}")
+        return await self._generate_via(
+            "/v1/completions",
+            lambda: to_completions_payload(self.model, prompt_ids, params),
+            from_completions_response,
+        )
 
     def update_weights(self, named_tensors: Iterable[tuple[str, Any]]) -> None:
-        if not self.weight_sync_dir:
-            raise EngineError("server-mode weight sync needs engine.extra.weight_sync_dir")
-        name = f"agentrl-weights-{next(self._version)}.safetensors"
-        path = save_weights(named_tensors, self.weight_sync_dir, name)
+        path = self._save_weights(named_tensors)
         rpc = {"method": "agentrl_load_weights_file", "args": [path]}
 
         async def call() -> None:
-            await post_json(self.client, f"{self.base_url}/collective_rpc", rpc)
-            await post_json(self.client, f"{self.base_url}/reset_prefix_cache")
+            await self._post("/collective_rpc", rpc)
+            await self._post("/reset_prefix_cache")
 
         self._admin.run(call)
 
     def sleep(self) -> None:
-        self._admin.run(
-            lambda: post_json(self.client, f"{self.base_url}/sleep", params={"level": 1})
-        )
+        self._admin_post("/sleep", params={"level": 1})
 
     def wake(self) -> None:
-        self._admin.run(lambda: post_json(self.client, f"{self.base_url}/wake_up"))
-
-    async def close(self) -> None:
-        await self._admin.drain()
-        await self.client.aclose()
+        self._admin_post("/wake_up")
 
 
 def build_vllm(cfg: Any, model: Any, tokenizer: Any) -> Engine:

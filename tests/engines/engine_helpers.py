@@ -1,14 +1,49 @@
-"""Helpers for engine tests: tiny models and reference outputs from plain transformers."""
+"""Helpers for engine tests: tiny models, shared prompts, running an engine under asyncio,
+and reference outputs from plain transformers."""
 
 from __future__ import annotations
 
+import asyncio
 import os
+from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
 import torch
 
+from agentrl.engines import Engine, GenerateResult, SamplingParams
+
 CACHE = Path(os.environ.get("AGENTRL_CACHE", Path.home() / ".cache" / "agentrl"))
+
+# Prompts of different lengths (one a single token) so batches are ragged.
+TEXTS = [
+    "What is 3 + 4?",
+    "The result of this expression : 12 * 7 - 5 is",
+    "def f(x): return",
+    "a",
+    "You are a helpful assistant . Use the tools to solve the problem , then answer .",
+]
+GREEDY = SamplingParams(max_new_tokens=16, temperature=0.0)
+
+
+def run_async(coro: Awaitable[Any]) -> Any:
+    """Run a test coroutine with a timeout, so a hung engine fails the test, not the run."""
+    return asyncio.run(asyncio.wait_for(coro, timeout=60))
+
+
+async def with_engine(
+    engine_cls: Callable[..., Engine],
+    model: Any,
+    tok: Any,
+    body: Callable[[Any], Awaitable[Any]],
+    **kw: Any,
+) -> Any:
+    """`body(engine)` on a fresh `engine_cls(model, tok, **kw)`, closed afterwards."""
+    engine = engine_cls(model, tok, **kw)
+    try:
+        return await body(engine)
+    finally:
+        await engine.close()
 
 
 def load_tiny(preset: str) -> tuple[Any, Any]:
@@ -42,3 +77,16 @@ def rescore(model: Any, prompt: list[int], output: list[int], temperature: float
     scale = temperature if temperature > 0 else 1.0
     logp = torch.log_softmax(logits / scale, dim=-1)
     return logp.gather(-1, torch.tensor(output)[:, None]).squeeze(-1).tolist()
+
+
+def real_engine_vs_rescore(kind: str) -> tuple[GenerateResult, list[float]]:
+    """A real vllm/sglang engine's sampled result on the tiny qwen2 model, and the logprobs
+    a plain transformers forward gives those tokens (what the engine's must match)."""
+    from agentrl.config.schema import EngineConfig
+    from agentrl.engines import build_engine
+
+    model, tok = load_tiny("qwen2")
+    engine = build_engine(EngineConfig(kind=kind, gpu_memory_utilization=0.2), model, tok)
+    prompt = tok.encode("What is 3 + 4?")
+    res = asyncio.run(engine.generate(prompt, SamplingParams(16, temperature=0.8, seed=0)))
+    return res, rescore(model, prompt, res.token_ids, 0.8)

@@ -11,34 +11,21 @@ from typing import Any
 
 import pytest
 import torch
-from engine_helpers import load_tiny, reference_greedy, rescore
+from engine_helpers import (
+    GREEDY,
+    TEXTS,
+    load_tiny,
+    reference_greedy,
+    rescore,
+    run_async,
+    with_engine,
+)
 
 from agentrl.engines import HFEngine, SamplingParams
 from agentrl.engines._fast_sampling import FILTER, SAMPLE, counter_uniform, sample_rows
 from agentrl.engines._slots import SlotPool
 from agentrl.engines._static_model import INPUT_ROWS, StaticDecoder
 from agentrl.engines.hf_fast import FastHFEngine, make_hf_engine
-
-TEXTS = [
-    "What is 3 + 4?",
-    "The result of this expression : 12 * 7 - 5 is",
-    "def f(x): return",
-    "a",
-    "You are a helpful assistant . Use the tools to solve the problem , then answer .",
-]
-GREEDY = SamplingParams(max_new_tokens=16, temperature=0.0)
-
-
-def _run(coro: Any) -> Any:
-    return asyncio.run(asyncio.wait_for(coro, timeout=60))
-
-
-async def _with_engine(model: Any, tok: Any, body: Any, **kw: Any) -> Any:
-    engine = FastHFEngine(model, tok, **kw)
-    try:
-        return await body(engine)
-    finally:
-        await engine.close()
 
 
 @pytest.mark.parametrize("preset", ["qwen2", "llama", "qwen3"])
@@ -78,7 +65,7 @@ def test_greedy_matches_generate_with_joins(preset: str) -> None:
         rest = [asyncio.create_task(engine.generate(p, long)) for p in prompts[2:]]
         return list(await asyncio.gather(*first, *rest))
 
-    results = _run(_with_engine(model, tok, body, max_batch_size=3))
+    results = run_async(with_engine(FastHFEngine, model, tok, body, max_batch_size=3))
     for prompt, res in zip(prompts, results, strict=True):
         assert res.token_ids == reference_greedy(model, prompt, long.max_new_tokens)
         assert res.logprobs == pytest.approx(rescore(model, prompt, res.token_ids, 0), abs=1e-4)
@@ -99,7 +86,9 @@ def test_sampled_logprobs_match_rescore(tiny: Any, params: SamplingParams) -> No
     async def body(engine: FastHFEngine) -> list[Any]:
         return await engine.generate_batch(prompts, params)
 
-    for prompt, res in zip(prompts, _run(_with_engine(model, tok, body)), strict=True):
+    for prompt, res in zip(
+        prompts, run_async(with_engine(FastHFEngine, model, tok, body)), strict=True
+    ):
         expected = rescore(model, prompt, res.token_ids, params.temperature)
         assert res.logprobs == pytest.approx(expected, abs=1e-4)
 
@@ -117,8 +106,8 @@ def test_seeded_request_ignores_batch_company(tiny: Any) -> None:
         noise = [engine.generate(p, others) for p in prompts[1:]]
         return (await asyncio.gather(engine.generate(prompts[0], params), *noise))[0]
 
-    a = _run(_with_engine(model, tok, alone))
-    b = _run(_with_engine(model, tok, crowded))
+    a = run_async(with_engine(FastHFEngine, model, tok, alone))
+    b = run_async(with_engine(FastHFEngine, model, tok, crowded))
     assert a.token_ids == b.token_ids
 
 
@@ -138,8 +127,8 @@ def test_decode_chunk_does_not_change_tokens(tiny: Any) -> None:
         ]
         return await asyncio.gather(*reqs, engine.generate(prompts[1], stop))
 
-    one = _run(_with_engine(model, tok, body, decode_chunk=1))
-    many = _run(_with_engine(model, tok, body, decode_chunk=8))
+    one = run_async(with_engine(FastHFEngine, model, tok, body, decode_chunk=1))
+    many = run_async(with_engine(FastHFEngine, model, tok, body, decode_chunk=8))
     for a, b in zip(one, many, strict=True):
         assert a.token_ids == b.token_ids and a.finish_reason == b.finish_reason
         assert a.logprobs == pytest.approx(b.logprobs, abs=1e-5)
@@ -186,7 +175,7 @@ def test_session_reuse_matches_fresh_prefill(tiny: Any) -> None:
         without = await episode(engine, None)
         return with_reuse, without, reused
 
-    with_reuse, without, reused = _run(_with_engine(model, tok, body))
+    with_reuse, without, reused = run_async(with_engine(FastHFEngine, model, tok, body))
     assert with_reuse == without
     assert reused > 2 * len(base)
 
@@ -221,7 +210,9 @@ def test_stops_and_cache_end(tiny: Any) -> None:
             await engine.generate(prompt, SamplingParams(max_new_tokens=50, temperature=0)),
         ]
 
-    by_id, by_str, capped = _run(_with_engine(model, tok, body, max_seq_len=len(prompt) + 5))
+    by_id, by_str, capped = run_async(
+        with_engine(FastHFEngine, model, tok, body, max_seq_len=len(prompt) + 5)
+    )
     assert by_id.token_ids == ref[: ref.index(ref[3]) + 1] and by_id.finish_reason == "stop"
     assert by_str.finish_reason == "stop" and len(by_str.token_ids) <= 4
     assert capped.finish_reason == "length" and len(capped.token_ids) == 5
@@ -250,7 +241,9 @@ def test_update_weights_and_failure_recovery() -> None:
         again = await engine.generate(prompt, GREEDY)
         return before, after, failed, again
 
-    before, after, failed, again = _run(_with_engine(model, tok, body, max_batch_size=2))
+    before, after, failed, again = run_async(
+        with_engine(FastHFEngine, model, tok, body, max_batch_size=2)
+    )
     assert after.token_ids == reference_greedy(model, prompt, 16)
     assert after.logprobs != pytest.approx(before.logprobs, abs=1e-3)
     assert after.logprobs == pytest.approx(rescore(model, prompt, after.token_ids, 0), abs=1e-4)
@@ -267,7 +260,7 @@ def test_make_hf_engine_routes_and_falls_back(tiny: Any) -> None:
     assert type(make_hf_engine(gemma, gtok, fast=True, max_seq_len=256)) is HFEngine
     fast.sleep()
     fast.wake()
-    res = _run(_run_and_close(fast, tok.encode(TEXTS[2])))
+    res = run_async(_run_and_close(fast, tok.encode(TEXTS[2])))
     assert res.token_ids == reference_greedy(model, tok.encode(TEXTS[2]), 16)
 
 

@@ -7,34 +7,21 @@ from typing import Any
 
 import pytest
 import torch
-from engine_helpers import load_tiny, reference_greedy, rescore
+from engine_helpers import (
+    GREEDY,
+    TEXTS,
+    load_tiny,
+    reference_greedy,
+    rescore,
+    run_async,
+    with_engine,
+)
 
 from agentrl.engines import EngineError, GenerateResult, HFEngine, SamplingParams
-
-TEXTS = [
-    "What is 3 + 4?",
-    "The result of this expression : 12 * 7 - 5 is",
-    "def f(x): return",
-    "a",
-    "You are a helpful assistant . Use the tools to solve the problem , then answer .",
-]
-GREEDY = SamplingParams(max_new_tokens=16, temperature=0.0)
 
 
 def _prompts(tok: Any) -> list[list[int]]:
     return [tok.encode(t) for t in TEXTS]
-
-
-def _run(coro: Any) -> Any:
-    return asyncio.run(asyncio.wait_for(coro, timeout=60))
-
-
-async def _with_engine(model: Any, tok: Any, body: Any, **kw: Any) -> Any:
-    engine = HFEngine(model, tok, **kw)
-    try:
-        return await body(engine)
-    finally:
-        await engine.close()
 
 
 @pytest.mark.parametrize("preset", ["qwen2", "llama"])
@@ -45,7 +32,7 @@ def test_greedy_batch_matches_model_generate(preset: str) -> None:
     async def body(engine: HFEngine) -> list[GenerateResult]:
         return await engine.generate_batch(prompts, GREEDY)
 
-    results = _run(_with_engine(model, tok, body))
+    results = run_async(with_engine(HFEngine, model, tok, body))
     for prompt, res in zip(prompts, results, strict=True):
         assert res.token_ids == reference_greedy(model, prompt, GREEDY.max_new_tokens)
         assert res.finish_reason in ("stop", "length")
@@ -67,7 +54,7 @@ def test_requests_joining_mid_decode_match_reference(tiny: Any) -> None:
         third = [asyncio.create_task(engine.generate(prompts[4], long))]
         return list(await asyncio.gather(*first, *second, *third))
 
-    results = _run(_with_engine(model, tok, body, max_batch_size=3))
+    results = run_async(with_engine(HFEngine, model, tok, body, max_batch_size=3))
     for prompt, res in zip(prompts, results, strict=True):
         assert res.token_ids == reference_greedy(model, prompt, long.max_new_tokens)
 
@@ -87,7 +74,9 @@ def test_sampled_logprobs_match_full_rescore(tiny: Any, params: SamplingParams) 
     async def body(engine: HFEngine) -> list[GenerateResult]:
         return await engine.generate_batch(prompts, params)
 
-    for prompt, res in zip(prompts, _run(_with_engine(model, tok, body)), strict=True):
+    for prompt, res in zip(
+        prompts, run_async(with_engine(HFEngine, model, tok, body)), strict=True
+    ):
         assert len(res.token_ids) == len(res.logprobs) > 0
         expected = rescore(model, prompt, res.token_ids, params.temperature)
         assert res.logprobs == pytest.approx(expected, abs=1e-4)
@@ -106,8 +95,8 @@ def test_seeded_sampling_is_independent_of_batch_companions(tiny: Any) -> None:
         tasks = [engine.generate(p, others) for p in prompts[1:]]
         return await asyncio.gather(engine.generate(prompts[0], params), *tasks)
 
-    solo = _run(_with_engine(model, tok, alone))
-    together = _run(_with_engine(model, tok, crowded))[0]
+    solo = run_async(with_engine(HFEngine, model, tok, alone))
+    together = run_async(with_engine(HFEngine, model, tok, crowded))[0]
     assert solo.token_ids == together.token_ids
 
 
@@ -135,7 +124,7 @@ def test_session_prefix_reuse_matches_no_reuse(tiny: Any) -> None:
         reused = engine.stats["reused_tokens"]
         return with_reuse, await episodes(engine, False), reused
 
-    with_reuse, without, reused = _run(_with_engine(model, tok, body))
+    with_reuse, without, reused = run_async(with_engine(HFEngine, model, tok, body))
     assert reused > 0
     for ep_a, ep_b in zip(with_reuse, without, strict=True):
         for a, b in zip(ep_a, ep_b, strict=True):
@@ -168,7 +157,7 @@ def test_sessions_prefilled_together_with_different_prefixes(tiny: Any) -> None:
         finally:
             await engine.close()
 
-    reused, plain, n_reused = _run(both())
+    reused, plain, n_reused = run_async(both())
     assert n_reused > 0
     for a, b in zip(reused, plain, strict=True):
         assert a.token_ids == b.token_ids
@@ -189,7 +178,7 @@ def test_stop_token_ids_and_stop_strings(tiny: Any) -> None:
         by_str = await engine.generate(prompt, SamplingParams(16, 0.0, stop=[stop_str]))
         return by_id, by_str
 
-    by_id, by_str = _run(_with_engine(model, tok, body))
+    by_id, by_str = run_async(with_engine(HFEngine, model, tok, body))
     assert by_id.token_ids == full[:cut] and by_id.finish_reason == "stop"
     assert by_str.finish_reason == "stop"
     got = tok.decode(by_str.token_ids, skip_special_tokens=False)
@@ -215,7 +204,7 @@ def test_update_weights_changes_outputs_and_checks_names() -> None:
         after = await engine.generate(prompt, GREEDY, session_id="s")
         return before, after
 
-    before, after = _run(_with_engine(model, tok, body))
+    before, after = run_async(with_engine(HFEngine, model, tok, body))
     assert before.token_ids != after.token_ids
     assert after.token_ids == reference_greedy(model, prompt, GREEDY.max_new_tokens)
 
@@ -238,7 +227,7 @@ def test_forward_exception_fails_requests_then_engine_recovers(tiny: Any) -> Non
         failed = await engine.generate_batch(prompts[:3], GREEDY)
         return failed, await engine.generate(prompts[0], GREEDY)
 
-    failed, ok = _run(_with_engine(model, tok, body))
+    failed, ok = run_async(with_engine(HFEngine, model, tok, body))
     assert all(r.finish_reason == "error" for r in failed)
     assert all("injected forward failure" in (r.error or "") for r in failed)
     assert ok.token_ids == reference_greedy(model, prompts[0], GREEDY.max_new_tokens)
@@ -257,10 +246,10 @@ def test_close_aborts_pending_and_rejects_new_requests(tiny: Any) -> None:
         await engine.close()
         return list(await asyncio.gather(*tasks)), engine
 
-    results, engine = _run(body())
+    results, engine = run_async(body())
     assert [r.finish_reason for r in results].count("abort") >= 2
     with pytest.raises(EngineError):
-        _run(engine.generate(prompt, GREEDY))
+        run_async(engine.generate(prompt, GREEDY))
 
 
 def test_cancelled_caller_leaves_the_batch_and_loop_stays_responsive(tiny: Any) -> None:
@@ -284,7 +273,7 @@ def test_cancelled_caller_leaves_the_batch_and_loop_stays_responsive(tiny: Any) 
         tick_task.cancel()
         return res, ticks
 
-    res, ticks = _run(_with_engine(model, tok, body))
+    res, ticks = run_async(with_engine(HFEngine, model, tok, body))
     assert res.token_ids == reference_greedy(model, _prompts(tok)[1], GREEDY.max_new_tokens)
     assert ticks > 20
 
@@ -300,7 +289,7 @@ def test_request_timeout_and_invalid_requests(tiny: Any) -> None:
             await engine.generate(prompt, GREEDY, multimodal={"image": object()})
         return await engine.generate(prompt, SamplingParams(3000, 0.0))
 
-    res = _run(_with_engine(model, tok, body, request_timeout_s=0.2))
+    res = run_async(with_engine(HFEngine, model, tok, body, request_timeout_s=0.2))
     assert res.finish_reason == "abort" and "timed out" in (res.error or "")
 
 
@@ -313,5 +302,5 @@ def test_eos_ids_without_tokenizer(tiny: Any) -> None:
             await engine.generate(prompt, SamplingParams(4, 0.0, stop=["x"]))
         return await engine.generate(prompt, GREEDY)
 
-    res = _run(_with_engine(model, [tok.eos_token_id], body))
+    res = run_async(with_engine(HFEngine, model, [tok.eos_token_id], body))
     assert res.token_ids == reference_greedy(model, prompt, GREEDY.max_new_tokens)

@@ -123,11 +123,7 @@ _HAS_SGLANG = importlib.util.find_spec("sglang") is not None
 @pytest.mark.gpu
 @pytest.mark.skipif(not (_HAS_SGLANG and torch.cuda.is_available()), reason="needs sglang + GPU")
 def test_real_sglang_matches_hf_rescore() -> None:
-    from engine_helpers import load_tiny, rescore
+    from engine_helpers import real_engine_vs_rescore
 
-    model, tok = load_tiny("qwen2")
-    engine = build_engine(EngineConfig(kind="sglang", gpu_memory_utilization=0.2), model, tok)
-    prompt = tok.encode("What is 3 + 4?")
-    res = asyncio.run(engine.generate(prompt, SamplingParams(16, temperature=0.8, seed=0)))
-    expected = rescore(model, prompt, res.token_ids, 0.8)
+    res, expected = real_engine_vs_rescore("sglang")
     assert res.logprobs == pytest.approx(expected, abs=1e-2)

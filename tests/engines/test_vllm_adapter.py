@@ -172,12 +172,8 @@ _HAS_VLLM = importlib.util.find_spec("vllm") is not None
 @pytest.mark.gpu
 @pytest.mark.skipif(not (_HAS_VLLM and torch.cuda.is_available()), reason="needs vllm + GPU")
 def test_real_vllm_matches_hf_rescore() -> None:
-    from engine_helpers import load_tiny, rescore
+    from engine_helpers import real_engine_vs_rescore
 
-    model, tok = load_tiny("qwen2")
-    engine = build_engine(EngineConfig(kind="vllm", gpu_memory_utilization=0.2), model, tok)
-    prompt = tok.encode("What is 3 + 4?")
-    res = asyncio.run(engine.generate(prompt, SamplingParams(16, temperature=0.8, seed=0)))
+    res, expected = real_engine_vs_rescore("vllm")
     assert res.finish_reason in ("stop", "length")
-    expected = rescore(model, prompt, res.token_ids, 0.8)
     assert res.logprobs == pytest.approx(expected, abs=1e-2)
