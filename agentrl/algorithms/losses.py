@@ -72,6 +72,33 @@ def _ratio_metrics(log_ratio: Tensor, mask: Tensor) -> Metrics:
     }
 
 
+def _clip_surrogate(
+    advantages: Tensor, ratio: Tensor, cfg: AlgorithmConfig
+) -> tuple[Tensor, Tensor]:
+    """PPO's pessimistic bound max(−A·r, −A·clip(r, 1 − clip_low, 1 + clip_high)) per token,
+    and where the clipped term won (what `clip_frac` counts). Shared by PPO and GSPO, which
+    differ only in which ratio they clip."""
+    unclipped = -advantages * ratio
+    clipped = -advantages * ratio.clamp(1 - cfg.clip_low, 1 + cfg.clip_high)
+    return torch.maximum(unclipped, clipped), clipped > unclipped
+
+
+def _loss_and_metrics(
+    loss_mat: Tensor,
+    mask: Tensor,
+    mode: AggMode,
+    is_weights: Tensor | None,
+    log_ratio: Tensor,
+    clip_hit: Tensor,
+) -> tuple[Tensor, Metrics]:
+    """The common tail of the ratio losses: IS-weight, aggregate, and the ratio metrics plus
+    `clip_frac` (the share of trained tokens where clipping took effect)."""
+    loss = aggregate_loss(_weighted(loss_mat, is_weights), mask, mode)
+    metrics = _ratio_metrics(log_ratio.detach(), mask)
+    metrics["clip_frac"] = masked_mean(clip_hit.float(), mask).item()
+    return loss, metrics
+
+
 @register_policy_loss("ppo_clip")
 def ppo_clip_loss(
     log_probs: Tensor,
@@ -93,18 +120,15 @@ def ppo_clip_loss(
     if 0 < c <= 1:
         raise ValueError(f"dual_clip_c must be > 1 (or 0 to disable), got {c}")
     log_ratio = _log_ratio(log_probs, old_log_probs)
-    ratio = log_ratio.exp()
-    unclipped = -advantages * ratio
-    clipped = -advantages * ratio.clamp(1 - cfg.clip_low, 1 + cfg.clip_high)
-    loss_mat = torch.maximum(unclipped, clipped)
+    loss_mat, clip_hit = _clip_surrogate(advantages, log_ratio.exp(), cfg)
     dual_hit = torch.zeros_like(mask, dtype=torch.bool)
     if c > 0:
         dual_bound = -advantages * c
         dual_hit = (advantages < 0) & (loss_mat > dual_bound)
         loss_mat = torch.where(advantages < 0, torch.minimum(loss_mat, dual_bound), loss_mat)
-    loss = aggregate_loss(_weighted(loss_mat, is_weights), mask, cfg.loss_agg_mode)
-    metrics = _ratio_metrics(log_ratio.detach(), mask)
-    metrics["clip_frac"] = masked_mean((clipped > unclipped).float(), mask).item()
+    loss, metrics = _loss_and_metrics(
+        loss_mat, mask, cfg.loss_agg_mode, is_weights, log_ratio, clip_hit
+    )
     metrics["dual_clip_frac"] = masked_mean(dual_hit.float(), mask).item()
     return loss, metrics
 
@@ -132,12 +156,10 @@ def gspo_loss(
     seq_log_ratio = masked_mean(log_ratio, mask, dim=-1).unsqueeze(-1)
     token_log_ratio = log_probs - log_probs.detach() + seq_log_ratio.detach()
     seq_ratio = token_log_ratio.clamp(max=10.0).exp()
-    unclipped = -advantages * seq_ratio
-    clipped = -advantages * seq_ratio.clamp(1 - cfg.clip_low, 1 + cfg.clip_high)
-    loss_mat = torch.maximum(unclipped, clipped)
-    loss = aggregate_loss(_weighted(loss_mat, is_weights), mask, "seq-mean-token-mean")
-    metrics = _ratio_metrics(log_ratio.detach(), mask)
-    metrics["clip_frac"] = masked_mean((clipped > unclipped).float(), mask).item()
+    loss_mat, clip_hit = _clip_surrogate(advantages, seq_ratio, cfg)
+    loss, metrics = _loss_and_metrics(
+        loss_mat, mask, "seq-mean-token-mean", is_weights, log_ratio, clip_hit
+    )
     rows = (mask.sum(dim=-1) > 0).float()
     metrics["seq_ratio_mean"] = masked_mean(seq_log_ratio.squeeze(-1).exp(), rows).item()
     return loss, metrics
@@ -162,10 +184,8 @@ def cispo_loss(
     ratio = log_ratio.exp()
     weight = ratio.clamp(1 - cfg.clip_low, 1 + cfg.clip_high).detach()
     loss_mat = -advantages * weight * log_probs
-    loss = aggregate_loss(_weighted(loss_mat, is_weights), mask, cfg.loss_agg_mode)
-    metrics = _ratio_metrics(log_ratio.detach(), mask)
-    metrics["clip_frac"] = masked_mean((weight != ratio.detach()).float(), mask).item()
-    return loss, metrics
+    clip_hit = weight != ratio.detach()
+    return _loss_and_metrics(loss_mat, mask, cfg.loss_agg_mode, is_weights, log_ratio, clip_hit)
 
 
 def value_loss(

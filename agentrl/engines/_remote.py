@@ -18,7 +18,7 @@ from collections.abc import Awaitable, Callable, Iterable
 from pathlib import Path
 from typing import Any
 
-from agentrl.engines.base import Engine, EngineError, GenerateResult
+from agentrl.engines.base import Engine, EngineError, GenerateResult, error_result
 
 
 class AdminCalls:
@@ -95,11 +95,6 @@ def save_weights(named_tensors: Iterable[tuple[str, Any]], directory: str, name:
     save_file(tensors, path + ".tmp")
     os.replace(path + ".tmp", path)
     return path
-
-
-def error_result(exc: BaseException) -> GenerateResult:
-    """A failed request as a result: the rollout records it on the trajectory, not raise."""
-    return GenerateResult([], [], "error", f"{type(exc).__name__}: {exc}")
 
 
 class HTTPServerEngine(Engine):

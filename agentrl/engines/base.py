@@ -50,6 +50,12 @@ class EngineError(RuntimeError):
     """The engine failed a request; the rollout records it on the trajectory."""
 
 
+def error_result(exc: BaseException) -> GenerateResult:
+    """A request that failed inside the engine, as a result the rollout records on the
+    trajectory (one bad request must not take the whole batch down)."""
+    return GenerateResult([], [], "error", f"{type(exc).__name__}: {exc}")
+
+
 class Engine(ABC):
     """A generation backend."""
 

@@ -26,7 +26,14 @@ from typing import Any
 import torch
 
 from agentrl.engines._sampling import make_generator, sample_tokens
-from agentrl.engines.base import Engine, EngineError, FinishReason, GenerateResult, SamplingParams
+from agentrl.engines.base import (
+    Engine,
+    EngineError,
+    FinishReason,
+    GenerateResult,
+    SamplingParams,
+    error_result,
+)
 
 
 @dataclass
@@ -93,7 +100,7 @@ class HFVisionEngine(Engine):
         except EngineError:
             raise
         except Exception as e:  # noqa: BLE001 - reported as this request's error
-            return GenerateResult([], [], "error", f"{type(e).__name__}: {e}")
+            return error_result(e)
 
     def update_weights(self, named_tensors: Iterable[tuple[str, Any]]) -> None:
         """Copy tensors into the model in place (strict names); drops all session caches."""

@@ -20,8 +20,15 @@ import asyncio
 from collections.abc import Iterable, Sequence
 from typing import Any
 
-from agentrl.engines._remote import HTTPServerEngine, error_result
-from agentrl.engines.base import Engine, EngineError, FinishReason, GenerateResult, SamplingParams
+from agentrl.engines._remote import HTTPServerEngine
+from agentrl.engines.base import (
+    Engine,
+    EngineError,
+    FinishReason,
+    GenerateResult,
+    SamplingParams,
+    error_result,
+)
 
 _FINISH: dict[str | None, FinishReason] = {"stop": "stop", "length": "length", "abort": "abort"}
 

@@ -24,8 +24,15 @@ import uuid
 from collections.abc import Iterable, Sequence
 from typing import Any
 
-from agentrl.engines._remote import AdminCalls, HTTPServerEngine, error_result
-from agentrl.engines.base import Engine, EngineError, FinishReason, GenerateResult, SamplingParams
+from agentrl.engines._remote import AdminCalls, HTTPServerEngine
+from agentrl.engines.base import (
+    Engine,
+    EngineError,
+    FinishReason,
+    GenerateResult,
+    SamplingParams,
+    error_result,
+)
 
 WORKER_EXTENSION = "agentrl.engines.vllm_worker.WeightSyncExtension"
 _FINISH: dict[str | None, FinishReason] = {"stop": "stop", "length": "length", "abort": "abort"}

@@ -17,8 +17,7 @@ import numpy as np
 from agentrl.types import Message
 
 from ..core import Task, ToolEnv
-from ..math.calc import extract_answer
-from .core import PALETTE
+from .core import PALETTE, BoxedAnswer
 
 
 def render_bar_chart(values: list[int], max_value: int, size: int) -> Any:
@@ -43,7 +42,7 @@ def render_bar_chart(values: list[int], max_value: int, size: int) -> Any:
     return img
 
 
-class BarChartEnv(ToolEnv):
+class BarChartEnv(BoxedAnswer, ToolEnv):
     family = "vision"
     description = "Read a bar's value from a rendered bar chart (single turn); oracle available."
     max_turns = 1
@@ -63,12 +62,3 @@ class BarChartEnv(ToolEnv):
         text = f"What is the value of bar {label}? Answer with \\boxed{{n}}."
         info = {"values": values, "bar": label}
         return Task([Message("user", text, images=[img])], answer=str(values[i]), info=info)
-
-    def score(self, final: Message) -> float:
-        assert self.task is not None
-        return 1.0 if extract_answer(final.content) == self.task.answer else 0.0
-
-    def oracle_action(self) -> Message | None:
-        if self.task is None:
-            return None
-        return Message("assistant", f"\\boxed{{{self.task.answer}}}")

@@ -16,7 +16,8 @@ from agentrl.tools.core import ToolSet
 
 from agentrl.types import Message, ToolCall, ToolResult
 
-from ..core import Observation, ToolEnv
+from ..core import Observation, Task, ToolEnv
+from ..math.calc import extract_answer
 
 PALETTE = [
     (220, 50, 47),
@@ -86,3 +87,20 @@ def draw_shape(draw: Any, kind: str, box: tuple[int, int, int, int], fill: Any) 
         draw.polygon([((x0 + x1) // 2, y0), (x1, y1), (x0, y1)], fill=fill)
     else:
         raise ValueError(f"unknown shape {kind!r}")
+
+
+class BoxedAnswer:
+    """Scoring for the single-answer vision tasks: the reply's `\\boxed{...}` must equal
+    `task.answer` exactly, and the oracle replies with that box. Mix in before the env base
+    class (`class E(BoxedAnswer, ToolEnv)`) so these override its defaults."""
+
+    task: Task | None
+
+    def score(self, final: Message) -> float:
+        assert self.task is not None
+        return 1.0 if extract_answer(final.content) == self.task.answer else 0.0
+
+    def oracle_action(self) -> Message | None:
+        if self.task is None:
+            return None
+        return Message("assistant", f"\\boxed{{{self.task.answer}}}")

@@ -16,8 +16,7 @@ import numpy as np
 from agentrl.types import Message
 
 from ..core import Task, ToolEnv
-from ..math.calc import extract_answer
-from .core import PALETTE, draw_shape
+from .core import PALETTE, BoxedAnswer, draw_shape
 
 KINDS = ("circle", "square", "triangle")
 _GRID = 4
@@ -45,7 +44,7 @@ def render_shapes(
     return img, shapes
 
 
-class CountShapesEnv(ToolEnv):
+class CountShapesEnv(BoxedAnswer, ToolEnv):
     family = "vision"
     description = "Count shapes in a rendered image (single turn); oracle available."
     max_turns = 1
@@ -63,12 +62,3 @@ class CountShapesEnv(ToolEnv):
         count = n if target == "shape" else sum(k == target for k, _ in shapes)
         text = f"How many {target}s are in the image? Answer with \\boxed{{n}}."
         return Task([Message("user", text, images=[img])], answer=str(count), info={"n": n})
-
-    def score(self, final: Message) -> float:
-        assert self.task is not None
-        return 1.0 if extract_answer(final.content) == self.task.answer else 0.0
-
-    def oracle_action(self) -> Message | None:
-        if self.task is None:
-            return None
-        return Message("assistant", f"\\boxed{{{self.task.answer}}}")

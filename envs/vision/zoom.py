@@ -18,8 +18,7 @@ from agentrl.tools.core import tool
 from agentrl.types import Message, ToolCall
 
 from ..core import Task
-from ..math.calc import extract_answer
-from .core import PALETTE, ImageReply, ImageToolSet, VisionToolEnv, draw_shape
+from .core import PALETTE, BoxedAnswer, ImageReply, ImageToolSet, VisionToolEnv, draw_shape
 
 REGIONS = ("top-left", "top-right", "bottom-left", "bottom-right")
 Region = Literal["top-left", "top-right", "bottom-left", "bottom-right"]
@@ -71,7 +70,7 @@ def render_scene(rng: np.random.Generator, size: int, code: str, region: int) ->
     return img
 
 
-class ZoomEnv(VisionToolEnv):
+class ZoomEnv(BoxedAnswer, VisionToolEnv):
     description = "Read a tiny code by zooming into image regions (multi-turn, image tool)."
     max_turns = 4
 
@@ -91,10 +90,6 @@ class ZoomEnv(VisionToolEnv):
         )
         info = {"region": REGIONS[region]}
         return Task([Message("user", text, images=[img])], answer=code, info=info)
-
-    def score(self, final: Message) -> float:
-        assert self.task is not None
-        return 1.0 if extract_answer(final.content) == self.task.answer else 0.0
 
     def oracle_action(self) -> Message | None:
         if self.task is None:
