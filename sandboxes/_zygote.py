@@ -118,6 +118,9 @@ class Zygote:
             return _io.result("sandbox_error", None, got, wall, cpu)
         code = os.waitstatus_to_exitcode(reply["wait"]) if reply else None
         if reply is None and not (got.timed_out or got.truncated):
+            if wall < req.timeout_s:  # the zygote died (e.g. could not start): not a timeout
+                got.err += b"\nsandbox error: the sandbox exited without answering"
+                return _io.result("sandbox_error", None, got, wall, cpu)
             got.timed_out = True  # the program finished but the zygote never answered in time
         return _io.result(_io.classify(code, got, oom, cpu, req), code, got, wall, cpu)
 

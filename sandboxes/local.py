@@ -109,16 +109,17 @@ class LocalBackend(SandboxBackend):
         for f in ("/etc/ld.so.cache", "/etc/localtime", "/etc/alternatives"):
             if os.path.exists(f):
                 a += ["--ro-bind", f, f]
-        made: set[str] = {"/", "/usr", "/etc"}
+        a += ["--proc", "/proc", "--dev", "/dev"]
+        for d in ("/work", "/tmp", "/dev/shm"):
+            a += ["--perms", "1777", "--size", size, "--tmpfs", d]
+        # Interpreter binds go after the tmpfs mounts: a venv under /tmp must not be hidden.
+        made: set[str] = {"/", "/usr", "/etc", "/work", "/tmp", "/dev", "/dev/shm", "/proc"}
         for path in self.ro_binds:
             for parent in reversed(Path(path).parents):
                 if str(parent) not in made and not str(parent).startswith("/usr/"):
                     a += ["--perms", "0755", "--dir", str(parent)]
                     made.add(str(parent))
             a += ["--ro-bind", path, path]
-        a += ["--proc", "/proc", "--dev", "/dev"]
-        for d in ("/work", "/tmp", "/dev/shm"):
-            a += ["--perms", "1777", "--size", size, "--tmpfs", d]
         a += ["--clearenv", "--chdir", "/work", "--"]
         return a + [self.python, "-I", "-S", "-c", RUNNER, str(arg), mode, self.site_dirs]
 
