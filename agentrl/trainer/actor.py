@@ -63,7 +63,10 @@ class Actor:
     def compute_log_probs(self, batch: TrainBatch) -> torch.Tensor:
         self.model.eval()
         return batched_log_probs(
-            self.model, batch.to(self.backend.device), self.cfg.logprob_micro_batch_size, self.temperature
+            self.model,
+            batch.to(self.backend.device),
+            self.cfg.logprob_micro_batch_size,
+            self.temperature,
         )
 
     def micro_loss(self, mb: TrainBatch) -> tuple[torch.Tensor, dict[str, float]]:
@@ -80,7 +83,9 @@ class Actor:
             loss = loss - self.algo.entropy_coef * ent
         if self.algo.kl.coef and self.algo.kl.placement == "loss" and mb.ref_log_probs is not None:
             kl = aggregate_loss(
-                kl_penalty(logp, mb.ref_log_probs, self.algo.kl.estimator), mask, self.algo.loss_agg_mode
+                kl_penalty(logp, mb.ref_log_probs, self.algo.kl.estimator),
+                mask,
+                self.algo.loss_agg_mode,
             )
             loss = loss + self.algo.kl.coef * kl
             metrics["kl"] = float(kl.detach())
@@ -90,7 +95,9 @@ class Actor:
         for i in range(0, len(rows), max(1, size)):
             yield rows[i : i + size]
 
-    def update(self, batch: TrainBatch, generator: torch.Generator | None = None) -> dict[str, float]:
+    def update(
+        self, batch: TrainBatch, generator: torch.Generator | None = None
+    ) -> dict[str, float]:
         """`ppo_epochs` passes over shuffled mini-batches; returns averaged metrics."""
         self.model.train()
         sums: dict[str, float] = defaultdict(float)

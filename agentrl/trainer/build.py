@@ -56,7 +56,9 @@ def env_factory(cfg: TrainConfig) -> Any:
     return lambda: make(cfg.data.env, **cfg.data.env_kwargs)
 
 
-def build_engine_for(cfg: TrainConfig, policy: torch.nn.Module, tokenizer: Any, device: torch.device) -> Any:
+def build_engine_for(
+    cfg: TrainConfig, policy: torch.nn.Module, tokenizer: Any, device: torch.device
+) -> Any:
     """The rollout engine gets its own copy of the weights; `sync_weights` refreshes it."""
     from agentrl.engines import build_engine
 
@@ -98,7 +100,9 @@ def build_rollout(
     chat = ChatFormat(
         tokenizer, cfg.rollout.tool_format, vision=load_vision_processor(cfg.model, tokenizer)
     )
-    return Rollout(engine, chat, make_env, cfg.rollout, cfg.sampling, seed=cfg.trainer.seed), success_at
+    return Rollout(
+        engine, chat, make_env, cfg.rollout, cfg.sampling, seed=cfg.trainer.seed
+    ), success_at
 
 
 def build_learner(

@@ -13,7 +13,15 @@ SHOWN = ("reward/mean", "success_rate", "response_length/mean", "kl", "entropy",
 
 
 class MetricsLogger:
-    def __init__(self, out_dir: Path, *, tensorboard: bool, wandb: bool, config: dict[str, Any], enabled: bool = True) -> None:
+    def __init__(
+        self,
+        out_dir: Path,
+        *,
+        tensorboard: bool,
+        wandb: bool,
+        config: dict[str, Any],
+        enabled: bool = True,
+    ) -> None:
         self.enabled = enabled
         self.path = out_dir / "metrics.jsonl"
         self.console = Console()
@@ -32,7 +40,9 @@ class MetricsLogger:
 
                 self.wandb = wb.init(project="agentrl", config=config, dir=str(out_dir))
             except ImportError:
-                self.console.print("[yellow]trainer.wandb=true but wandb is not installed; skipping[/]")
+                self.console.print(
+                    "[yellow]trainer.wandb=true but wandb is not installed; skipping[/]"
+                )
 
     def start_fresh(self) -> None:
         """A new (not resumed) run in an existing folder starts its logs from scratch."""
@@ -44,7 +54,9 @@ class MetricsLogger:
         """On resume, forget metrics of steps after the checkpoint (they are redone)."""
         if not self.enabled or not self.path.exists():
             return
-        keep = [ln for ln in self.path.read_text().splitlines() if ln and json.loads(ln)["step"] <= step]
+        keep = [
+            ln for ln in self.path.read_text().splitlines() if ln and json.loads(ln)["step"] <= step
+        ]
         self.path.write_text("".join(ln + "\n" for ln in keep))
 
     def log(self, step: int, metrics: dict[str, float], file: str = "metrics.jsonl") -> None:

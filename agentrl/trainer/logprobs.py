@@ -28,7 +28,9 @@ def forward_logits(model: Any, batch: TrainBatch) -> torch.Tensor:
         keep = torch.arange(first, batch.input_ids.shape[1], device=index.device)
         extra["logits_to_keep"] = keep
         index = index - first
-    out = model(input_ids=batch.input_ids, attention_mask=batch.attention_mask, use_cache=False, **extra)
+    out = model(
+        input_ids=batch.input_ids, attention_mask=batch.attention_mask, use_cache=False, **extra
+    )
     logits = out.logits if hasattr(out, "logits") else out
     rows = torch.arange(batch.size, device=logits.device)[:, None]
     return logits[rows, index.clamp(min=0)]

@@ -26,7 +26,13 @@ from .logprobs import batched_log_probs
 class Reference:
     """A frozen copy of the initial policy, for the KL term."""
 
-    def __init__(self, model: torch.nn.Module, backend: TrainingBackend, cfg: TrainerConfig, temperature: float) -> None:
+    def __init__(
+        self,
+        model: torch.nn.Module,
+        backend: TrainingBackend,
+        cfg: TrainerConfig,
+        temperature: float,
+    ) -> None:
         self.model = backend.prepare(model).eval()
         for p in self.model.parameters():
             p.requires_grad_(False)
@@ -34,7 +40,10 @@ class Reference:
 
     def compute_log_probs(self, batch: TrainBatch) -> torch.Tensor:
         return batched_log_probs(
-            self.model, batch.to(self.backend.device), self.cfg.logprob_micro_batch_size, self.temperature
+            self.model,
+            batch.to(self.backend.device),
+            self.cfg.logprob_micro_batch_size,
+            self.temperature,
         )
 
     def load_weights(self, weights: dict[str, torch.Tensor]) -> None:
@@ -54,7 +63,9 @@ class ValueModel(torch.nn.Module):
         torch.nn.init.zeros_(self.head.bias)
 
     def forward(self, batch: TrainBatch) -> torch.Tensor:
-        out = self.backbone(input_ids=batch.input_ids, attention_mask=batch.attention_mask, use_cache=False)
+        out = self.backbone(
+            input_ids=batch.input_ids, attention_mask=batch.attention_mask, use_cache=False
+        )
         values = self.head(out.last_hidden_state.float()).squeeze(-1)  # [B, L]
         rows = torch.arange(batch.size, device=values.device)[:, None]
         return values[rows, batch.logit_index.clamp(min=0)] * (batch.logit_index >= 0)
@@ -64,7 +75,12 @@ class Critic:
     """Value function for GAE, trained with the clipped value loss."""
 
     def __init__(
-        self, lm: torch.nn.Module, backend: TrainingBackend, algo: AlgorithmConfig, optim: OptimConfig, cfg: TrainerConfig
+        self,
+        lm: torch.nn.Module,
+        backend: TrainingBackend,
+        algo: AlgorithmConfig,
+        optim: OptimConfig,
+        cfg: TrainerConfig,
     ) -> None:
         self.backend, self.algo, self.cfg = backend, algo, cfg
         self.model = backend.prepare(ValueModel(lm))
@@ -132,7 +148,12 @@ class RewardScorer:
         trajs = [t for g in groups for t in g.trajectories]
         # The episode's total length (prompt + turns + observations) against its total budget.
         lengths = torch.tensor([len(t.prompt_ids) + len(t.response_ids) for t in trajs])
-        pen = overlong_penalty(lengths, self.rollout.max_total_tokens, self.algo.overlong_buffer, self.algo.overlong_penalty)
+        pen = overlong_penalty(
+            lengths,
+            self.rollout.max_total_tokens,
+            self.algo.overlong_buffer,
+            self.algo.overlong_penalty,
+        )
         for t, p in zip(trajs, pen.tolist(), strict=True):
             t.metadata["overlong_penalty"] = p
             t.reward += p
@@ -141,10 +162,17 @@ class RewardScorer:
     def batch(self, groups: list[TrajectoryGroup]) -> TrainBatch:
         return collate(groups, self.pad_id, reward_on=self.algo.credit)
 
-    def kl_in_reward(self, batch: TrainBatch, log_probs: torch.Tensor, ref: torch.Tensor) -> dict[str, Any]:
+    def kl_in_reward(
+        self, batch: TrainBatch, log_probs: torch.Tensor, ref: torch.Tensor
+    ) -> dict[str, Any]:
         if not (self.algo.kl.coef and self.algo.kl.placement == "reward"):
             return {}
         batch.token_rewards, metrics = kl_penalized_rewards(
-            batch.token_rewards, log_probs, ref, batch.response_mask, self.algo.kl.coef, self.algo.kl.estimator
+            batch.token_rewards,
+            log_probs,
+            ref,
+            batch.response_mask,
+            self.algo.kl.coef,
+            self.algo.kl.estimator,
         )
         return metrics

@@ -43,7 +43,9 @@ def _final_oracle_action(env: Any, seed: int) -> Any:
     return action
 
 
-def demo_trajectory(env: Any, chat: ChatFormat, seed: int, skip_tools: bool = False) -> Trajectory | None:
+def demo_trajectory(
+    env: Any, chat: ChatFormat, seed: int, skip_tools: bool = False
+) -> Trajectory | None:
     """Roll the env's oracle policy out into a token-exact trajectory (None: no oracle).
 
     `skip_tools`: the teacher answers at once with the oracle's final message, no tool calls.

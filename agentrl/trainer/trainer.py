@@ -33,7 +33,11 @@ class Trainer:
         self.out = Path(cfg.trainer.out_dir)
         main = self.c.backend.is_main
         self.logger = MetricsLogger(
-            self.out, tensorboard=cfg.trainer.tensorboard, wandb=cfg.trainer.wandb, config=to_dict(cfg), enabled=main
+            self.out,
+            tensorboard=cfg.trainer.tensorboard,
+            wandb=cfg.trainer.wandb,
+            config=to_dict(cfg),
+            enabled=main,
         )
         self.checkpointer = Checkpointer(self.out)
         self.step = 0
@@ -78,7 +82,9 @@ class Trainer:
             batch.values = c.critic.compute_values(batch)
         m["time/logprobs"] = time.perf_counter() - t0
         m |= self.advantages(batch)
-        actor_metrics, m["time/update"] = self.timed(lambda: self.actor.update(batch, self.generator))
+        actor_metrics, m["time/update"] = self.timed(
+            lambda: self.actor.update(batch, self.generator)
+        )
         m |= actor_metrics
         if c.critic is not None:
             m |= c.critic.update(batch)
@@ -116,14 +122,20 @@ class Trainer:
         batch.advantages, batch.returns = compute_advantages(inp, algo)
         assert batch.old_log_probs is not None
         weights, tis = importance_weights(
-            batch.old_log_probs, batch.rollout_log_probs, batch.response_mask, algo.tis_mode, algo.tis_cap
+            batch.old_log_probs,
+            batch.rollout_log_probs,
+            batch.response_mask,
+            algo.tis_mode,
+            algo.tis_cap,
         )
         if algo.tis_mode != "none":
             batch.is_weights = weights
             if algo.tis_mode.endswith("_mask"):
                 batch.response_mask = batch.response_mask * (weights > 0)
         m |= tis
-        m["advantage/mean"] = float((batch.advantages * batch.response_mask).sum() / batch.response_mask.sum().clamp(min=1))
+        m["advantage/mean"] = float(
+            (batch.advantages * batch.response_mask).sum() / batch.response_mask.sum().clamp(min=1)
+        )
         return m
 
     def rollout_metrics(self, groups: list[TrajectoryGroup], batch: TrainBatch) -> dict[str, float]:
@@ -150,7 +162,9 @@ class Trainer:
         res = self.c.rollout.evaluate(self.c.data.eval_items(), self.c.success_at)
         self.logger.log(self.step, res, file="eval.jsonl")
         if self.c.backend.is_main:
-            self.logger.console.print(f"[bold cyan]eval ({tag})[/] step {self.step}: success {res['success_rate']:.3f}")
+            self.logger.console.print(
+                f"[bold cyan]eval ({tag})[/] step {self.step}: success {res['success_rate']:.3f}"
+            )
         return res
 
     def bootstrap_sft(self) -> None:
@@ -162,7 +176,9 @@ class Trainer:
         seeds = [cfg.data.eval_seed_offset * 2 + i for i in range(cfg.sft.demos)]
         demos = build_demos(env_factory(cfg), c.rollout.chat, seeds, cfg.sft.skip_tools)
         losses = self.actor.sft(demos, cfg.sft, c.tokenizer.pad_token_id, cfg.trainer.seed)
-        self.logger.log(0, {"sft/loss_first": losses[0], "sft/loss_last": losses[-1]}, file="sft.jsonl")
+        self.logger.log(
+            0, {"sft/loss_first": losses[0], "sft/loss_last": losses[-1]}, file="sft.jsonl"
+        )
         weights = dict(self.actor.named_weights())
         c.rollout.sync_weights(weights.items())
         if c.reference is not None:

@@ -4,14 +4,18 @@ from agentrl.config import ConfigError, TrainConfig, load_config
 
 
 def test_defaults_and_overrides():
-    cfg = load_config(TrainConfig, None, ["trainer.steps=3", "optim.lr=1e-4", "sampling.stop=[a, b]"])
+    cfg = load_config(
+        TrainConfig, None, ["trainer.steps=3", "optim.lr=1e-4", "sampling.stop=[a, b]"]
+    )
     assert cfg.trainer.steps == 3 and cfg.optim.lr == 1e-4 and cfg.sampling.stop == ["a", "b"]
 
 
 def test_unknown_key_names_key_and_file(tmp_path):
     p = tmp_path / "bad.yaml"
     p.write_text("trainer:\n  stpes: 3\n")
-    with pytest.raises(ConfigError, match=r"bad.yaml: trainer.stpes: unknown key \(did you mean 'steps'\?\)"):
+    with pytest.raises(
+        ConfigError, match=r"bad.yaml: trainer.stpes: unknown key \(did you mean 'steps'\?\)"
+    ):
         load_config(TrainConfig, p)
 
 

@@ -62,8 +62,19 @@ def test_custom_env_via_env_module(tmp_path):
     report = check_env(make("demo/reverse-v0"))
     assert report == {"oracle": True, "tools": ["reverse"]}
     out = subprocess.run(
-        [sys.executable, "-m", "agentrl.cli", "envs", "check", "demo/reverse-v0", "--env-module", str(path)],
-        capture_output=True, text=True, timeout=120,
+        [
+            sys.executable,
+            "-m",
+            "agentrl.cli",
+            "envs",
+            "check",
+            "demo/reverse-v0",
+            "--env-module",
+            str(path),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
     )
     assert out.returncode == 0, out.stdout + out.stderr
     assert "PASS demo/reverse-v0" in out.stdout
@@ -79,7 +90,8 @@ def test_custom_env_via_entry_point(tmp_path):
             'def setup():\n    register("plugin/reverse-v0", ReverseEnv)',
         )
     )
-    (pkg / "pyproject.toml").write_text(textwrap.dedent('''
+    (pkg / "pyproject.toml").write_text(
+        textwrap.dedent("""
         [build-system]
         requires = ["setuptools>=61"]
         build-backend = "setuptools.build_meta"
@@ -88,16 +100,37 @@ def test_custom_env_via_entry_point(tmp_path):
         version = "0.0.1"
         [project.entry-points."agentrl.envs"]
         reverse = "agentrl_demo_plugin:setup"
-    '''))
+    """)
+    )
     target = tmp_path / "site"
     subprocess.run(
-        [sys.executable, "-m", "pip", "install", "-q", "--no-deps", "--no-build-isolation", "--target", str(target), str(pkg)],
-        check=True, timeout=300, capture_output=True,
+        [
+            sys.executable,
+            "-m",
+            "pip",
+            "install",
+            "-q",
+            "--no-deps",
+            "--no-build-isolation",
+            "--target",
+            str(target),
+            str(pkg),
+        ],
+        check=True,
+        timeout=300,
+        capture_output=True,
     )
     code = "import json,agentrl.envs as e; from agentrl.envs import check_env, make; print(json.dumps(check_env(make('plugin/reverse-v0'))))"
     env = {"PYTHONPATH": str(target)}
     import os
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, env={**os.environ, **env})
+
+    out = subprocess.run(
+        [sys.executable, "-c", code],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env={**os.environ, **env},
+    )
     assert out.returncode == 0, out.stderr
     assert json.loads(out.stdout.strip().splitlines()[-1]) == {"oracle": True, "tools": ["reverse"]}
 
@@ -105,6 +138,7 @@ def test_custom_env_via_entry_point(tmp_path):
 class BrokenOracleEnv(ToolEnv):
     def new_task(self, rng, options):
         from agentrl.envs import Task
+
         return Task([Message("user", "say yes")], answer="yes")
 
     def score(self, final):
@@ -119,6 +153,7 @@ class NondeterministicEnv(BrokenOracleEnv):
         import random
 
         from agentrl.envs import Task
+
         return Task([Message("user", f"say {random.random()}")], answer="yes")
 
 
@@ -141,7 +176,12 @@ def test_broken_envs_fail_check_with_named_problem(env_cls, problem):
 
 
 def test_envs_list_json_and_check_all():
-    out = subprocess.run([sys.executable, "-m", "agentrl.cli", "envs", "list", "--json"], capture_output=True, text=True, timeout=120)
+    out = subprocess.run(
+        [sys.executable, "-m", "agentrl.cli", "envs", "list", "--json"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     rows = json.loads(out.stdout)
     assert {"id", "family", "description"} <= set(rows[0])
     assert "math/calc-v0" in {r["id"] for r in rows}

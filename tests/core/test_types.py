@@ -9,10 +9,24 @@ def make_traj() -> Trajectory:
     t = Trajectory(prompt_ids=[1, 2, 3], env_id="math/calc-v0", group_id="g0")
     t.append([10, 11], trained=True, logprobs=[-0.5, -1.25])
     t.append([20, 21, 22], trained=False)
-    t.turns.append(Turn(0, 2, 5, "call", [ToolCall("calc", {"x": 1.5}, id="c0")], [ToolResult("c0", "calc", "3")], 0.0, "stop"))
+    t.turns.append(
+        Turn(
+            0,
+            2,
+            5,
+            "call",
+            [ToolCall("calc", {"x": 1.5}, id="c0")],
+            [ToolResult("c0", "calc", "3")],
+            0.0,
+            "stop",
+        )
+    )
     t.append([12], trained=True, logprobs=[-0.1])
     t.turns.append(Turn(5, 6, 6, "ans", reward=1.0, finish_reason="stop"))
-    t.messages = [Message("user", "héllo"), Message("assistant", "", tool_calls=[ToolCall("calc", {"x": 1.5})])]
+    t.messages = [
+        Message("user", "héllo"),
+        Message("assistant", "", tool_calls=[ToolCall("calc", {"x": 1.5})]),
+    ]
     t.reward = 1.0
     t.metadata = {"seed": 3, "nested": {"a": [1, 2.5, None]}}
     return t

@@ -24,7 +24,7 @@ def test_short_quickstart_improves_held_out_success(tmp_path, agentrl_cache):
         [
             f"model.cache_dir={agentrl_cache}",
             f"trainer.out_dir={tmp_path}",
-            "trainer.steps=6",
+            "trainer.steps=10",
             "trainer.eval_every=0",
             "trainer.save_every=0",
             "trainer.tensorboard=false",
@@ -34,9 +34,12 @@ def test_short_quickstart_improves_held_out_success(tmp_path, agentrl_cache):
     after = Trainer(cfg).train()
     rows = [json.loads(x) for x in (tmp_path / "eval.jsonl").read_text().splitlines()]
     before = rows[0]["success_rate"]
-    assert rows[0]["step"] == 0 and rows[-1]["step"] == 6
+    assert rows[0]["step"] == 0 and rows[-1]["step"] == 10
     assert after["success_rate"] >= before + 0.2, (before, after)
     metrics = [json.loads(x) for x in (tmp_path / "metrics.jsonl").read_text().splitlines()]
-    assert [m["step"] for m in metrics] == list(range(1, 7))
+    assert [m["step"] for m in metrics] == list(range(1, 11))
     assert metrics[-1]["tool_calls"] > metrics[0]["tool_calls"]
+    early = sum(m["reward/mean"] for m in metrics[:3]) / 3
+    late = sum(m["reward/mean"] for m in metrics[-3:]) / 3
+    assert late > early, (early, late)
     assert list(tmp_path.rglob("*.png")), "reward curves are written"
