@@ -170,6 +170,9 @@ class TrainerConfig:
     out_dir: str = "runs/default"
     save_every: int = 0
     eval_every: int = 0
+    # Every N steps, write that step's trajectories (with the trainer's per-token log-probs)
+    # to out_dir/rollouts/step_N.jsonl for `agentrl view`; 0 = never.
+    dump_rollouts_every: int = 0
     tensorboard: bool = True
     wandb: bool = False
 

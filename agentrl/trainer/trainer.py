@@ -81,6 +81,7 @@ class Trainer:
         if c.critic is not None:
             batch.values = c.critic.compute_values(batch)
         m["time/logprobs"] = time.perf_counter() - t0
+        self.dump_rollouts(groups, batch)
         m |= self.advantages(batch)
         actor_metrics, m["time/update"] = self.timed(
             lambda: self.actor.update(batch, self.generator)
@@ -137,6 +138,23 @@ class Trainer:
             (batch.advantages * batch.response_mask).sum() / batch.response_mask.sum().clamp(min=1)
         )
         return m
+
+    def dump_rollouts(self, groups: list[TrajectoryGroup], batch: TrainBatch) -> None:
+        """Save this step's trajectories for `agentrl view`, with trainer log-probs per token
+        beside the engine's (their ratio is the rollout/train mismatch the viewer colours)."""
+        every = self.cfg.trainer.dump_rollouts_every
+        if not (every and self.step % every == 0 and self.c.backend.is_main):
+            return
+        from agentrl.types import write_jsonl
+
+        trajs = [t for g in groups for t in g.trajectories]
+        assert batch.old_log_probs is not None
+        for i, t in enumerate(trajs):
+            t.metadata["trainer_logprobs"] = batch.old_log_probs[i, : len(t.response_ids)].tolist()
+            t.metadata["tokenizer"] = self.cfg.model.tokenizer or self.cfg.model.path
+        out = self.out / "rollouts"
+        out.mkdir(parents=True, exist_ok=True)
+        write_jsonl(out / f"step_{self.step:06d}.jsonl", trajs)
 
     def rollout_metrics(self, groups: list[TrajectoryGroup], batch: TrainBatch) -> dict[str, float]:
         stats = getattr(self, "_raw_stats", {})

@@ -11,6 +11,7 @@ import pytest
 
 from agentrl.config import TrainConfig, load_config
 from agentrl.trainer import Trainer
+from agentrl.types import read_jsonl
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -43,3 +44,7 @@ def test_short_quickstart_improves_held_out_success(tmp_path, agentrl_cache):
     late = sum(m["reward/mean"] for m in metrics[-3:]) / 3
     assert late > early, (early, late)
     assert list(tmp_path.rglob("*.png")), "reward curves are written"
+    dumped = list(read_jsonl(tmp_path / "rollouts" / "step_000010.jsonl"))
+    assert len(dumped) == 64 and all(
+        len(t.metadata["trainer_logprobs"]) == len(t.response_ids) for t in dumped
+    )
