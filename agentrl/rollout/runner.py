@@ -175,12 +175,20 @@ class RolloutRunner:
         self._loop: asyncio.AbstractEventLoop | None = None
 
     async def collect(
-        self, seeds_or_rows: Sequence[TaskSpec], n: int | None = None
+        self,
+        seeds_or_rows: Sequence[TaskSpec],
+        n: int | None = None,
+        *,
+        sampling_cfg: SamplingConfig | None = None,
     ) -> list[TrajectoryGroup]:
-        """`n` (default `rollout.n`) episodes per seed or dataset row, grouped per task."""
+        """`n` (default `rollout.n`) episodes per seed or dataset row, grouped per task.
+
+        `sampling_cfg` overrides the runner's sampling for this call (e.g. greedy evaluation
+        on the same engine and loop).
+        """
         self.calls += 1
         t0 = time.monotonic()
-        sampling = sampling_params(self.sampling_cfg, self.chat, self.seed)
+        sampling = sampling_params(sampling_cfg or self.sampling_cfg, self.chat, self.seed)
         groups = await run_groups(
             self.env_factory,
             self.engine,
@@ -196,7 +204,11 @@ class RolloutRunner:
         return groups
 
     def collect_sync(
-        self, seeds_or_rows: Sequence[TaskSpec], n: int | None = None
+        self,
+        seeds_or_rows: Sequence[TaskSpec],
+        n: int | None = None,
+        *,
+        sampling_cfg: SamplingConfig | None = None,
     ) -> list[TrajectoryGroup]:
         """`collect` from synchronous code; inside a running event loop, await `collect`."""
         try:
@@ -207,7 +219,9 @@ class RolloutRunner:
             raise RuntimeError("collect_sync called from a running event loop; await collect()")
         if self._loop is None or self._loop.is_closed():
             self._loop = asyncio.new_event_loop()
-        return self._loop.run_until_complete(self.collect(seeds_or_rows, n))
+        return self._loop.run_until_complete(
+            self.collect(seeds_or_rows, n, sampling_cfg=sampling_cfg)
+        )
 
     def close(self, *, close_engine: bool = False) -> None:
         """Close the private loop (and, if asked, the engine on it, where its task lives)."""

@@ -41,6 +41,8 @@ class Trainer:
         )
         self.checkpointer = Checkpointer(self.out)
         self.step = 0
+        # Rollout stats of the step's first collect (DAPO refills would overwrite them).
+        self._raw_stats: dict[str, float] = {}
         self.generator = torch.Generator().manual_seed(cfg.trainer.seed)
 
     # ------------------------------------------------------------------ the loop
@@ -157,7 +159,7 @@ class Trainer:
         write_jsonl(out / f"step_{self.step:06d}.jsonl", trajs)
 
     def rollout_metrics(self, groups: list[TrajectoryGroup], batch: TrainBatch) -> dict[str, float]:
-        stats = getattr(self, "_raw_stats", {})
+        stats = self._raw_stats
         trajs = [t for g in groups for t in g.trajectories]
         best = self.c.success_at
         sampled = float(batch.response_mask.sum())
