@@ -107,6 +107,8 @@ def train_config(path: Path, args: argparse.Namespace, out_dir: Path) -> Any:
                 "mini_batch_size": batch,
                 "micro_batch_size": args.micro,
                 "logprob_micro_batch_size": args.micro * 2,
+                "packing": args.packing,
+                "compile": args.compile,
                 "device": args.device,
                 "out_dir": str(out_dir),
                 "tensorboard": False,
@@ -115,7 +117,7 @@ def train_config(path: Path, args: argparse.Namespace, out_dir: Path) -> Any:
     )
 
 
-def use_fast_engine(max_seq_len: int) -> None:
+def use_fast_engine(max_seq_len: int, extra: dict[str, Any] | None = None) -> None:
     """Register the CUDA-graph hf engine as `hf` for this process when it can be imported
     (`make_hf_engine` itself falls back to `HFEngine` off CUDA)."""
     try:
@@ -126,10 +128,21 @@ def use_fast_engine(max_seq_len: int) -> None:
 
     def build(cfg: Any, model: Any, tokenizer: Any) -> Any:
         return make_hf_engine(
-            model, tokenizer, max_batch_size=cfg.max_batch_size, max_seq_len=max_seq_len
+            model,
+            tokenizer,
+            max_batch_size=cfg.max_batch_size,
+            max_seq_len=max_seq_len,
+            **(extra or {}),
         )
 
     engines.BUILDERS["hf"] = build
+
+
+def engine_extra(pairs: list[str]) -> dict[str, Any]:
+    """`--engine-extra key=value` options for `make_hf_engine` (values parsed as YAML)."""
+    import yaml
+
+    return {k: yaml.safe_load(v) for k, v in (p.split("=", 1) for p in pairs)}
 
 
 def update_flops(batch: Any, n_params: float, layers: int, attn_width: int) -> dict[str, float]:
@@ -156,7 +169,7 @@ def run_agentrl(args: argparse.Namespace, ckpt: Path, work: Path) -> dict[str, A
     from agentrl.trainer.build import build_components
 
     if args.engine == "fast":
-        use_fast_engine(args.max_total)
+        use_fast_engine(args.max_total, engine_extra(args.engine_extra))
     cfg = train_config(ckpt, args, work / "run")
     comps = build_components(cfg)
     trainer = Trainer(cfg, comps)
@@ -262,6 +275,14 @@ def parse() -> argparse.Namespace:
     p.add_argument("--max-new-tokens", type=int, default=64)
     p.add_argument("--max-turns", type=int, default=3, help="1 = single turn, like TRL")
     p.add_argument("--max-total", type=int, default=768)
+    p.add_argument("--packing", action="store_true", help="trainer.packing (padding-free)")
+    p.add_argument("--compile", action="store_true", help="trainer.compile (decoder layers)")
+    p.add_argument(
+        "--engine-extra",
+        nargs="*",
+        default=[],
+        help="make_hf_engine options, e.g. share_prefill=true compile_decode=true",
+    )
     p.add_argument("--ckpt", type=Path, default=None, help="trl part: the SFT'd checkpoint")
     p.add_argument("--json", type=Path, default=None)
     return p.parse_args()

@@ -7,9 +7,11 @@ decorator. See docs/algorithms.md for formulas and config keys.
 
 from agentrl.algorithms.advantages import (
     ADV_ESTIMATORS,
+    GREEDY_BASELINE_ESTIMATORS,
     AdvantageInput,
     compute_advantages,
     get_adv_estimator,
+    needs_greedy_baseline,
     register_adv_estimator,
 )
 from agentrl.algorithms.correction import importance_weights
@@ -35,6 +37,7 @@ from agentrl.algorithms.selfplay import sequence_log_probs, spin_loss, sppo_loss
 
 __all__ = [
     "ADV_ESTIMATORS",
+    "GREEDY_BASELINE_ESTIMATORS",
     "POLICY_LOSSES",
     "AdvantageInput",
     "aggregate_loss",
@@ -51,6 +54,7 @@ __all__ = [
     "kl_penalty",
     "masked_mean",
     "masked_whiten",
+    "needs_greedy_baseline",
     "overlong_penalty",
     "register_adv_estimator",
     "register_policy_loss",

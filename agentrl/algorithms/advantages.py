@@ -54,6 +54,15 @@ class AdvantageInput:
 AdvantageFn = Callable[[AdvantageInput, AlgorithmConfig], tuple[Tensor, Tensor]]
 ADV_ESTIMATORS: dict[str, AdvantageFn] = {}
 register_adv_estimator = registrar(ADV_ESTIMATORS, "advantage estimator")
+# Estimators whose baseline is the score of a greedy rollout of the same prompt. The trainer
+# reads this (not estimator names) to decide whether to roll out one extra greedy episode per
+# prompt and fill `AdvantageInput.baseline_rewards`; a plugin estimator opts in by adding itself.
+GREEDY_BASELINE_ESTIMATORS: set[str] = {"remax"}
+
+
+def needs_greedy_baseline(name: str) -> bool:
+    """Whether estimator `name` needs `baseline_rewards` from a greedy rollout per prompt."""
+    return name in GREEDY_BASELINE_ESTIMATORS
 
 
 def get_adv_estimator(name: str) -> AdvantageFn:
@@ -192,7 +201,15 @@ def opo_advantages(inp: AdvantageInput, cfg: AlgorithmConfig) -> tuple[Tensor, T
 def remax_advantages(inp: AdvantageInput, cfg: AlgorithmConfig) -> tuple[Tensor, Tensor]:
     """A = G − R_greedy: the greedy rollout's score of the same prompt is the baseline."""
     if inp.baseline_rewards is None:
-        raise ValueError("advantage estimator 'remax' needs AdvantageInput.baseline_rewards")
+        raise ValueError(
+            "advantage estimator 'remax' needs AdvantageInput.baseline_rewards (the greedy "
+            "rollout's reward per row; the trainer fills it for GREEDY_BASELINE_ESTIMATORS)"
+        )
+    if inp.baseline_rewards.shape != inp.token_rewards.shape[:1]:
+        raise ValueError(
+            f"advantage estimator 'remax': baseline_rewards must be [B] = "
+            f"[{inp.token_rewards.shape[0]}], got {list(inp.baseline_rewards.shape)}"
+        )
     base = inp.baseline_rewards.to(inp.token_rewards.dtype)
     return _relative(inp, cfg, base), credit_returns(inp, cfg)
 

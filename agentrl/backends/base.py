@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any
 
 import torch
@@ -18,6 +19,14 @@ import torch
 class TrainingBackend(ABC):
     rank: int = 0
     world_size: int = 1
+    offload_params: bool = False
+    offload_optimizer: bool = False
+    sp: int = 1  # Ulysses group size: ranks that hold the same rows
+
+    @property
+    def data_parallel_size(self) -> int:
+        """Ranks that train on different rows."""
+        return self.world_size // self.sp
 
     @property
     @abstractmethod
@@ -28,8 +37,44 @@ class TrainingBackend(ABC):
         """Move/shard the model for training; returns the module to call."""
 
     def global_sum(self, value: float) -> float:
-        """Sum a number over ranks (identity for one process)."""
+        """Sum a number over data shards (identity for one process). Ranks of one
+        sequence-parallel group hold the same rows and count once."""
         return value
+
+    def sequence_parallel_group(self) -> Any:
+        """The process group this rank shares rows with under Ulysses (`trainer.ulysses_sp`)."""
+        raise ValueError("trainer.ulysses_sp > 1 needs trainer.backend=fsdp2 (under torchrun)")
+
+    @contextmanager
+    def on_device(self, model: torch.nn.Module, optimizer: Any = None) -> Iterator[None]:
+        """Parameters (and the optimizer state) on the compute device inside the block.
+
+        With `offload_params`/`offload_optimizer` set (verl's param_offload /
+        optimizer_offload) they wait in CPU memory between phases, so the rollout engine
+        can use the GPU memory; without, this does nothing."""
+        if not (self.offload_params or self.offload_optimizer):
+            yield
+            return
+        if self.offload_params:
+            model.to(self.device)
+        if self.offload_optimizer and optimizer is not None:
+            move_optimizer_state(optimizer, self.device)
+        try:
+            yield
+        finally:
+            if self.offload_params:
+                model.to("cpu")
+            if self.offload_optimizer and optimizer is not None:
+                move_optimizer_state(optimizer, torch.device("cpu"))
+            if self.device.type == "cuda":
+                torch.cuda.empty_cache()
+
+    def offload(self, model: torch.nn.Module, optimizer: Any = None) -> None:
+        """Move offloaded state to CPU now (after `prepare`, before the first phase)."""
+        if self.offload_params:
+            model.to("cpu")
+        if self.offload_optimizer and optimizer is not None:
+            move_optimizer_state(optimizer, torch.device("cpu"))
 
     def shard(self, n: int) -> list[int]:
         """Row indices of a batch of `n` this rank trains on. Shares differ by at most one row:
@@ -76,6 +121,15 @@ class TrainingBackend(ABC):
 
     def close(self) -> None:
         """Tear down the process group, if any."""
+
+
+def move_optimizer_state(optimizer: Any, device: torch.device) -> None:
+    """The optimizer state's tensors to `device` (Adam moments). Step counters stay put:
+    non-capturable Adam wants them on the CPU."""
+    for state in optimizer.state.values():
+        for key, value in state.items():
+            if isinstance(value, torch.Tensor) and key != "step":
+                state[key] = value.to(device, non_blocking=True)
 
 
 def resolve_device(name: str) -> torch.device:

@@ -18,24 +18,28 @@ from typing import Any
 import torch
 import torch.distributed as dist
 
+from agentrl.models.compile import decoder_layers
+
 from .base import TrainingBackend, resolve_device, unwrap_state_name
 
 
-def _decoder_layers(model: torch.nn.Module) -> list[torch.nn.Module]:
-    for path in ("model.layers", "model.language_model.layers", "transformer.h", "layers"):
-        node: object = model
-        for part in path.split("."):
-            node = getattr(node, part, None)
-            if node is None:
-                break
-        if isinstance(node, torch.nn.ModuleList):
-            return list(node)
-    return []
-
-
 class FSDP2Backend(TrainingBackend):
-    def __init__(self, device: str = "auto", timeout_s: float = 600.0) -> None:
+    def __init__(
+        self,
+        device: str = "auto",
+        timeout_s: float = 600.0,
+        sequence_parallel: int = 1,
+        offload_policy: bool = False,
+        offload_params: bool = False,
+        offload_optimizer: bool = False,
+    ) -> None:
+        """`sequence_parallel` > 1: Ulysses groups of that many ranks share rows (see
+        `sequence_parallel`); `offload_policy`: FSDP2's CPUOffloadPolicy (parameters,
+        gradients and optimizer state in CPU memory, layers copied in one at a time, the
+        optimizer step on CPU); `offload_params/optimizer`: CPU between phases (base class)."""
         self._device = resolve_device(device)
+        self.offload_policy = offload_policy
+        self.offload_params, self.offload_optimizer = offload_params, offload_optimizer
         if not dist.is_initialized():
             if "RANK" not in os.environ:
                 raise RuntimeError(
@@ -51,6 +55,22 @@ class FSDP2Backend(TrainingBackend):
             local = int(os.environ.get("LOCAL_RANK", self.rank))
             torch.cuda.set_device(local)
             self._device = torch.device("cuda", local)
+        self.sp = sequence_parallel
+        self._sp_group = None
+        if sequence_parallel > 1:
+            from .sequence_parallel import new_sp_group
+
+            self._sp_group = new_sp_group(sequence_parallel)
+
+    def sequence_parallel_group(self) -> Any:
+        if self._sp_group is None:
+            raise ValueError("this FSDP2Backend was built with sequence_parallel=1")
+        return self._sp_group
+
+    def shard(self, n: int) -> list[int]:
+        """Rows by data-parallel rank: the ranks of one Ulysses group get the same rows."""
+        dp = self.world_size // self.sp
+        return list(range(self.rank // self.sp, n, dp))
 
     @property
     def device(self) -> torch.device:
@@ -59,16 +79,22 @@ class FSDP2Backend(TrainingBackend):
     def prepare(self, model: torch.nn.Module) -> torch.nn.Module:
         from torch.distributed.fsdp import fully_shard
 
-        model.to(self._device)
-        for layer in _decoder_layers(model):
-            fully_shard(layer)
-        fully_shard(model)
+        kwargs: dict[str, Any] = {}
+        if self.offload_policy:
+            from torch.distributed.fsdp import CPUOffloadPolicy
+
+            kwargs["offload_policy"] = CPUOffloadPolicy(pin_memory=self._device.type == "cuda")
+        else:
+            model.to(self._device)
+        for layer in decoder_layers(model):
+            fully_shard(layer, **kwargs)
+        fully_shard(model, **kwargs)
         return model
 
     def global_sum(self, value: float) -> float:
         t = torch.tensor([value], dtype=torch.float64, device=self._device)
         dist.all_reduce(t)
-        return float(t.item())
+        return float(t.item()) / self.sp  # a Ulysses group's ranks hold the same value
 
     def full_state_dict(self, model: torch.nn.Module) -> Iterator[tuple[str, torch.Tensor]]:
         """Streams one all-gathered tensor at a time, so peak memory is one full parameter

@@ -10,8 +10,11 @@ from .base import TrainingBackend, named_tensors, resolve_device
 
 
 class TorchBackend(TrainingBackend):
-    def __init__(self, device: str = "auto") -> None:
+    def __init__(
+        self, device: str = "auto", offload_params: bool = False, offload_optimizer: bool = False
+    ) -> None:
         self._device = resolve_device(device)
+        self.offload_params, self.offload_optimizer = offload_params, offload_optimizer
 
     @property
     def device(self) -> torch.device:

@@ -32,6 +32,7 @@ ENGINES = {"vllm", "sglang", "hf"}
 A = "actor_rollout_ref.actor."
 R = "actor_rollout_ref.rollout."
 M = "actor_rollout_ref.model."
+REF = "actor_rollout_ref.ref."
 
 
 class Ctx:
@@ -226,8 +227,26 @@ def actor(c: Ctx, n: int) -> None:
         c.put("trainer.backend", "fsdp2")
     elif strategy == "megatron":
         c.put("trainer.backend", "megatron")
-    if c.get(A + "ulysses_sequence_parallel_size", 1) != 1:
-        c.unmapped(A + "ulysses_sequence_parallel_size", "no sequence parallelism in agentrl")
+    _memory_levers(c)
+
+
+def _memory_levers(c: Ctx) -> None:
+    """Packing, Ulysses and offload. verl sets offload per role; agentrl's switches cover
+    every trained/frozen model, so any role asking for offload turns it on."""
+    c.direct(
+        {
+            M + "use_remove_padding": ("trainer.packing", bool),
+            A + "ulysses_sequence_parallel_size": ("trainer.ulysses_sp", int),
+        }
+    )
+    for key, dst in (
+        ("param_offload", "trainer.param_offload"),
+        ("optimizer_offload", "trainer.optimizer_offload"),
+        ("offload_policy", "trainer.fsdp_offload_policy"),
+    ):
+        found = [r + "fsdp_config." + key for r in (A, REF) if c.has(r + "fsdp_config." + key)]
+        if found:
+            c.put(dst, any(bool(c.get(k)) for k in found))
 
 
 def _optim_schedule(c: Ctx) -> None:

@@ -156,7 +156,35 @@ class TrainerConfig:
     # Trajectories per forward/backward (gradient accumulation inside a mini-batch).
     micro_batch_size: int = 8
     logprob_micro_batch_size: int = 16
+    # When the update is one on-policy pass (ppo_epochs 1, one mini-batch) and nothing needs
+    # them earlier (TIS, KL in reward, a rollout dump), the old log-probs are the update
+    # forward's own, detached (ratio 1), so the separate forward is skipped, as TRL does.
+    # The rollout/trainer mismatch (`rollout_kl`) is then logged from the update.
+    reuse_on_policy_log_probs: bool = True
     backend: Literal["torch", "fsdp2", "megatron"] = "torch"
+    # Padding-free packing: each micro-batch's sequences are laid end to end in one row with
+    # per-sequence positions; attention stays inside each sequence (varlen flash attention on
+    # CUDA). No compute is spent on padding. Not for sliding-window/soft-capped attention
+    # (Gemma-2) or multimodal batches (a clear error says so).
+    packing: bool = False
+    # Ulysses sequence parallelism (needs packing and backend=fsdp2 under torchrun): groups of
+    # this many ranks split each packed micro-batch along the sequence and exchange attention
+    # heads by all-to-all, dividing activation memory per rank. Must divide the world size
+    # and the attention head count.
+    ulysses_sp: int = 1
+    # Offload between phases (verl's param_offload / optimizer_offload): the actor's (and
+    # reference's, critic's) parameters / optimizer state wait in CPU memory while the rollout
+    # runs, leaving the GPU to the engine; copied back for log-probs and the update.
+    param_offload: bool = False
+    optimizer_offload: bool = False
+    # fsdp2 only: FSDP2's CPUOffloadPolicy. Parameters, gradients and optimizer state stay in
+    # CPU memory throughout; each layer is copied to the GPU when used; Adam steps on the CPU.
+    # The largest model per GPU, at the cost of update speed.
+    fsdp_offload_policy: bool = False
+    # torch.compile each decoder layer of the trained model (dynamic shapes, one graph for
+    # all layers): fuses the elementwise work around the matmuls. The first update (and the
+    # first log-prob pass) pays the compile time; GPU recommended.
+    compile: bool = False
     # local: every role in this process (or one process per rank under torchrun).
     # ray: rollout and learner run as Ray actors (see docs/scaling.md).
     placement: Literal["local", "ray"] = "local"

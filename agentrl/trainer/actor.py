@@ -13,12 +13,13 @@ from typing import Any
 
 import torch
 
-from agentrl.algorithms import aggregate_loss, get_policy_loss, kl_penalty
+from agentrl.algorithms import aggregate_loss, get_policy_loss, importance_weights, kl_penalty
 from agentrl.backends import TrainingBackend
 from agentrl.config import AlgorithmConfig, OptimConfig, TrainerConfig
 
 from .batch import TrainBatch
-from .logprobs import batched_log_probs, response_log_probs
+from .logprobs import batched_log_probs
+from .packing import build_log_prob_fn
 
 
 def loss_weight_count(mask: torch.Tensor, mode: str) -> float:
@@ -26,6 +27,12 @@ def loss_weight_count(mask: torch.Tensor, mode: str) -> float:
     if mode == "token-mean":
         return float(mask.sum())
     return float((mask.sum(-1) > 0).sum())
+
+
+def single_on_policy_pass(cfg: TrainerConfig, batch_size: int) -> bool:
+    """True when the update is one on-policy pass (one epoch, one mini-batch): the old
+    log-probs then equal the current ones, so the trainer need not compute them first."""
+    return cfg.ppo_epochs == 1 and cfg.mini_batch_size >= batch_size
 
 
 def build_optimizer(model: torch.nn.Module, cfg: OptimConfig, total_steps: int) -> tuple[Any, Any]:
@@ -54,29 +61,44 @@ class Actor:
         temperature: float = 1.0,
     ) -> None:
         self.backend = backend
+        self.log_probs = build_log_prob_fn(trainer, model, backend)  # padded or packed
         self.model = backend.prepare(model)
+        if trainer.compile:
+            from agentrl.models.compile import compile_decoder_layers
+
+            compile_decoder_layers(self.model)
         self.algo, self.optim_cfg, self.cfg = algo, optim, trainer
         self.temperature = temperature
         self.loss_fn = get_policy_loss(algo.policy_loss)
         self.optimizer, self.scheduler = build_optimizer(self.model, optim, trainer.steps * 8)
+        backend.offload(self.model, self.optimizer)
 
     def compute_log_probs(self, batch: TrainBatch) -> torch.Tensor:
         self.model.eval()
-        return batched_log_probs(
-            self.model,
-            batch.to(self.backend.device),
-            self.cfg.logprob_micro_batch_size,
-            self.temperature,
-        )
+        with self.backend.on_device(self.model):
+            return batched_log_probs(
+                self.model,
+                batch.to(self.backend.device),
+                self.cfg.logprob_micro_batch_size,
+                self.temperature,
+                self.log_probs,
+            )
 
     def micro_loss(self, mb: TrainBatch) -> tuple[torch.Tensor, dict[str, float]]:
-        """Policy loss (+ KL term, − entropy bonus) of one micro-batch, aggregated over it."""
-        assert mb.old_log_probs is not None and mb.advantages is not None
-        logp, entropy = response_log_probs(self.model, mb, self.temperature)
+        """Policy loss (+ KL term, − entropy bonus) of one micro-batch, aggregated over it.
+
+        Without `old_log_probs` (the trainer skips recomputing them when the update is a
+        single on-policy pass) the current log-probs, detached, are the old ones: ratio 1."""
+        assert mb.advantages is not None
+        logp, entropy = self.log_probs(self.model, mb, self.temperature)
         mask = mb.response_mask
+        old = mb.old_log_probs if mb.old_log_probs is not None else logp.detach()
         loss, metrics = self.loss_fn(
-            logp, mb.old_log_probs, mb.advantages, mask, self.algo, is_weights=mb.is_weights
+            logp, old, mb.advantages, mask, self.algo, is_weights=mb.is_weights
         )
+        if mb.old_log_probs is None:  # the trainer skipped the old forward: log the mismatch
+            _, tis = importance_weights(old, mb.rollout_log_probs, mask, "none", self.algo.tis_cap)
+            metrics["rollout_kl"] = tis["rollout_kl"]
         ent = aggregate_loss(entropy, mask, self.algo.loss_agg_mode)
         metrics["entropy"] = float(ent.detach())
         if self.algo.entropy_coef:
@@ -102,12 +124,16 @@ class Actor:
         self.model.train()
         sums: dict[str, float] = defaultdict(float)
         steps = 0
-        for _ in range(self.cfg.ppo_epochs):
-            order = torch.randperm(batch.size, generator=generator).tolist()
-            for mini in self._chunks(order, self.cfg.mini_batch_size):
-                self._optimizer_step(batch, mini, sums)
-                steps += 1
+        with self.backend.on_device(self.model, self.optimizer):
+            for _ in range(self.cfg.ppo_epochs):
+                order = torch.randperm(batch.size, generator=generator).tolist()
+                for mini in self._chunks(order, self.cfg.mini_batch_size):
+                    self._optimizer_step(batch, mini, sums)
+                    steps += 1
         return self._reduce_metrics(sums, max(steps, 1))
+
+    def reuses_current_log_probs(self, batch_size: int) -> bool:
+        return single_on_policy_pass(self.cfg, batch_size)
 
     def _optimizer_step(self, batch: TrainBatch, mini: list[int], sums: dict[str, float]) -> None:
         """One mini-batch. Each micro loss is weighted by its share of the mini-batch's count
@@ -134,7 +160,7 @@ class Actor:
         """This rank's micro-batches, padded with empty ones (run at zero weight) up to the
         count of the largest shard: sharded ranks must run the same forward/backward passes."""
         size = max(1, self.cfg.micro_batch_size)
-        largest = -(-n_mini // self.backend.world_size)
+        largest = -(-n_mini // self.backend.data_parallel_size)
         chunks = list(self._chunks(mine, size))
         return chunks + [[] for _ in range(max(1, -(-largest // size)) - len(chunks))]
 
@@ -153,7 +179,8 @@ class Actor:
         """Supervised bootstrap on demonstrations (see `sft.sft_train`); returns the losses."""
         from .sft import sft_train
 
-        return sft_train(self.model, demos, cfg, pad_id, self.backend.device, seed)
+        with self.backend.on_device(self.model):
+            return sft_train(self.model, demos, cfg, pad_id, self.backend.device, seed)
 
     def state(self) -> dict[str, Any]:
         """Model, optimizer and scheduler state a single process can load (collective)."""

@@ -131,7 +131,7 @@ def build_components(cfg: TrainConfig) -> Components:
     from agentrl.models.load import load_model, load_tokenizer
 
     seed_everything(cfg.trainer.seed)
-    backend = build_backend(cfg.trainer.backend, cfg.trainer.device)
+    backend = build_backend(cfg.trainer.backend, cfg.trainer.device, cfg.trainer)
     tokenizer = load_tokenizer(cfg.model)
     policy = load_model(cfg.model)
     rollout, success_at = build_rollout(cfg, policy, tokenizer, backend.device)

@@ -73,13 +73,18 @@ def response_log_probs(
 
 @torch.no_grad()
 def batched_log_probs(
-    model: Any, batch: TrainBatch, micro_batch_size: int, temperature: float = 1.0
+    model: Any,
+    batch: TrainBatch,
+    micro_batch_size: int,
+    temperature: float = 1.0,
+    fn: Any = response_log_probs,
 ) -> torch.Tensor:
-    """`response_log_probs` over micro-batches (the usual OOM lever), padded back to `[B, T]`."""
+    """`fn` (padded `response_log_probs` or a packed forward) over micro-batches (the usual
+    OOM lever), padded back to `[B, T]`."""
     out = torch.zeros(batch.responses.shape, dtype=torch.float32)
     for start in range(0, batch.size, micro_batch_size):
         idx = list(range(start, min(start + micro_batch_size, batch.size)))
         sub = batch.select(idx)
-        logp, _ = response_log_probs(model, sub, temperature)
+        logp, _ = fn(model, sub, temperature)
         out[idx, : logp.shape[1]] = logp.float().cpu()
     return out

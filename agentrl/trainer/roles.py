@@ -21,6 +21,10 @@ from agentrl.types import TrajectoryGroup
 from .actor import build_optimizer
 from .batch import TrainBatch, collate
 from .logprobs import batched_log_probs
+from .packing import build_log_prob_fn
+
+# Trajectory metadata key: the reward of the greedy rollout of the row's prompt (ReMax).
+GREEDY_BASELINE = "greedy_baseline"
 
 
 class Reference:
@@ -33,18 +37,22 @@ class Reference:
         cfg: TrainerConfig,
         temperature: float,
     ) -> None:
+        self.log_probs = build_log_prob_fn(cfg, model, backend)
         self.model = backend.prepare(model).eval()
         for p in self.model.parameters():
             p.requires_grad_(False)
         self.backend, self.cfg, self.temperature = backend, cfg, temperature
+        backend.offload(self.model)
 
     def compute_log_probs(self, batch: TrainBatch) -> torch.Tensor:
-        return batched_log_probs(
-            self.model,
-            batch.to(self.backend.device),
-            self.cfg.logprob_micro_batch_size,
-            self.temperature,
-        )
+        with self.backend.on_device(self.model):
+            return batched_log_probs(
+                self.model,
+                batch.to(self.backend.device),
+                self.cfg.logprob_micro_batch_size,
+                self.temperature,
+                self.log_probs,
+            )
 
     def load_weights(self, weights: dict[str, torch.Tensor]) -> None:
         """Restart from the policy's weights (after the SFT bootstrap)."""
@@ -86,18 +94,25 @@ class Critic:
         self.model = backend.prepare(ValueModel(lm))
         self.optimizer, _ = build_optimizer(self.model, optim, cfg.steps)
         self.grad_clip = optim.grad_clip
+        backend.offload(self.model, self.optimizer)
 
     @torch.no_grad()
     def compute_values(self, batch: TrainBatch) -> torch.Tensor:
         self.model.eval()
         out = torch.zeros(batch.responses.shape)
-        for start in range(0, batch.size, self.cfg.logprob_micro_batch_size):
-            idx = list(range(start, min(start + self.cfg.logprob_micro_batch_size, batch.size)))
-            v = self.model(batch.select(idx).to(self.backend.device)).float().cpu()
-            out[idx, : v.shape[1]] = v
+        with self.backend.on_device(self.model):
+            for start in range(0, batch.size, self.cfg.logprob_micro_batch_size):
+                stop = min(start + self.cfg.logprob_micro_batch_size, batch.size)
+                idx = list(range(start, stop))
+                v = self.model(batch.select(idx).to(self.backend.device)).float().cpu()
+                out[idx, : v.shape[1]] = v
         return out
 
     def update(self, batch: TrainBatch) -> dict[str, float]:
+        with self.backend.on_device(self.model, self.optimizer):
+            return self._update(batch)
+
+    def _update(self, batch: TrainBatch) -> dict[str, float]:
         self.model.train()
         metrics: dict[str, float] = {}
         for start in range(0, batch.size, self.cfg.mini_batch_size):
@@ -124,7 +139,8 @@ class Critic:
 
 
 class RewardScorer:
-    """Turns rollout groups into a training batch: reward shaping, DAPO filtering, KL-in-reward.
+    """Turns rollout groups into a training batch: reward shaping, DAPO filtering, KL-in-reward,
+    greedy baselines (ReMax).
 
     Env rewards are already on the trajectories (the env is the verifier); this role applies
     what the algorithm config adds on top.
@@ -158,6 +174,40 @@ class RewardScorer:
             t.metadata["overlong_penalty"] = p
             t.reward += p
         return {"overlong_penalty": float(pen.mean())}
+
+    def attach_greedy_baseline(
+        self, groups: list[TrajectoryGroup], greedy: list[TrajectoryGroup]
+    ) -> None:
+        """Stamp each group's greedy-episode reward on its rows (`metadata[GREEDY_BASELINE]`).
+
+        `greedy[i]` is the single greedy episode of the prompt of `groups[i]` (same collect
+        items, same order). Stamping the rows lets the baseline follow its group through DAPO
+        filtering and refills. The greedy episode is shaped like sampled ones (`shape`): the
+        baseline should score the reward being optimised. KL-in-reward is not applied to it (that
+        would need reference log-probs of the greedy episode); being per prompt, the baseline
+        stays unbiased either way.
+        """
+        if len(greedy) != len(groups):
+            raise ValueError(f"greedy baseline: {len(greedy)} episodes for {len(groups)} groups")
+        self.shape(greedy)
+        for group, ref in zip(groups, greedy, strict=True):
+            (episode,) = ref.trajectories
+            for t in group.trajectories:
+                if t.metadata.get("seed") != episode.metadata.get("seed"):
+                    raise ValueError(
+                        f"greedy baseline of {ref.group_id} paired with group {group.group_id}"
+                        f" of another task (seed {episode.metadata.get('seed')} vs "
+                        f"{t.metadata.get('seed')})"
+                    )
+                t.metadata[GREEDY_BASELINE] = episode.reward
+
+    def baseline_rewards(self, groups: list[TrajectoryGroup]) -> torch.Tensor:
+        """`[B]` greedy baseline per row, in `batch(groups)` row order."""
+        trajs = [t for g in groups for t in g.trajectories]
+        missing = [t for t in trajs if GREEDY_BASELINE not in t.metadata]
+        if missing:
+            raise ValueError(f"{len(missing)} rows have no greedy baseline (attach it first)")
+        return torch.tensor([float(t.metadata[GREEDY_BASELINE]) for t in trajs])
 
     def batch(self, groups: list[TrajectoryGroup]) -> TrainBatch:
         return collate(groups, self.pad_id, reward_on=self.algo.credit)

@@ -31,13 +31,25 @@ class Rollout:
         # Seeded: each (task, sample, turn) samples from its own stream, so runs reproduce.
         self.runner = RolloutRunner(engine, chat, env_factory, rollout_cfg, sampling_cfg, seed=seed)
         self.greedy = dataclasses.replace(sampling_cfg, temperature=0.0)
+        self._stats: dict[str, float] = {}
 
     def collect(self, items: Sequence[Any], n: int) -> list[TrajectoryGroup]:
-        return self.runner.collect_sync(items, n)
+        groups = self.runner.collect_sync(items, n)
+        self._stats = dict(self.runner.last_stats)
+        return groups
 
     @property
     def stats(self) -> dict[str, float]:
-        return self.runner.last_stats
+        """Stats of the last sampled `collect`; greedy calls (eval, baseline) leave them be."""
+        return self._stats
+
+    def collect_greedy(self, items: Sequence[Any]) -> list[TrajectoryGroup]:
+        """One greedy episode per item, in item order: ReMax's baseline for those prompts.
+
+        Pass the very list given to `collect` so each episode resets its env with the same
+        task, seed and position as the group it baselines (dataset rows reset by position).
+        """
+        return self.runner.collect_sync(items, 1, sampling_cfg=self.greedy)
 
     def evaluate(self, seeds: Sequence[int], success_at: float) -> dict[str, float]:
         """Greedy, one episode per held-out seed: mean reward and success rate."""

@@ -13,12 +13,17 @@ from typing import Any
 
 import torch
 
-from agentrl.algorithms import AdvantageInput, compute_advantages, importance_weights
+from agentrl.algorithms import (
+    AdvantageInput,
+    compute_advantages,
+    importance_weights,
+    needs_greedy_baseline,
+)
 from agentrl.config import TrainConfig, to_dict
 from agentrl.types import TrajectoryGroup
 from agentrl.workers import place
 
-from .actor import Actor
+from .actor import Actor, single_on_policy_pass
 from .batch import TrainBatch
 from .build import Components
 from .checkpoint import Checkpointer
@@ -43,6 +48,9 @@ class Trainer:
         self.step = 0
         # Rollout stats of the step's first collect (DAPO refills would overwrite them).
         self._raw_stats: dict[str, float] = {}
+        # ReMax-style estimators: one greedy episode per prompt gives the baseline.
+        self.greedy_baseline = needs_greedy_baseline(cfg.algorithm.adv_estimator)
+        self._greedy_s = 0.0  # greedy rollout seconds of the current step
         self.generator = torch.Generator().manual_seed(cfg.trainer.seed)
 
     # ------------------------------------------------------------------ the loop
@@ -76,7 +84,8 @@ class Trainer:
         groups, m["time/rollout"] = self.timed(self.collect_groups)
         batch = c.scorer.batch(groups)
         t0 = time.perf_counter()
-        batch.old_log_probs = self.actor.compute_log_probs(batch)
+        if self.needs_old_log_probs(batch):
+            batch.old_log_probs = self.actor.compute_log_probs(batch)
         if c.reference is not None:
             batch.ref_log_probs = c.reference.compute_log_probs(batch)
             m |= c.scorer.kl_in_reward(batch, batch.old_log_probs, batch.ref_log_probs)
@@ -84,7 +93,12 @@ class Trainer:
             batch.values = c.critic.compute_values(batch)
         m["time/logprobs"] = time.perf_counter() - t0
         self.dump_rollouts(groups, batch)
-        m |= self.advantages(batch)
+        baseline = None
+        if self.greedy_baseline:
+            baseline = c.scorer.baseline_rewards(groups)
+            m["time/greedy_rollout"] = self._greedy_s  # part of time/rollout
+            m["remax/baseline_reward"] = float(baseline.mean())
+        m |= self.advantages(batch, baseline)
         actor_metrics, m["time/update"] = self.timed(
             lambda: self.actor.update(batch, self.generator)
         )
@@ -99,19 +113,41 @@ class Trainer:
     def collect_groups(self) -> list[TrajectoryGroup]:
         """One batch of groups; with DAPO dynamic sampling, refill dropped groups."""
         c, cfg = self.c, self.cfg
-        groups = c.rollout.collect(c.data.next_batch(), cfg.rollout.n)
+        self._greedy_s = 0.0
+        groups = self.collect_once()
         self._raw_stats = dict(c.rollout.stats)
-        c.scorer.shape(groups)
         kept = c.scorer.keep_informative(groups)
         for _ in range(cfg.algorithm.max_resample_batches if cfg.algorithm.dynamic_sampling else 0):
             if len(kept) >= cfg.data.batch_size:
                 break
-            more = c.rollout.collect(c.data.next_batch(), cfg.rollout.n)
-            c.scorer.shape(more)
-            kept += c.scorer.keep_informative(more)
+            kept += c.scorer.keep_informative(self.collect_once())
         return (kept or groups)[: max(cfg.data.batch_size, 1)]
 
-    def advantages(self, batch: TrainBatch) -> dict[str, float]:
+    def collect_once(self) -> list[TrajectoryGroup]:
+        """`rollout.n` shaped samples per prompt of the next data batch.
+
+        For greedy-baseline estimators (ReMax) the same prompt list is also rolled out greedily
+        and each group's rows carry their prompt's greedy reward, so the baseline stays with its
+        group through DAPO filtering and refills. Costs one greedy episode per collected prompt.
+        """
+        c = self.c
+        items = c.data.next_batch()
+        groups = c.rollout.collect(items, self.cfg.rollout.n)
+        if self.greedy_baseline:
+            greedy, seconds = self.timed(lambda: c.rollout.collect_greedy(items))
+            self._greedy_s += seconds
+            c.scorer.attach_greedy_baseline(groups, greedy)
+        c.scorer.shape(groups)
+        return groups
+
+    def advantages(
+        self, batch: TrainBatch, baseline_rewards: torch.Tensor | None = None
+    ) -> dict[str, float]:
+        """Advantages/returns onto `batch`, then rollout-correction weights.
+
+        `baseline_rewards` `[B]`: the greedy reward of each row's prompt, for estimators in
+        `GREEDY_BASELINE_ESTIMATORS` (ReMax).
+        """
         algo, m = self.cfg.algorithm, {}
         inp = AdvantageInput(
             token_rewards=batch.token_rewards,
@@ -120,10 +156,12 @@ class Trainer:
             values=batch.values,
             old_log_probs=batch.old_log_probs,
             ref_log_probs=batch.ref_log_probs,
+            baseline_rewards=baseline_rewards,
             turn_index=batch.turn_index,
         )
         batch.advantages, batch.returns = compute_advantages(inp, algo)
-        assert batch.old_log_probs is not None
+        if batch.old_log_probs is None:  # one on-policy pass: the update logs the mismatch
+            return m | self._mean_advantage(batch)
         weights, tis = importance_weights(
             batch.old_log_probs,
             batch.rollout_log_probs,
@@ -136,10 +174,26 @@ class Trainer:
             if algo.tis_mode.endswith("_mask"):
                 batch.response_mask = batch.response_mask * (weights > 0)
         m |= tis
-        m["advantage/mean"] = float(
-            (batch.advantages * batch.response_mask).sum() / batch.response_mask.sum().clamp(min=1)
+        return m | self._mean_advantage(batch)
+
+    @staticmethod
+    def _mean_advantage(batch: TrainBatch) -> dict[str, float]:
+        assert batch.advantages is not None
+        mask = batch.response_mask
+        return {"advantage/mean": float((batch.advantages * mask).sum() / mask.sum().clamp(min=1))}
+
+    def needs_old_log_probs(self, batch: TrainBatch) -> bool:
+        """Whether to run the separate old-log-prob forward. Skipped when the update is one
+        on-policy pass (`Actor.reuses_current_log_probs`; TRL does the same) and nothing
+        needs them before it: truncated IS, KL in the reward, a rollout dump this step."""
+        cfg, every = self.cfg, self.cfg.trainer.dump_rollouts_every
+        return not (
+            cfg.trainer.reuse_on_policy_log_probs
+            and single_on_policy_pass(cfg.trainer, batch.size)
+            and cfg.algorithm.tis_mode == "none"
+            and not (self.c.reference is not None and cfg.algorithm.kl.placement == "reward")
+            and not (every and self.step % every == 0)
         )
-        return m
 
     def dump_rollouts(self, groups: list[TrajectoryGroup], batch: TrainBatch) -> None:
         """Save this step's trajectories for `agentrl view`, with trainer log-probs per token

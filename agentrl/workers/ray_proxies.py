@@ -111,6 +111,9 @@ class RayRollout:
     def stats(self) -> dict[str, float]:
         return self._stats
 
+    def collect_greedy(self, items: Sequence[Any]) -> list[TrajectoryGroup]:
+        return ray.get(self.handle.collect_greedy.remote(list(items)))
+
     def evaluate(self, seeds: Sequence[int], success_at: float) -> dict[str, float]:
         return ray.get(self.handle.evaluate.remote(list(seeds), success_at))
 

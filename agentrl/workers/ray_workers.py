@@ -31,7 +31,7 @@ class LearnerWorker:
 
         _threads(num_cpus)
         seed_everything(cfg.trainer.seed)
-        self.backend = build_backend(cfg.trainer.backend, cfg.trainer.device)
+        self.backend = build_backend(cfg.trainer.backend, cfg.trainer.device, cfg.trainer)
         self.actor, self.reference, self.critic = build_learner(
             cfg, load_model(cfg.model), self.backend
         )
@@ -102,6 +102,9 @@ class RolloutWorker:
     ) -> tuple[list[TrajectoryGroup], dict[str, float]]:
         groups = self.rollout.collect(items, n)
         return groups, dict(self.rollout.stats)
+
+    def collect_greedy(self, items: Sequence[Any]) -> list[TrajectoryGroup]:
+        return self.rollout.collect_greedy(items)
 
     def evaluate(self, seeds: Sequence[int], success_at: float) -> dict[str, float]:
         return self.rollout.evaluate(seeds, success_at)

@@ -40,6 +40,8 @@ def test_multiturn_grpo_maps_what_decides_training() -> None:
     assert t.out_dir == "checkpoints/gsm8k_async_rl/qwen2.5-3b_function_rm-gsm8k-sgl-multi-w-tool"
     assert (t.wandb, t.tensorboard, t.backend) == (True, False, "fsdp2")
     assert (cfg.optim.lr, cfg.optim.weight_decay, cfg.optim.scheduler) == (1e-6, 0.01, "constant")
+    # Memory levers: remove_padding → packing; the ref's param_offload turns offload on.
+    assert (t.packing, t.ulysses_sp, t.param_offload, t.optimizer_offload) == (True, 1, True, False)
 
 
 def test_every_verl_key_is_mapped_reported_or_inactive() -> None:
@@ -51,7 +53,6 @@ def test_every_verl_key_is_mapped_reported_or_inactive() -> None:
     assert sum(map(len, buckets)) == len(leaves)  # disjoint
     for key in (
         "actor_rollout_ref.actor.use_dynamic_bsz",
-        "actor_rollout_ref.actor.fsdp_config.param_offload",
         "actor_rollout_ref.rollout.multi_turn.tool_config_path",
         "data.val_files",
         "trainer.critic_warmup",

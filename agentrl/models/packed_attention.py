@@ -1,0 +1,170 @@
+"""Attention over padding-free packed sequences, for the trainer's forward passes.
+
+Why: a padded micro-batch of multi-turn episodes spends a large share of its FLOPs and memory
+on pad tokens. Packing concatenates the sequences into one row `[1, N]` with per-sequence
+position ids; attention must then stay inside each sequence. This module registers a
+transformers attention implementation, `agentrl_packed`, that reads the segment boundaries
+from the forward's keyword arguments (`packed_kwargs`: transformers' own `cu_seq_lens_q/k`,
+`max_length_q/k`, which every decoder layer passes through to attention, also when
+gradient checkpointing recomputes a layer in backward):
+
+- on CUDA in bf16/fp16, torch's varlen flash attention (`torch.nn.attention.varlen`) runs
+  every segment in one kernel;
+- elsewhere (CPU, float32, older torch), each segment runs SDPA with `is_causal=True`.
+
+With Ulysses sequence parallelism (`agentrl.backends.sequence_parallel`) each rank holds a
+slice of the packed row; an all-to-all trades the sequence slice for a slice of the heads
+before attention and back after it, so every rank attends over whole sequences.
+
+Called without those arguments the implementation is plain SDPA, so a model switched to it
+still serves ordinary padded forwards (the Critic, the SFT bootstrap).
+
+Only full causal attention is supported: models with sliding-window layers or attention
+logit soft-capping (Gemma-2) are refused by `check_packable` with the reason.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+import torch.nn.functional as F
+
+NAME = "agentrl_packed"
+SP_ATTR = "_agentrl_sp_group"  # set on every submodule when Ulysses is on
+
+
+def packed_kwargs(lengths: list[int], device: torch.device) -> dict[str, Any]:
+    """Forward keyword arguments telling `agentrl_packed` where each sequence starts."""
+    cu = torch.tensor([0, *lengths], dtype=torch.int32).cumsum(0, dtype=torch.int32)
+    cu = cu.to(device)
+    longest = max(lengths)
+    return {
+        "cu_seq_lens_q": cu,
+        "cu_seq_lens_k": cu,
+        "max_length_q": longest,
+        "max_length_k": longest,
+    }
+
+
+def check_packable(model: Any) -> str | None:
+    """Why `model` cannot use packed attention, or None if it can."""
+    cfg = getattr(model, "config", None)
+    text = cfg.get_text_config() if hasattr(cfg, "get_text_config") else cfg
+    if text is None:
+        return "model has no config"
+    if any(t != "full_attention" for t in getattr(text, "layer_types", None) or []):
+        return f"{text.model_type} has sliding-window layers"
+    if getattr(text, "attn_logit_softcapping", None):
+        return f"{text.model_type} soft-caps attention logits"
+    if getattr(text, "use_sliding_window", False):
+        return f"{text.model_type} uses sliding-window attention"
+    return None
+
+
+def enable_packed_attention(model: Any, sp_group: Any = None) -> None:
+    """Switch `model`'s attention to `agentrl_packed` (registered on first use); with a
+    Ulysses group, attention exchanges heads over `sp_group`."""
+    reason = check_packable(model)
+    if reason:
+        raise ValueError(f"trainer.packing: {reason}; set trainer.packing=false for this model")
+    from transformers import AttentionInterface
+
+    AttentionInterface.register(NAME, packed_attention_forward)
+    model.set_attn_implementation(NAME)
+    for module in model.modules():
+        setattr(module, SP_ATTR, sp_group)
+
+
+def packed_attention_forward(
+    module: Any,
+    query: torch.Tensor,
+    key: torch.Tensor,
+    value: torch.Tensor,
+    attention_mask: torch.Tensor | None,
+    dropout: float = 0.0,
+    scaling: float | None = None,
+    **kwargs: Any,
+) -> tuple[torch.Tensor, None]:
+    """transformers' attention signature: q/k/v `[B, heads, S, D]` in, `[B, S, heads, D]` out."""
+    cu = kwargs.get("cu_seq_lens_q")
+    if cu is None:
+        from transformers.integrations.sdpa_attention import sdpa_attention_forward
+
+        return sdpa_attention_forward(
+            module, query, key, value, attention_mask, dropout=dropout, scaling=scaling, **kwargs
+        )
+    if query.shape[0] != 1:
+        raise ValueError("packed attention expects one packed row (batch size 1)")
+    q, k, v = query[0], key[0], value[0]  # [heads, n, D]
+    seg = Segments(cu, int(kwargs["max_length_q"]))
+    group = getattr(module, SP_ATTR, None)
+    if group is not None:
+        from agentrl.backends.sequence_parallel import gather_sequence, scatter_sequence
+
+        heads = q.shape[0]
+        q, k, v = (gather_sequence(t, group, heads) for t in (q, k, v))
+        out = _attend(q, k, v, seg, scaling)  # [heads/sp, N, D]
+        out = scatter_sequence(out, group)  # [heads, n, D]
+    else:
+        out = _attend(q, k, v, seg, scaling)
+    return out.transpose(0, 1)[None].contiguous(), None
+
+
+@dataclass(frozen=True)
+class Segments:
+    """Boundaries of the packed sequences in the whole (unsplit) packed row."""
+
+    cu_seqlens: torch.Tensor  # [S + 1] int32 on the model's device
+    max_len: int
+
+    def bounds(self) -> list[tuple[int, int]]:
+        cu = self.cu_seqlens.tolist()
+        return list(zip(cu[:-1], cu[1:], strict=True))
+
+
+def _attend(
+    q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, seg: Segments, scaling: float | None
+) -> torch.Tensor:
+    """Causal attention within each segment; `[heads, N, D]` in and out (GQA allowed)."""
+    if _use_varlen(q):
+        from torch.nn.attention.varlen import varlen_attn
+
+        cu = seg.cu_seqlens
+        out = varlen_attn(
+            q.transpose(0, 1),
+            k.transpose(0, 1),
+            v.transpose(0, 1),
+            cu,
+            cu,
+            seg.max_len,
+            seg.max_len,
+            scale=scaling,
+            window_size=(-1, 0),
+            enable_gqa=k.shape[0] != q.shape[0],
+        )
+        return out.transpose(0, 1)
+    gqa = k.shape[0] != q.shape[0]
+    parts = [
+        F.scaled_dot_product_attention(
+            q[None, :, a:b],
+            k[None, :, a:b],
+            v[None, :, a:b],
+            is_causal=True,
+            scale=scaling,
+            enable_gqa=gqa,
+        )[0]
+        for a, b in seg.bounds()
+    ]
+    return torch.cat(parts, dim=1)
+
+
+def _use_varlen(q: torch.Tensor) -> bool:
+    if q.device.type != "cuda" or q.dtype not in (torch.bfloat16, torch.float16):
+        return False
+    try:
+        from torch.nn.attention.varlen import varlen_attn  # noqa: F401
+    except ImportError:
+        return False
+    return True

@@ -1,0 +1,121 @@
+"""Padding-free log-probs: a micro-batch's sequences packed into one row (`trainer.packing`).
+
+Why: multi-turn episodes vary a lot in length, so a right-padded micro-batch spends much of
+its forward and backward on padding. Packed, the model sees `[1, N]` with N = the sum of the
+real lengths, per-sequence position ids (RoPE restarts at every sequence) and attention kept
+within each sequence (`agentrl.models.packed_attention`). The lm-head runs only on positions
+that predict a response token. Results equal the padded forward's up to float rounding
+(`tests/trainer/test_packing.py` checks log-probs and gradients).
+
+With Ulysses (`trainer.ulysses_sp > 1`) the packed row is split in equal slices over the
+sequence-parallel group; each rank computes the log-probs of its slice and the whole row's
+values are gathered (see `agentrl.backends.sequence_parallel`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+
+from agentrl.config import TrainerConfig
+from agentrl.models.packed_attention import enable_packed_attention, packed_kwargs
+
+from .batch import TrainBatch
+from .chunked_logprobs import chunked_token_log_probs
+from .logprobs import response_log_probs
+
+
+@dataclass
+class Packed:
+    input_ids: torch.Tensor  # [1, N]
+    position_ids: torch.Tensor  # [1, N]
+    targets: torch.Tensor  # [N] the next token of each position (0 where none)
+    lengths: list[int]  # per segment, incl. a trailing filler segment when padded
+    logit_pos: torch.Tensor  # [B, T] packed position predicting response token j, -1 if none
+
+
+def pack(batch: TrainBatch, multiple: int = 1) -> Packed:
+    """Concatenate the batch's rows (right-padded) into one row; the total is rounded up to
+    `multiple` with a filler segment of pad ids (never read by any loss)."""
+    lengths = [int(n) for n in batch.attention_mask.sum(1).tolist()]
+    ids = [batch.input_ids[i, :n] for i, n in enumerate(lengths)]
+    offsets = torch.tensor([0, *lengths[:-1]], dtype=torch.long).cumsum(0)
+    fill = -sum(lengths) % multiple
+    if fill:
+        ids.append(torch.zeros(fill, dtype=torch.long, device=batch.input_ids.device))
+        lengths = [*lengths, fill]
+    flat = torch.cat(ids)
+    pos = torch.cat([torch.arange(n, device=flat.device) for n in lengths])
+    targets = torch.zeros_like(flat)
+    targets[:-1] = flat[1:]
+    index = batch.logit_index
+    logit_pos = torch.where(index >= 0, index + offsets.to(index.device)[:, None], -1)
+    return Packed(flat[None], pos[None], targets, lengths, logit_pos)
+
+
+LogProbFn = Callable[[Any, TrainBatch, float], tuple[torch.Tensor, torch.Tensor]]
+
+
+def build_log_prob_fn(cfg: TrainerConfig, model: Any, backend: Any) -> LogProbFn:
+    """The forward the Actor and Reference use: padded, packed, or packed + Ulysses.
+    Call before `backend.prepare(model)` (it switches the model's attention)."""
+    if cfg.ulysses_sp > 1 and not cfg.packing:
+        raise ValueError("trainer.ulysses_sp > 1 needs trainer.packing=true")
+    if not cfg.packing:
+        return response_log_probs
+    group = backend.sequence_parallel_group() if cfg.ulysses_sp > 1 else None
+    enable_packed_attention(model, group)
+    return PackedLogProbs(group)
+
+
+class PackedLogProbs:
+    """`(log-probs, entropy)` `[B, T]` of a batch's response tokens through a packed forward;
+    the same contract as `logprobs.response_log_probs`."""
+
+    def __init__(self, sp_group: Any = None) -> None:
+        self.sp_group = sp_group
+
+    def __call__(
+        self, model: Any, batch: TrainBatch, temperature: float = 1.0
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        if batch.multimodal:
+            raise ValueError("trainer.packing does not support multimodal batches yet")
+        sp, rank = self._sp()
+        p = pack(batch, multiple=sp)
+        n = p.input_ids.shape[1] // sp
+        lo, hi = rank * n, (rank + 1) * n
+        wanted = p.logit_pos[p.logit_pos >= 0]
+        local = wanted[(wanted >= lo) & (wanted < hi)] - lo
+        # Position 0 is always kept: every rank runs the lm-head (FSDP keeps ranks in step).
+        keep = torch.unique(torch.cat([local, local.new_zeros(1)]))
+        out = model(
+            input_ids=p.input_ids[:, lo:hi],
+            position_ids=p.position_ids[:, lo:hi],
+            use_cache=False,
+            logits_to_keep=keep,
+            **packed_kwargs(p.lengths, p.input_ids.device),
+        )
+        logits = (out.logits if hasattr(out, "logits") else out)[0]
+        lp, ent = chunked_token_log_probs(logits, p.targets[lo + keep], temperature)
+        row_lp = lp.new_zeros(n).index_copy(0, keep, lp)
+        row_ent = ent.new_zeros(n).index_copy(0, keep, ent)
+        if self.sp_group is not None:
+            from agentrl.backends.sequence_parallel import gather_tokens
+
+            row_lp, row_ent = (
+                gather_tokens(row_lp, self.sp_group),
+                gather_tokens(row_ent, self.sp_group),
+            )
+        valid = p.logit_pos >= 0
+        at = p.logit_pos.clamp(min=0)
+        return row_lp[at] * valid, row_ent[at] * valid
+
+    def _sp(self) -> tuple[int, int]:
+        if self.sp_group is None:
+            return 1, 0
+        import torch.distributed as dist
+
+        return dist.get_world_size(self.sp_group), dist.get_rank(self.sp_group)
