@@ -281,6 +281,7 @@ def parse() -> argparse.Namespace:
     p.add_argument("--skip-check", action="store_true")
     p.add_argument("--no-graphs", action="store_true", help="fast path without CUDA graphs")
     p.add_argument("--decode-chunk", type=int, default=8, help="FastHFEngine decode_chunk")
+    p.add_argument("--compile-decode", action="store_true", help="torch.compile the decode forward")
     p.add_argument(
         "--compare-chunk1",
         action="store_true",
@@ -326,7 +327,9 @@ def main() -> None:
         session_slots=args.episodes,
         cuda_graphs=False if args.no_graphs else None,
         decode_chunk=args.decode_chunk,
+        compile_decode=args.compile_decode,
     )
+    report["compile_decode"] = args.compile_decode
     report["cuda_graphs"] = engine.cuda_graphs
     report["decode_chunk"] = engine.decode_chunk
     t0 = time.perf_counter()
@@ -337,12 +340,17 @@ def main() -> None:
         row = throughput(model, engine, batch, args)
         report["throughput"].append(row)
         print(json.dumps(row), flush=True)
+        save(report, args.json)  # partial results survive a timeout
     report["multi_turn"] = multi_turn(model, engine, args)
     report["captured_graphs"] = engine.captured_graphs
     print(json.dumps(report["multi_turn"]), flush=True)
     print_table(report)
-    if args.json:
-        with open(args.json, "w") as f:
+    save(report, args.json)
+
+
+def save(report: dict[str, Any], path: str | None) -> None:
+    if path:
+        with open(path, "w") as f:
             json.dump(report, f, indent=1)
 
 

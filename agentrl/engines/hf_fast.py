@@ -22,6 +22,10 @@ stop handling, timeouts, failure semantics, `update_weights`) and replaces the b
   chunk keeps computing (discarded) to the chunk's end, and a request arriving mid-chunk
   waits for it: at most `decode_chunk - 1` steps. Seeded sampling is counter-based, so the
   tokens are the same whatever the chunk size.
+- `_prefix_share` (`share_prefill`): requests of one admission with identical prompts (a
+  GRPO group) are prefilled once and their K/V copied; admission charges such duplicates
+  no prefill budget, so a group is not split across calls. `stats["prefill_tokens"]` counts
+  tokens computed, `stats["prefill_tokens_shared"]` those copied instead.
 
 On CPU (or with `cuda_graphs=False`) the same static forward runs eagerly. Architectures
 `_static_model` does not support are refused here; `make_hf_engine` falls back to `HFEngine`.
@@ -40,16 +44,25 @@ import torch
 
 from agentrl.engines._cudagraph import DecodeGraphs
 from agentrl.engines._fast_sampling import SAMPLE, pick_mode, sample_rows, split_seed
+from agentrl.engines._prefix_share import prefill_shared
 from agentrl.engines._sampling import make_generator
 from agentrl.engines._slots import SlotPool
 from agentrl.engines._static_model import StaticDecoder, unsupported_reason
 from agentrl.engines.base import EngineError, SamplingParams
-from agentrl.engines.hf import HFEngine, _Request
+from agentrl.engines.hf import HFEngine, _Request, _resolve
 
 log = logging.getLogger(__name__)
 
 DEFAULT_BUCKETS = (1, 2, 4, 8, 16, 32, 64, 128, 256)
-_FAST_ONLY = ("max_seq_len", "session_slots", "cuda_graphs", "batch_buckets", "decode_chunk")
+_FAST_ONLY = (
+    "max_seq_len",
+    "session_slots",
+    "cuda_graphs",
+    "batch_buckets",
+    "decode_chunk",
+    "share_prefill",
+    "compile_decode",
+)
 
 
 @dataclass
@@ -77,6 +90,8 @@ class FastHFEngine(HFEngine):
         cuda_graphs: bool | None = None,
         batch_buckets: Sequence[int] = DEFAULT_BUCKETS,
         decode_chunk: int = 8,
+        share_prefill: bool = True,
+        compile_decode: bool = False,
     ) -> None:
         reason = unsupported_reason(model)
         if reason:
@@ -95,6 +110,8 @@ class FastHFEngine(HFEngine):
             raise EngineError("cuda_graphs=True needs a CUDA device")
         self.cuda_graphs = on_gpu if cuda_graphs is None else cuda_graphs
         self.decode_chunk = max(1, int(decode_chunk))
+        self.share_prefill = bool(share_prefill)
+        self.compile_decode = bool(compile_decode)  # torch.compile the decode forward
         self.max_seq_len = min(max_seq_len, self.max_positions)
         self.max_positions = self.max_seq_len  # requests end with "length" at the cache end
         parked = min(max_sessions, max_batch_size if session_slots is None else session_slots)
@@ -153,7 +170,9 @@ class FastHFEngine(HFEngine):
 
     def _ensure_decoder(self) -> StaticDecoder:
         if self._decoder is None:
-            decoder = StaticDecoder(self.model, self._pool.n_slots, self.max_seq_len)
+            decoder = StaticDecoder(
+                self.model, self._pool.n_slots, self.max_seq_len, compile=self.compile_decode
+            )
             self._decoder = decoder
             if self.cuda_graphs:
                 pad = torch.tensor(self._pad_column(), dtype=torch.float64)
@@ -211,16 +230,45 @@ class FastHFEngine(HFEngine):
         for step in out[:, :, :n].tolist():
             self._record(rows, [int(t) for t in step[0]], step[1])
 
+    def _admit(self) -> list[_Request]:
+        """`HFEngine._admit`, except that with `share_prefill` a prompt identical to one
+        already admitted in this call costs no prefill budget (it will be copied, not
+        computed), so a GRPO group is not split across admissions and computed twice."""
+        if not self.share_prefill:
+            return super()._admit()
+        admitted: list[_Request] = []
+        seen: set[tuple[int, ...]] = set()
+        budget = self.max_prefill_tokens
+        while self._waiting and len(self._rows) + len(admitted) < self.max_batch_size:
+            req = self._waiting[0]
+            key = tuple(req.prompt_ids)
+            cost = 0 if key in seen else len(key)
+            if req.finish is None and admitted and cost > budget:
+                break
+            self._waiting.popleft()
+            if req.finish is not None:
+                _resolve(req)
+                continue
+            budget -= cost
+            seen.add(key)
+            admitted.append(req)
+        return admitted
+
     def _prefill(self, decoder: StaticDecoder, admitted: list[_Request]) -> None:
-        plan = []
+        """Prefill admitted rows (identical ones once, see `_prefix_share`) and sample each
+        row's first token with its own seed."""
+        plan, keys = [], []
         for req in admitted:
             req.weight_version = self._weight_version
             slot, reuse = self._pool.acquire(req.session_id, req.prompt_ids)
             self._row[req] = _Row(slot, *split_seed(req.generator.initial_seed()))
             plan.append((slot, reuse, req.prompt_ids[reuse:]))
-            self.stats["prefill_tokens"] += len(req.prompt_ids) - reuse
+            # The slot holds prompt_ids[:reuse], so equal keys mean equal cached prefixes.
+            keys.append((reuse, tuple(req.prompt_ids)))
             self.stats["reused_tokens"] += reuse
-        logits = decoder.prefill(plan)
+        logits, shared = prefill_shared(decoder, plan, keys if self.share_prefill else None)
+        self.stats["prefill_tokens"] += sum(len(t) for _, _, t in plan) - shared
+        self.stats["prefill_tokens_shared"] += shared
         params = torch.tensor([self._column(r)[3:] for r in admitted], dtype=torch.float64)
         tokens, logps = sample_rows(logits, params.T.to(self.device), self._mode(admitted))
         self._record(admitted, tokens.tolist(), logps.tolist())
