@@ -26,6 +26,7 @@ logit soft-capping (Gemma-2) are refused by `check_packable` with the reason.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import cache
 from typing import Any
 
 import torch
@@ -131,7 +132,16 @@ def _attend(
     if _use_varlen(q):
         from torch.nn.attention.varlen import varlen_attn
 
-        cu = seg.cu_seqlens
+        cu, extra = seg.cu_seqlens, {}
+        if k.shape[0] != q.shape[0]:
+            if _varlen_takes("enable_gqa"):
+                extra["enable_gqa"] = True
+            else:  # torch < 2.12: repeat kv heads up to the query heads
+                k, v = (t.repeat_interleave(q.shape[0] // t.shape[0], dim=0) for t in (k, v))
+        if _varlen_takes("window_size"):
+            extra["window_size"] = (-1, 0)
+        else:
+            extra["is_causal"] = True
         out = varlen_attn(
             q.transpose(0, 1),
             k.transpose(0, 1),
@@ -141,8 +151,7 @@ def _attend(
             seg.max_len,
             seg.max_len,
             scale=scaling,
-            window_size=(-1, 0),
-            enable_gqa=k.shape[0] != q.shape[0],
+            **extra,
         )
         return out.transpose(0, 1)
     gqa = k.shape[0] != q.shape[0]
@@ -158,6 +167,15 @@ def _attend(
         for a, b in seg.bounds()
     ]
     return torch.cat(parts, dim=1)
+
+
+@cache
+def _varlen_takes(name: str) -> bool:
+    import inspect
+
+    from torch.nn.attention.varlen import varlen_attn
+
+    return name in inspect.signature(varlen_attn).parameters
 
 
 def _use_varlen(q: torch.Tensor) -> bool:
