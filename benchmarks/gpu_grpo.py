@@ -122,18 +122,22 @@ def use_fast_engine(max_seq_len: int, extra: dict[str, Any] | None = None) -> No
     (`make_hf_engine` itself falls back to `HFEngine` off CUDA)."""
     try:
         from agentrl import engines
+        from agentrl.engines import length_buckets
         from agentrl.engines.hf_fast import make_hf_engine
     except ImportError:
         return
 
     def build(cfg: Any, model: Any, tokenizer: Any) -> Any:
-        return make_hf_engine(
+        engine = make_hf_engine(
             model,
             tokenizer,
             max_batch_size=cfg.max_batch_size,
             max_seq_len=max_seq_len,
             **(extra or {}),
         )
+        if hasattr(engine, "precapture"):  # as `build_engine` does: no capture in a step
+            engine.precapture(length_buckets(engine.max_seq_len))
+        return engine
 
     engines.BUILDERS["hf"] = build
 

@@ -38,9 +38,25 @@ def _build_hf(cfg: Any, model: Any, tokenizer: Any) -> Engine:
 
     # `engine.extra.fast`: "auto" (default: the static-cache + CUDA-graph path on CUDA for
     # qwen2/qwen3/llama, HFEngine otherwise), true (also on CPU), false (always HFEngine).
+    # `engine.extra.precapture` (default true): capture the fast path's decode graphs for
+    # every batch and key-length bucket at start, so no training step pays for a capture
+    # (or, with `compile_decode`, a compile). A no-op where there are no CUDA graphs.
     extra = dict(cfg.extra)
     fast = extra.pop("fast", "auto")
-    return make_hf_engine(model, tokenizer, fast=fast, max_batch_size=cfg.max_batch_size, **extra)
+    precapture = bool(extra.pop("precapture", True))
+    engine = make_hf_engine(model, tokenizer, fast=fast, max_batch_size=cfg.max_batch_size, **extra)
+    if precapture and hasattr(engine, "precapture"):
+        engine.precapture(length_buckets(engine.max_seq_len))
+    return engine
+
+
+def length_buckets(max_len: int) -> list[int]:
+    """Every key-length bucket of the fast path up to `max_len` (powers of two from 128)."""
+    out, n = [], 128
+    while n < max_len:
+        out.append(n)
+        n *= 2
+    return [*out, max_len]
 
 
 def _build_vllm(cfg: Any, model: Any, tokenizer: Any) -> Engine:

@@ -36,3 +36,12 @@ def test_unknown_kind_is_an_error() -> None:
     cfg.kind = "tgi"  # type: ignore[assignment]
     with pytest.raises(EngineError):
         build_engine(cfg, None, None)
+
+
+def test_length_buckets_cover_every_fast_path_bucket() -> None:
+    from agentrl.engines import length_buckets
+    from agentrl.engines.hf_fast import _length_bucket
+
+    for max_len in (128, 768, 1024, 4096):
+        buckets = length_buckets(max_len)
+        assert {_length_bucket(n, max_len) for n in range(1, max_len + 1)} == set(buckets)

@@ -36,13 +36,14 @@ def _train(actor: Actor) -> tuple[dict[str, float], torch.Tensor]:
     return actor.update(b, torch.Generator().manual_seed(0)), b.old_log_probs
 
 
-def _rank(rank: int, store: str, model_dir: str, out: str) -> None:
+def _rank(rank: int, world: int, store: str, model_dir: str, out: str) -> None:
     torch.set_num_threads(1)
-    dist.init_process_group("gloo", init_method=f"file://{store}", rank=rank, world_size=2)
+    dist.init_process_group("gloo", init_method=f"file://{store}", rank=rank, world_size=world)
     from agentrl.backends.fsdp2 import FSDP2Backend
 
     backend = FSDP2Backend("cpu", sequence_parallel=2)
-    assert backend.shard(5) == [0, 1, 2, 3, 4]  # both ranks of the group train every row
+    # The two ranks of a Ulysses group train the same rows; data-parallel groups split them.
+    assert backend.shard(5) == list(range(rank // 2, 5, world // 2))
     actor = _actor(model_dir, backend, ulysses_sp=2)
     metrics, old = _train(actor)
     params = dict(backend.full_state_dict(actor.model))
@@ -50,12 +51,16 @@ def _rank(rank: int, store: str, model_dir: str, out: str) -> None:
     backend.close()
 
 
-@pytest.fixture(scope="module")
-def ranks(tiny_model_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> list[dict]:
-    out = tmp_path_factory.mktemp("ulysses")
+@pytest.fixture(scope="module", params=[2, 4], ids=["sp2", "dp2xsp2"])
+def ranks(
+    request: pytest.FixtureRequest, tiny_model_dir: Path, tmp_path_factory: pytest.TempPathFactory
+) -> list[dict]:
+    world = request.param
+    out = tmp_path_factory.mktemp(f"ulysses{world}")
     os.environ.setdefault("OMP_NUM_THREADS", "1")
-    mp.spawn(_rank, args=(str(out / "store"), str(tiny_model_dir), str(out)), nprocs=2)
-    return [torch.load(out / f"rank{r}.pt", weights_only=False) for r in range(2)]
+    args = (world, str(out / "store"), str(tiny_model_dir), str(out))
+    mp.spawn(_rank, args=args, nprocs=world)
+    return [torch.load(out / f"rank{r}.pt", weights_only=False) for r in range(world)]
 
 
 def test_ulysses_matches_single_process(ranks: list[dict], tiny_model_dir: Path) -> None:
