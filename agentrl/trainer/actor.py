@@ -18,7 +18,7 @@ from agentrl.backends import TrainingBackend
 from agentrl.config import AlgorithmConfig, OptimConfig, TrainerConfig
 
 from .batch import TrainBatch
-from .logprobs import batched_log_probs
+from .logprobs import role_log_probs
 from .packing import build_log_prob_fn
 
 
@@ -75,14 +75,14 @@ class Actor:
 
     def compute_log_probs(self, batch: TrainBatch) -> torch.Tensor:
         self.model.eval()
-        with self.backend.on_device(self.model):
-            return batched_log_probs(
-                self.model,
-                batch.to(self.backend.device),
-                self.cfg.logprob_micro_batch_size,
-                self.temperature,
-                self.log_probs,
-            )
+        return role_log_probs(
+            self.model,
+            self.backend,
+            batch,
+            self.cfg.logprob_micro_batch_size,
+            self.temperature,
+            self.log_probs,
+        )
 
     def micro_loss(self, mb: TrainBatch) -> tuple[torch.Tensor, dict[str, float]]:
         """Policy loss (+ KL term, − entropy bonus) of one micro-batch, aggregated over it.

@@ -88,3 +88,12 @@ def batched_log_probs(
         logp, _ = fn(model, sub, temperature)
         out[idx, : logp.shape[1]] = logp.float().cpu()
     return out
+
+
+def role_log_probs(
+    model: Any, backend: Any, batch: TrainBatch, micro_batch_size: int, temperature: float, fn: Any
+) -> torch.Tensor:
+    """Old or reference log-probs of a role's model: on its device for the pass (offload),
+    micro-batched, through the role's forward `fn` (padded or packed)."""
+    with backend.on_device(model):
+        return batched_log_probs(model, batch.to(backend.device), micro_batch_size, temperature, fn)

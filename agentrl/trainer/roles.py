@@ -20,7 +20,7 @@ from agentrl.types import TrajectoryGroup
 
 from .actor import build_optimizer
 from .batch import TrainBatch, collate
-from .logprobs import batched_log_probs
+from .logprobs import role_log_probs
 from .packing import build_log_prob_fn
 
 # Trajectory metadata key: the reward of the greedy rollout of the row's prompt (ReMax).
@@ -45,14 +45,14 @@ class Reference:
         backend.offload(self.model)
 
     def compute_log_probs(self, batch: TrainBatch) -> torch.Tensor:
-        with self.backend.on_device(self.model):
-            return batched_log_probs(
-                self.model,
-                batch.to(self.backend.device),
-                self.cfg.logprob_micro_batch_size,
-                self.temperature,
-                self.log_probs,
-            )
+        return role_log_probs(
+            self.model,
+            self.backend,
+            batch,
+            self.cfg.logprob_micro_batch_size,
+            self.temperature,
+            self.log_probs,
+        )
 
     def load_weights(self, weights: dict[str, torch.Tensor]) -> None:
         """Restart from the policy's weights (after the SFT bootstrap)."""
