@@ -82,6 +82,7 @@ def test_phase_offload_matches_plain(tiny_model_dir: Path) -> None:
     _phase_offload_case(tiny_model_dir, "cpu")
 
 
+@pytest.mark.gpu
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a GPU")
 def test_phase_offload_frees_gpu_memory(tiny_model_dir: Path) -> None:
     _phase_offload_case(tiny_model_dir, "cuda")

@@ -1,0 +1,38 @@
+#!/usr/bin/env bash
+# Every H200 figure in BENCHMARKS.md in one command, for the device tool (or any CUDA host):
+#   bash benchmarks/gpu_run_all.sh            # results and a log under ${OUT:-/tmp/gpu_out}
+#   PARTS="engine-b1 grpo-single-turn" bash benchmarks/gpu_run_all.sh   # a subset (the device
+#                                              # tool caps one command at 600 s: split runs)
+# Wheels the GPU host lacks (trl, megatron-core, gymnasium, ...) are installed from
+# .gpuwheels/ when present (carry it); everything else must already be there (torch,
+# transformers, triton). Each part has its own timeout so one slow part cannot eat the rest;
+# JSONs are written as parts finish. Inductor kernels are cached in /tmp/ind across parts.
+set -u
+R=$(cd "$(dirname "$0")/.." && pwd)
+OUT=${OUT:-/tmp/gpu_out}; mkdir -p "$OUT"; L=$OUT/log.txt
+export PYTHONUNBUFFERED=1 NCCL_NVLS_ENABLE=0 TORCHINDUCTOR_CACHE_DIR=/tmp/ind
+if ls "$R"/.gpuwheels/*.whl >/dev/null 2>&1; then
+  python3 -m pip install -q --no-index --no-deps --no-compile --target /tmp/site "$R"/.gpuwheels/*.whl
+fi
+python3 -m pip install -q --no-index --no-deps --no-build-isolation --no-compile --target /tmp/site "$R" \
+  >/dev/null 2>&1 || echo "INSTALL_FAIL" >>"$L"
+export PYTHONPATH=/tmp/site
+cd /tmp
+part() {  # part NAME SECONDS CMD...
+  local name=$1 secs=$2; shift 2
+  case " ${PARTS:-$name} " in *" $name "*) ;; *) return ;; esac
+  echo "== $name $(date -u +%T)" >>"$L"
+  timeout "$secs" "$@" >>"$L" 2>&1; echo "== $name rc=$?" >>"$L"
+}
+B=$R/benchmarks
+part engine-b1 120 python3 "$B/gpu_engine.py" --batches 1 --episodes 1 --turns 1 --skip-check \
+  --compile-decode --json "$OUT/gpu_engine_compiled_b1.json"
+part engine 240 python3 "$B/gpu_engine.py" --compare-chunk1 --json "$OUT/gpu_engine.json"
+part grpo-single-turn 240 python3 "$B/gpu_grpo.py" --micro 128 --max-turns 1 --packing \
+  --json "$OUT/gpu_grpo_single_turn.json"
+part grpo-multi-turn 150 python3 "$B/gpu_grpo.py" --part agentrl --micro 128 --packing \
+  --json "$OUT/gpu_grpo_multiturn.json"
+part weight-sync 60 python3 "$B/gpu_weight_sync.py" --json "$OUT/gpu_weight_sync.json"
+part megatron 90 python3 "$B/gpu_megatron.py" --json "$OUT/gpu_megatron.json"
+part tests 120 python3 -m pytest -q -p no:cacheprovider -m gpu "$R/tests"
+grep -E "^== |Error" "$L" | tail -40
