@@ -29,23 +29,17 @@ import time
 from typing import Any
 
 import torch
+from gpu_grpo import QWEN05_VOCAB  # benchmarks/ is sys.path[0] when run as a script
+from gpu_grpo import SHAPES as GRPO_SHAPES
 
 from agentrl.engines import HFEngine, SamplingParams
 from agentrl.engines.hf_fast import FastHFEngine
 
 HBM_BYTES_PER_S = 4.8e12  # H200 datasheet; KINDS.md measured ~4.3e12 for a d2d copy
 SHAPES: dict[str, dict[str, Any]] = {
+    # The one Qwen2.5-0.5B shape every GPU benchmark uses (defined in gpu_grpo.py).
     "qwen2.5-0.5b": dict(
-        hidden_size=896,
-        num_hidden_layers=24,
-        num_attention_heads=14,
-        num_key_value_heads=2,
-        intermediate_size=4864,
-        vocab_size=151936,
-        max_position_embeddings=32768,
-        rope_theta=1000000.0,
-        rms_norm_eps=1e-6,
-        tie_word_embeddings=True,
+        **GRPO_SHAPES["qwen2.5-0.5b"], vocab_size=QWEN05_VOCAB, max_position_embeddings=32768
     ),
     "qwen2-small": dict(  # agentrl.models.tiny's quickstart preset, vocab of its tokenizer
         hidden_size=128,
