@@ -103,6 +103,8 @@ async def _loop(
         raise _EpisodeEnd("env_error", f"reset: {_error(e)}") from e
     traj.messages = list(obs.messages)
     traj.metadata["reset_info"] = _jsonable(info)
+    if obs.tools:  # the schemas the prompt rendered: `agentrl view --diff` re-renders with them
+        traj.metadata["tools"] = _jsonable(list(obs.tools))
     images = EpisodeImages(getattr(chat, "vision", None), traj)
     ids = chat.prompt_ids(obs.messages, obs.tools)
     traj.prompt_ids, pending = _expand_images(images, obs.messages, ids, 0)

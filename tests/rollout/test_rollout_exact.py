@@ -47,7 +47,9 @@ def expected_ids(chat: ChatFormat, traj: Trajectory, sampled: list[list[int]]) -
     the fixed-base render of the messages the env answered with."""
     first = next(i for i, m in enumerate(traj.messages) if m.role == "assistant")
     tools = envs.make("math/calc-v0").tools.schemas
-    ids = chat.prompt_ids(traj.messages[:first], tools)
+    # The trajectory records the schemas its prompt rendered (`agentrl view --diff` uses them).
+    assert traj.metadata["tools"] == tools
+    ids = chat.prompt_ids(traj.messages[:first], traj.metadata["tools"])
     assert ids == traj.prompt_ids
     blocks, cur = [], None
     for m in traj.messages[first:]:
