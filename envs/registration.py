@@ -86,6 +86,9 @@ def load_env_module(path: str | Path) -> None:
     if not path.exists():
         raise FileNotFoundError(f"--env-module: no such file: {path}")
     name = f"agentrl_user_env_{path.stem}"
+    loaded = sys.modules.get(name)
+    if loaded is not None and getattr(loaded, "__file__", None) == str(path):
+        return  # already imported in this process (its register calls ran)
     spec = importlib.util.spec_from_file_location(name, path)
     assert spec and spec.loader
     module = importlib.util.module_from_spec(spec)

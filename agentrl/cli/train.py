@@ -39,7 +39,10 @@ def resolve_config(args: argparse.Namespace) -> object:
     overrides = list(args.overrides)
     if args.env:
         overrides.append(f"data.env={args.env}")
-    return load_config(TrainConfig, path, overrides)
+    cfg = load_config(TrainConfig, path, overrides)
+    # Every process that builds envs (Ray workers too) imports these; paths made absolute.
+    cfg.data.env_modules += [str(Path(m).resolve()) for m in args.env_module]
+    return cfg
 
 
 def cmd_train(args: argparse.Namespace) -> int:

@@ -77,6 +77,9 @@ class DataConfig:
     # Env id (see `agentrl envs list`); tasks come from env.reset(seed).
     env: str = "math/calc-easy-v0"
     env_kwargs: dict[str, Any] = field(default_factory=dict)
+    # User env files (like `--env-module`, which appends here) imported in every process that
+    # builds envs: the driver, torchrun ranks and Ray rollout workers.
+    env_modules: list[str] = field(default_factory=list)
     # Optional parquet/JSONL dataset; rows are passed to reset(options=row).
     path: str = ""
     prompt_key: str = "prompt"

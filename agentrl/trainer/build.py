@@ -51,8 +51,12 @@ def seed_everything(seed: int) -> None:
 
 
 def env_factory(cfg: TrainConfig) -> Any:
-    from agentrl.envs import make
+    """Builds the run's env; imports `data.env_modules` first, in whichever process this
+    runs (a Ray worker has not seen the driver's `--env-module` imports)."""
+    from agentrl.envs import load_env_module, make
 
+    for path in cfg.data.env_modules:
+        load_env_module(path)
     return lambda: make(cfg.data.env, **cfg.data.env_kwargs)
 
 

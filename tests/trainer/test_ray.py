@@ -84,3 +84,28 @@ def test_ray_train_loop_end_to_end(cluster: object, tiny_model_dir: Path, tmp_pa
     assert not ray.util.placement_group_table() or all(
         pg["state"] == "REMOVED" for pg in ray.util.placement_group_table().values()
     )
+
+
+USER_ENV = """
+from agentrl.envs import register, spec
+
+register("demo/calc-user-v0", spec("math/calc-easy-v0").entry_point)
+"""
+
+
+def test_ray_workers_import_user_env_modules(
+    cluster: object, tiny_model_dir: Path, tmp_path: Path
+) -> None:
+    """An env from a user file (`--env-module` → `data.env_modules`) is built inside the Ray
+    rollout worker, a process that never ran the driver's import."""
+    path = tmp_path / "user_env.py"
+    path.write_text(USER_ENV)
+    cfg = _cfg(tiny_model_dir.parent, tmp_path / "run", "ray", data__env="demo/calc-user-v0")
+    cfg.data.env_modules = [str(path)]
+    trainer = Trainer(cfg)
+    try:
+        fn = lambda self: "demo/calc-user-v0" in __import__("agentrl.envs").envs.registry  # noqa: E731
+        assert ray.get(trainer.c.rollout.handle.__ray_call__.remote(fn))
+        assert trainer.train_step()["groups"] == 2
+    finally:
+        trainer.finish()
