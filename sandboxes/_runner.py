@@ -26,6 +26,7 @@ WORK = "/work"
 CLONE_NEWNS, CLONE_NEWIPC, CLONE_NEWPID = 0x00020000, 0x08000000, 0x20000000
 MS_NOSUID, MS_NODEV, MS_NOEXEC, MS_REC, MS_PRIVATE = 2, 4, 8, 1 << 14, 1 << 18
 PR_CAPBSET_DROP = 24
+PR_SET_NO_NEW_PRIVS, PR_SET_SECCOMP, SECCOMP_MODE_FILTER = 38, 22, 2
 _LIBC: list = []
 
 
@@ -88,6 +89,23 @@ def _setup(req: dict) -> None:
     os.lseek(fd, 0, os.SEEK_SET)
     os.dup2(fd, 0)
     os.close(fd)
+    if req.get("seccomp"):
+        _install_seccomp(req["seccomp"])
+
+
+def _install_seccomp(bpf: bytes) -> None:
+    """Load the host-compiled filter (``_seccomp.py``); it holds for this process, its
+    children and across execve. no_new_privs (already set by bwrap) lets an unprivileged
+    process install it."""
+    import ctypes
+
+    class SockFprog(ctypes.Structure):
+        _fields_ = [("len", ctypes.c_ushort), ("filter", ctypes.c_void_p)]
+
+    buf = ctypes.create_string_buffer(bpf, len(bpf))
+    prog = SockFprog(len(bpf) // 8, ctypes.addressof(buf))
+    _libc_call("prctl", PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0)
+    _libc_call("prctl", PR_SET_SECCOMP, SECCOMP_MODE_FILTER, ctypes.byref(prog), 0, 0)
 
 
 def _report(exc: BaseException) -> None:

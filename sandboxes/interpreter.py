@@ -19,6 +19,7 @@ import secrets
 import time
 
 from . import _io
+from ._seccomp import denylist_bpf
 from ._zygote import SandboxProcess
 from .base import ExecRequest, ExecResult
 from .local import ENV, LocalBackend
@@ -55,7 +56,8 @@ class PythonSession:
         limits = self.backend.limits(self._setup, cpu=False)
         box_stdin = box.proc.stdin
         assert box_stdin is not None
-        box_stdin.write(_io.frame(_io.payload(self._setup, ENV, limits)))
+        body = _io.payload(self._setup, ENV, limits) | {"seccomp": denylist_bpf()}
+        box_stdin.write(_io.frame(body))
         box_stdin.flush()
         self._box = box
         return box

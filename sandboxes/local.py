@@ -24,8 +24,10 @@ secrets in temp dirs), host env vars, all networking (the zygote's private netns
 loopback, used by one run at a time; the host's 127.0.0.1 is unreachable), seeing or signalling host processes or other runs, writes outside the private
 tmpfs, fork/memory/disk bombs, CPU burners, output floods, processes outliving the run, state
 leaking between runs.
-Not covered: kernel exploits (no seccomp; the zygote holds CAP_SYS_ADMIN inside its namespaces
-to build per-run ones, the code never does), CPU side channels, reading world-readable files
+Kernel attack surface: a seccomp denylist (``_seccomp.py``) is installed right before the code
+runs: no new namespaces, mounts, io_uring, eBPF, perf events, userfaultfd, keyring, ptrace.
+Not covered: kernel exploits through the syscalls that stay allowed (the zygote holds
+CAP_SYS_ADMIN inside its namespaces to build per-run ones, the code never does), CPU side channels, reading world-readable files
 under ``/usr`` and the interpreter prefix (e.g. installed packages), I/O and CPU contention
 between concurrent runs. Without a writable cgroup hierarchy, memory/pids/CPU fall back to
 rlimits, which bound each process rather than the whole run. Requires root and bubblewrap.
@@ -43,6 +45,7 @@ from pathlib import Path
 
 from . import _cgroup, _io
 from ._pool import Pool
+from ._seccomp import denylist_bpf
 from ._zygote import SandboxProcess, Zygote
 from .base import ExecRequest, ExecResult, SandboxBackend
 
@@ -132,7 +135,7 @@ class LocalBackend(SandboxBackend):
 
     def run(self, request: ExecRequest) -> ExecResult:
         body = _io.payload(request, ENV, self.limits(request))
-        body.update(uid=new_uid(), disk_bytes=self.disk_mb << 20)
+        body.update(uid=new_uid(), disk_bytes=self.disk_mb << 20, seccomp=denylist_bpf())
         for attempt in range(2):  # an idle zygote may have died; retry once on a fresh one
             try:
                 zygote = self.pool.get()

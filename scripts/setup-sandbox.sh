@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # System setup for agentrl sandboxes (idempotent; needs root).
-#   - installs bubblewrap (local backend) and docker.io (docker backend)
+#   - installs bubblewrap and libseccomp2 (local backend) and docker.io (docker backend)
 #   - starts dockerd in the background when no engine answers, waiting up to DOCKER_WAIT s
 #   - builds the tiny local base image (no registry): an empty rootfs tarball of mount points,
 #     `docker import`ed; the host /usr and Python prefix are bind-mounted read-only at run time.
@@ -18,6 +18,8 @@ fi
 
 missing=()
 command -v bwrap >/dev/null 2>&1 || missing+=(bubblewrap)
+# libseccomp compiles the sandbox's syscall filter (sandboxes/_seccomp.py).
+ldconfig -p 2>/dev/null | grep -q 'libseccomp\.so\.2' || missing+=(libseccomp2)
 if [ "${SKIP_DOCKER:-0}" != 1 ]; then
   command -v dockerd >/dev/null 2>&1 || missing+=(docker.io)
 fi
