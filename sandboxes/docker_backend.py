@@ -12,14 +12,17 @@ On timeout or flood the container is killed; it is always removed.
 Threat model.
 Covered: host files and env vars (only the read-only binds are visible), networking, host
 processes, writes outside tmpfs, fork/memory/disk bombs, CPU burners, output floods, daemons
-(they die with the container's pid namespace), state between runs (fresh container each run).
+(they die with the container's pid namespace), state between runs (fresh container each run;
+warm ones are started ahead of need but each serves exactly one run, see ``_docker_pool``).
 Not covered: kernel exploits (docker's default seccomp profile narrows them), side channels,
 anyone who can reach the docker socket (root-equivalent on the host), world-readable files
-under ``/usr`` and the Python prefix. Start-up is ~0.3 s per run, so prefer ``local``.
+under ``/usr`` and the Python prefix. Start-up is ~0.3 s per container; the warm pool
+(``pool_size``, default 2) takes it off the run's critical path, but ``local`` is faster.
 """
 
 from __future__ import annotations
 
+import atexit
 import os
 import select
 import socket
@@ -28,6 +31,7 @@ import sys
 import time
 
 from . import _io
+from ._docker_pool import Launched, WarmContainers
 from .base import ExecRequest, ExecResult, SandboxBackend
 from .local import ENV, RUNNER, _python_dirs, new_uid
 
@@ -58,8 +62,14 @@ class DockerBackend(SandboxBackend):
     name = "docker"
 
     def __init__(
-        self, image: str = IMAGE, pids: int = 64, cpus: float = 1.0, disk_mb: int = 64
+        self,
+        image: str = IMAGE,
+        pids: int = 64,
+        cpus: float = 1.0,
+        disk_mb: int = 64,
+        pool_size: int = 2,
     ) -> None:
+        """`pool_size` containers are kept started ahead of need (`_docker_pool`); 0 = none."""
         import docker
 
         self.client = docker.from_env(timeout=30)
@@ -71,12 +81,16 @@ class DockerBackend(SandboxBackend):
         import site
 
         self.site_dirs = ":".join(site.getsitepackages())
+        default_mb = ExecRequest("").memory_mb
+        self.pool = WarmContainers(self._launch, pool_size, default_mb) if pool_size else None
+        if self.pool is not None:  # warm containers must not outlive the process
+            atexit.register(self.pool.close)
 
-    def _create(self, req: ExecRequest, uid: int):
+    def _create(self, memory_mb: int, uid: int):
         from docker.types import LogConfig, Ulimit
 
         tmpfs = f"size={self.disk_mb}m,mode=1777"
-        lim = _io.rlimits(req, self.pids, self.disk_mb << 20)
+        nofile = _io.rlimits(None, self.pids, self.disk_mb << 20)["nofile"]
         return self.client.containers.create(
             self.image,
             command=[self.python, "-I", "-S", "-c", RUNNER, "-", "once", self.site_dirs],
@@ -85,53 +99,66 @@ class DockerBackend(SandboxBackend):
             read_only=True,
             tmpfs={"/work": tmpfs, "/tmp": tmpfs},
             volumes={p: {"bind": p, "mode": "ro"} for p in self.binds},
-            mem_limit=req.memory_mb << 20,
-            memswap_limit=req.memory_mb << 20,
+            mem_limit=memory_mb << 20,
+            memswap_limit=memory_mb << 20,
             shm_size=self.disk_mb << 20,
             pids_limit=self.pids,
             nano_cpus=int(self.cpus * 1e9),
             user=f"{uid}:{uid}",
             cap_drop=["ALL"],
             security_opt=["no-new-privileges"],
-            ulimits=[Ulimit(name="nofile", soft=lim["nofile"], hard=lim["nofile"])],
+            ulimits=[Ulimit(name="nofile", soft=nofile, hard=nofile)],
             environment={},
             working_dir="/work",
             hostname="sandbox",
             log_config=LogConfig(type="none"),
         )
 
-    def run(self, request: ExecRequest) -> ExecResult:
-        start = time.monotonic()
+    def _launch(self, memory_mb: int) -> Launched:
+        """Create, attach and start a container; its runner then waits for the request."""
+        box = self._create(memory_mb, new_uid())
         try:
-            box = self._create(request, new_uid())
+            conn = box.attach_socket(params={"stdin": 1, "stdout": 1, "stderr": 1, "stream": 1})
+            box.start()
+        except Exception:
+            box.remove(force=True)
+            raise
+        return Launched(box, conn, conn._sock, memory_mb)
+
+    def run(self, request: ExecRequest) -> ExecResult:
+        warm = self.pool.take(request.memory_mb) if self.pool else None
+        try:
+            launched = warm or self._launch(request.memory_mb)
         except Exception as exc:  # noqa: BLE001 - engine trouble is a sandbox error, not a crash
             return ExecResult("sandbox_error", stderr=f"docker create failed: {exc}")
         try:
-            conn = box.attach_socket(params={"stdin": 1, "stdout": 1, "stderr": 1, "stream": 1})
-            sock: socket.socket = conn._sock
-            box.start()
-            start = time.monotonic()
-            body = _io.payload(request, ENV, _io.rlimits(request, self.pids, self.disk_mb << 20))
-            sock.sendall(_io.frame(body))
-            got = _demux(sock, start + request.timeout_s, request.max_output_bytes)
-            if got.timed_out or got.truncated:
-                _hangup(sock, conn)  # stop the engine's stream copy first, or kill stalls on it
-                box.kill()
-            code = box.wait(timeout=max(1.0, start + request.timeout_s - time.monotonic() + 5))
-            wall = time.monotonic() - start
-            box.reload()
-            oom = bool(box.attrs["State"].get("OOMKilled"))
-            _hangup(sock, conn)
+            return self._serve(launched, request)
         except Exception as exc:  # noqa: BLE001
             return ExecResult("sandbox_error", stderr=f"docker run failed: {exc}")
         finally:
-            try:
-                box.remove(force=True)
-            except Exception:  # noqa: BLE001 - already gone
-                pass
+            launched.discard()
+
+    def _serve(self, launched: Launched, request: ExecRequest) -> ExecResult:
+        box, sock = launched.box, launched.sock
+        start = time.monotonic()
+        body = _io.payload(request, ENV, _io.rlimits(request, self.pids, self.disk_mb << 20))
+        sock.sendall(_io.frame(body))
+        got = _demux(sock, start + request.timeout_s, request.max_output_bytes)
+        if got.timed_out or got.truncated:
+            _hangup(sock, launched.conn)  # stop the engine's stream copy first, or kill stalls
+            box.kill()
+        code = box.wait(timeout=max(1.0, start + request.timeout_s - time.monotonic() + 5))
+        wall = time.monotonic() - start
+        box.reload()
+        oom = bool(box.attrs["State"].get("OOMKilled"))
+        _hangup(sock, launched.conn)
         exit_code = code.get("StatusCode") if isinstance(code, dict) else None
         status = _io.classify(exit_code, got, oom, None, request)
         return _io.result(status, exit_code, got, wall, None)
+
+    def close(self) -> None:
+        if self.pool is not None:
+            self.pool.close()
 
 
 def _hangup(sock: socket.socket, conn) -> None:
