@@ -277,7 +277,7 @@ def resolve_model_path(path: str, cache_dir: str | None = None) -> str:
     """`tiny:<preset>` → a built checkpoint directory; anything else is returned unchanged."""
     if path.startswith("tiny:"):
         return str(build_tiny(path.split(":", 1)[1], cache_dir))
-    if path.startswith("tiny-vlm:"):  # a tiny Qwen2-VL with its processor (see tiny_vlm)
+    if path.startswith("tiny-vlm:"):  # a tiny Qwen VLM with its processor (see tiny_vlm)
         from .tiny_vlm import build_tiny_vlm
 
         return str(build_tiny_vlm(path.split(":", 1)[1], cache_dir))

@@ -1,13 +1,16 @@
-"""A tiny random-init Qwen2-VL with a locally built processor: the vision stack's test model.
+"""Tiny random-init Qwen2-VL / Qwen2.5-VL / Qwen3-VL with locally built processors: the vision
+stack's test models.
 
-`model.path: tiny-vlm:qwen2_vl` resolves here. Like `tiny:` presets, nothing is downloaded:
-the text tokenizer is agentrl's locally trained tiny BPE, extended with Qwen2-VL's vision
-special tokens (`<|vision_start|>`, `<|image_pad|>`, `<|vision_end|>`, `<|video_pad|>`), and
-its chat template renders image content parts the way Qwen2-VL's does (one `<|image_pad|>` per
-image, expanded later to the image's token count). The image processor is Qwen2-VL's own
-(PIL backend, so torchvision is not needed) capped at 56x56 pixels: with patch 14 and merge 2
-every image costs at most 4 placeholder tokens, which keeps CPU tests fast while exercising
-the same code paths (3D M-RoPE, multi-image sequences) as a real checkpoint.
+`model.path: tiny-vlm:<preset>` resolves here (presets `qwen2_vl`, `qwen2_5_vl`, `qwen3_vl`,
+named after transformers' `model_type`). Like `tiny:` presets, nothing is downloaded: the text
+tokenizer is agentrl's locally trained tiny BPE, extended with the Qwen vision special tokens
+(`<|vision_start|>`, `<|image_pad|>`, `<|vision_end|>`, `<|video_pad|>`), and its chat template
+renders image content parts the way Qwen's templates do (one `<|image_pad|>` per image, expanded
+later to the image's token count). The image processor is the one all three families ship
+(Qwen2-VL's, PIL backend so torchvision is not needed) with a small fixed pixel budget, so CPU
+tests stay fast while exercising the code paths of a real checkpoint: 3D M-RoPE, multi-image
+sequences, and per family Qwen2.5-VL's windowed vision attention or Qwen3-VL's deepstack and
+interleaved M-RoPE.
 """
 
 from __future__ import annotations
@@ -47,21 +50,27 @@ VLM_CHAT_TEMPLATE = (
     "{% if add_generation_prompt %}<|im_start|>assistant\n{% endif %}"
 )
 
-# head_dim = 64 / 4 = 16, so the M-RoPE sections (t, h, w) must sum to 8.
+# Shared by every preset: head_dim = 64 / 4 = 16, so the M-RoPE sections (t, h, w) sum to 8.
+_TEXT: dict[str, Any] = {
+    "hidden_size": 64,
+    "intermediate_size": 128,
+    "num_hidden_layers": 2,
+    "num_attention_heads": 4,
+    "num_key_value_heads": 2,
+    "rope_parameters": {"rope_type": "default", "rope_theta": 1e6, "mrope_section": [2, 3, 3]},
+}
+
+# arch -> (transformers config class, model class, the vision config key set to the LM width).
+ARCHS: dict[str, tuple[str, str, str]] = {
+    "qwen2_vl": ("Qwen2VLConfig", "Qwen2VLForConditionalGeneration", "hidden_size"),
+    "qwen2_5_vl": ("Qwen2_5_VLConfig", "Qwen2_5_VLForConditionalGeneration", "out_hidden_size"),
+    "qwen3_vl": ("Qwen3VLConfig", "Qwen3VLForConditionalGeneration", "out_hidden_size"),
+}
+
 PRESETS: dict[str, dict[str, Any]] = {
     "qwen2_vl": {
-        "text": {
-            "hidden_size": 64,
-            "intermediate_size": 128,
-            "num_hidden_layers": 2,
-            "num_attention_heads": 4,
-            "num_key_value_heads": 2,
-            "rope_parameters": {
-                "rope_type": "default",
-                "rope_theta": 1e6,
-                "mrope_section": [2, 3, 3],
-            },
-        },
+        "arch": "qwen2_vl",
+        "text": _TEXT,
         "vision": {
             "depth": 1,
             "embed_dim": 32,
@@ -72,6 +81,54 @@ PRESETS: dict[str, dict[str, Any]] = {
             "temporal_patch_size": 2,
         },
         "max_pixels": 56 * 56,
+    },
+    # Qwen2.5-VL's tower alternates windowed and full attention. A window is
+    # window_size / patch / merge = 2x2 merged tokens and images are 112x112 (4x4 merged
+    # tokens, 16 per image), so block 0 attends within 4 windows whose token order differs
+    # from the raster order (a non-trivial window permutation); block 1 attends fully.
+    "qwen2_5_vl": {
+        "arch": "qwen2_5_vl",
+        "text": _TEXT,
+        "vision": {
+            "depth": 2,
+            "hidden_size": 32,
+            "intermediate_size": 64,
+            "num_heads": 2,
+            "patch_size": 14,
+            "spatial_merge_size": 2,
+            "temporal_patch_size": 2,
+            "window_size": 56,
+            "fullatt_block_indexes": [1],
+        },
+        "max_pixels": 112 * 112,
+    },
+    # Qwen3-VL: patch 16, a learned 4x4 position grid interpolated to each image, deepstack
+    # features from vision block 0 added into the first LM layer, interleaved M-RoPE.
+    "qwen3_vl": {
+        "arch": "qwen3_vl",
+        "text": dict(
+            _TEXT,
+            head_dim=16,
+            rope_parameters={
+                "rope_type": "default",
+                "rope_theta": 5e5,
+                "mrope_section": [4, 2, 2],
+                "mrope_interleaved": True,
+            },
+        ),
+        "vision": {
+            "depth": 2,
+            "hidden_size": 32,
+            "intermediate_size": 64,
+            "num_heads": 2,
+            "patch_size": 16,
+            "spatial_merge_size": 2,
+            "temporal_patch_size": 2,
+            "num_position_embeddings": 16,
+            "deepstack_visual_indexes": [0],
+        },
+        "max_pixels": 64 * 64,
+        "processor": {"image_mean": [0.5, 0.5, 0.5], "image_std": [0.5, 0.5, 0.5]},
     },
 }
 _VLM_FORMAT_VERSION = 1
@@ -86,11 +143,13 @@ def build_tokenizer() -> Any:
 
 
 def model_config(preset: str, tokenizer: Any) -> Any:
-    from transformers import Qwen2VLConfig
+    """The preset's transformers config, with the tokenizer's vocab and vision token ids."""
+    import transformers
 
     if preset not in PRESETS:
         raise ValueError(f"unknown tiny-vlm preset {preset!r}; known: {sorted(PRESETS)}")
     p = PRESETS[preset]
+    config_cls, _, width_key = ARCHS[p["arch"]]
     ids = {t: tokenizer.convert_tokens_to_ids(t) for t in VISION_TOKENS}
     text = dict(
         p["text"],
@@ -100,8 +159,8 @@ def model_config(preset: str, tokenizer: Any) -> Any:
         eos_token_id=tokenizer.eos_token_id,
         pad_token_id=tokenizer.pad_token_id,
     )
-    vision = dict(p["vision"], hidden_size=p["text"]["hidden_size"])
-    return Qwen2VLConfig(
+    vision = dict(p["vision"], **{width_key: p["text"]["hidden_size"]})
+    return getattr(transformers, config_cls)(
         text_config=text,
         vision_config=vision,
         vision_start_token_id=ids["<|vision_start|>"],
@@ -113,8 +172,9 @@ def model_config(preset: str, tokenizer: Any) -> Any:
 
 
 def image_processor(preset: str) -> Any:
-    """Qwen2-VL's PIL image processor with the preset's pixel cap (min == max keeps every
-    image at one small, fixed budget)."""
+    """Qwen2-VL's PIL image processor (Qwen2.5-VL and Qwen3-VL checkpoints ship the same one,
+    Qwen3-VL with patch 16 and mean/std 0.5) with the preset's pixel cap (min == max keeps
+    every image at one small, fixed budget)."""
     from transformers.models.qwen2_vl.image_processing_pil_qwen2_vl import (
         Qwen2VLImageProcessorPil,
     )
@@ -127,6 +187,7 @@ def image_processor(preset: str) -> Any:
         patch_size=v["patch_size"],
         merge_size=v["spatial_merge_size"],
         temporal_patch_size=v["temporal_patch_size"],
+        **p.get("processor", {}),
     )
 
 
@@ -134,7 +195,7 @@ def build_tiny_vlm(preset: str = "qwen2_vl", cache_dir: str | None = None, seed:
     """Build (or reuse) a tiny VLM checkpoint directory: config, weights, tokenizer with chat
     template, and `preprocessor_config.json`. Cached by content hash like `build_tiny`."""
     import torch
-    from transformers import Qwen2VLForConditionalGeneration
+    import transformers
 
     key = json.dumps(
         [preset, PRESETS.get(preset), VLM_CHAT_TEMPLATE, VOCAB_SIZE, seed, _FORMAT_VERSION]
@@ -148,7 +209,7 @@ def build_tiny_vlm(preset: str = "qwen2_vl", cache_dir: str | None = None, seed:
     tokenizer = build_tokenizer()
     config = model_config(preset, tokenizer)
     torch.manual_seed(seed)
-    model = Qwen2VLForConditionalGeneration(config)
+    model = getattr(transformers, ARCHS[PRESETS[preset]["arch"]][1])(config)
     tokenizer.save_pretrained(tmp)
     image_processor(preset).save_pretrained(tmp)
     model.save_pretrained(tmp)

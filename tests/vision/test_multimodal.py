@@ -87,3 +87,45 @@ def test_stack_multimodal_row_order(vlm: tuple[Any, Any, Any]) -> None:
     assert out["image_grid_thw"].tolist() == [list(i.grid_thw) for r in rows for i in r]
     assert torch.equal(out["mm_token_type_ids"].bool(), input_ids == vp.image_token_id)
     assert stack_multimodal([{}, {}], "cpu") == {}
+
+
+def test_image_features_independent_of_batch(vlm: tuple[Any, Any, Any]) -> None:
+    """Each image's features are the same whichever other images share the vision call. The
+    engine's session reuse encodes only a turn's new images and the trainer every image of a
+    micro-batch at once, so per-image windows (Qwen2.5-VL), position-grid interpolation and
+    deepstack features (Qwen3-VL) must stay within their own image."""
+    model, _, vp = vlm
+    sizes = [(448, 448, (9, 9, 9)), (112, 56, (200, 0, 0)), (90, 160, (0, 90, 200))]
+    inputs = [vp.process(_img(w, h, c)) for w, h, c in sizes]
+    grid = torch.tensor([i.grid_thw for i in inputs])
+
+    def features(sel: slice) -> list[list[torch.Tensor]]:
+        """Per image: its merged features, then its deepstack features (Qwen3-VL) per layer."""
+        pv = torch.cat([i.pixel_values for i in inputs[sel]])
+        out = model.get_image_features(pv, grid[sel])
+        deep = getattr(out, "deepstack_features", None) or []
+        feats = getattr(out, "pooler_output", out)
+        return [[f, *(layer[k] for layer in deep)] for k, f in enumerate(feats)]
+
+    with torch.no_grad():
+        together = features(slice(None))
+        apart = features(slice(0, 1)) + features(slice(1, None))
+    assert len(together) == len(apart) == len(inputs)
+    for img, (a, b) in enumerate(zip(together, apart, strict=True)):
+        assert len(a) == len(b) and a[0].shape[0] == inputs[img].num_tokens
+        for x, y in zip(a, b, strict=True):
+            assert torch.allclose(x, y, atol=1e-6), (img, float((x - y).abs().max()))
+
+
+def test_qwen2_5_vl_preset_uses_window_attention() -> None:
+    """The tiny Qwen2.5-VL must keep exercising windowed attention: several windows per image
+    and at least one windowed (not full-attention) block."""
+    from agentrl.models.tiny_vlm import build_tokenizer, image_processor, model_config
+
+    vision = model_config("qwen2_5_vl", build_tokenizer()).vision_config
+    out = image_processor("qwen2_5_vl")(images=[_img(448, 448)], return_tensors="pt")
+    _, h, w = (int(x) for x in out["image_grid_thw"][0])
+    window = vision.window_size // vision.spatial_merge_size // vision.patch_size
+    merge = vision.spatial_merge_size
+    assert window >= 1 and (h // merge) * (w // merge) > window * window
+    assert set(range(vision.depth)) - set(vision.fullatt_block_indexes)

@@ -11,12 +11,12 @@ from agentrl.engines.hf_vision import HFVisionEngine
 from agentrl.trainer import Trainer
 
 
-def test_grpo_step_on_vision_env(tmp_path: Path, tiny_vlm_dir: Path) -> None:
+def test_grpo_step_on_vision_env(tmp_path: Path, tiny_vlm_dir: Path, vlm_preset: str) -> None:
     cfg = load_config(
         TrainConfig,
         None,
         [
-            "model.path=tiny-vlm:qwen2_vl",
+            f"model.path=tiny-vlm:{vlm_preset}",
             "model.enable_vision=true",
             f"model.cache_dir={tiny_vlm_dir.parent}",  # the fixture's build is reused
             "data.env=vision/count-shapes-v0",
