@@ -1,4 +1,4 @@
-"""HFVisionEngine: generation for Qwen2-VL style vision-language models, correctness first.
+"""HFVisionEngine: generation for Qwen-VL family models (Qwen2-VL, Qwen2.5-VL, Qwen3-VL).
 
 Why a separate engine: the batching `HFEngine` assumes 1D positions (`arange`) for every row.
 Qwen2-VL uses 3D M-RoPE: image tokens get (t, h, w) grid positions and the text after an image
