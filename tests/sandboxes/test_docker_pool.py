@@ -8,17 +8,17 @@ import time
 
 import pytest
 from agentrl.sandboxes import ExecRequest
-from conftest import docker_reason
 
 pytestmark = pytest.mark.docker
 
 
 @pytest.fixture()
 def docker_backend():
-    reason = docker_reason()
-    if reason:
-        pytest.skip(reason)
-    from agentrl.sandboxes.docker_backend import DockerBackend
+    from agentrl.sandboxes.docker_backend import DockerBackend, docker_status
+
+    ok, why = docker_status()
+    if not ok:
+        pytest.skip(why)
 
     backend = DockerBackend(pool_size=2)
     yield backend

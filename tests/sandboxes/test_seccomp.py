@@ -58,11 +58,7 @@ def test_threads_subprocesses_and_bash_still_work(local) -> None:
     assert (res.status, res.stdout.strip()) == ("ok", "42"), res.stderr
 
 
-def test_interpreter_sessions_are_filtered_too() -> None:
-    from conftest import local_reason
-
-    if local_reason():
-        pytest.skip(local_reason())
+def test_interpreter_sessions_are_filtered_too(local) -> None:
     from agentrl.sandboxes.interpreter import PythonSession
 
     with PythonSession() as s:
