@@ -150,10 +150,12 @@ class RewardScorer:
         self.algo, self.rollout, self.pad_id = algo, rollout, pad_id
 
     def keep_informative(self, groups: list[TrajectoryGroup]) -> list[TrajectoryGroup]:
-        """DAPO dynamic sampling: drop groups whose rewards are all equal."""
+        """DAPO dynamic sampling: drop groups whose rewards are all equal. A group carrying a
+        greedy baseline (ReMax) counts it as one more value: samples that all tie with each
+        other but not with the baseline still have non-zero advantages."""
         if not self.algo.dynamic_sampling or not groups:
             return groups
-        rewards = torch.tensor([[t.reward for t in g.trajectories] for g in groups])
+        rewards = torch.tensor([[t.reward for t in g.trajectories] + _baseline(g) for g in groups])
         keep = filter_groups_by_reward_variance(rewards)
         return [g for g, k in zip(groups, keep.tolist(), strict=True) if k]
 
@@ -226,3 +228,9 @@ class RewardScorer:
             self.algo.kl.estimator,
         )
         return metrics
+
+
+def _baseline(group: TrajectoryGroup) -> list[float]:
+    """The group's greedy-baseline reward as a one-element list, or [] without one."""
+    value = group.trajectories[0].metadata.get(GREEDY_BASELINE) if group.trajectories else None
+    return [] if value is None else [float(value)]

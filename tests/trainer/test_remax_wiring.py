@@ -183,6 +183,22 @@ def test_scorer_shapes_and_stamps_the_greedy_episode() -> None:
         scorer.baseline_rewards([_group(2, [0.0], rng)])
 
 
+def test_dynamic_sampling_keeps_tied_groups_that_differ_from_their_baseline() -> None:
+    """Samples that all tie still carry signal under ReMax when the greedy reward differs;
+    a group whose samples and baseline all agree is dropped."""
+    rng = random.Random(1)
+    groups = [_group(0, [1.0, 1.0], rng), _group(1, [0.0, 0.0], rng), _group(2, [0.0, 1.0], rng)]
+    refs = [_group(0, [0.0], rng), _group(1, [0.0], rng), _group(2, [0.0], rng)]
+    algo = AlgorithmConfig(adv_estimator="remax", dynamic_sampling=True)
+    scorer = RewardScorer(algo, RolloutConfig(), pad_id=0)
+    scorer.attach_greedy_baseline(groups, refs)
+    kept = scorer.keep_informative(groups)
+    assert [g.group_id for g in kept] == [groups[0].group_id, groups[2].group_id]
+    grpo = RewardScorer(AlgorithmConfig(dynamic_sampling=True), RolloutConfig(), pad_id=0)
+    plain = [_group(0, [1.0, 1.0], rng), _group(2, [0.0, 1.0], rng)]
+    assert [g.group_id for g in grpo.keep_informative(plain)] == [plain[1].group_id]
+
+
 def test_ray_placement_runs_remax(tiny_model_dir: Path, tmp_path: Path) -> None:
     """`trainer.placement=ray`: the driver-side `RayRollout` forwards `collect_greedy` to the
     rollout worker, so ReMax trains the same way there."""
