@@ -90,3 +90,24 @@ def real_engine_vs_rescore(kind: str) -> tuple[GenerateResult, list[float]]:
     prompt = tok.encode("What is 3 + 4?")
     res = asyncio.run(engine.generate(prompt, SamplingParams(16, temperature=0.8, seed=0)))
     return res, rescore(model, prompt, res.token_ids, 0.8)
+
+
+def gpu_model(kind: str, dtype: torch.dtype) -> Any:
+    """A small random-init CUDA model of `kind` built from a config (GPU tests), EOS off."""
+    from transformers import AutoConfig, AutoModelForCausalLM
+
+    cfg = AutoConfig.for_model(
+        kind,
+        hidden_size=128,
+        intermediate_size=384,
+        num_hidden_layers=4,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        vocab_size=1024,
+        max_position_embeddings=2048,
+        tie_word_embeddings=True,
+    )
+    torch.manual_seed(0)
+    model = AutoModelForCausalLM.from_config(cfg).to("cuda", dtype).eval()
+    model.generation_config.eos_token_id = None
+    return model

@@ -13,7 +13,15 @@ from typing import Any
 import pytest
 import torch
 import torch.nn.functional as F
-from engine_helpers import TEXTS, load_tiny, reference_greedy, rescore, run_async, with_engine
+from engine_helpers import (
+    TEXTS,
+    gpu_model,
+    load_tiny,
+    reference_greedy,
+    rescore,
+    run_async,
+    with_engine,
+)
 
 from agentrl.engines import HFEngine, SamplingParams
 from agentrl.engines._fast_sampling import GREEDY, SAMPLE
@@ -98,26 +106,6 @@ def test_engine_compile_decode_option() -> None:
 # ---------------------------------------------------------------------- GPU
 
 
-def _gpu_model(dtype: torch.dtype) -> Any:
-    from transformers import AutoConfig, AutoModelForCausalLM
-
-    cfg = AutoConfig.for_model(
-        "qwen2",
-        hidden_size=128,
-        intermediate_size=384,
-        num_hidden_layers=4,
-        num_attention_heads=4,
-        num_key_value_heads=2,
-        vocab_size=1024,
-        max_position_embeddings=2048,
-        tie_word_embeddings=True,
-    )
-    torch.manual_seed(0)
-    model = AutoModelForCausalLM.from_config(cfg).to("cuda", dtype).eval()
-    model.generation_config.eos_token_id = None
-    return model
-
-
 def _gpu_batch(engine: FastHFEngine, prompts: list[list[int]], params: SamplingParams) -> Any:
     async def body() -> Any:
         try:
@@ -139,7 +127,7 @@ def _gpu_prompts(n: int, seed: int) -> list[list[int]]:
 def test_compiled_graphs_match_eager_graphs_gpu(dtype: torch.dtype) -> None:
     """Compiled + CUDA-graph replay vs uncompiled graphs: fp32 greedy tokens identical, bf16
     logprobs of the compiled run's tokens within tolerance of a transformers rescore."""
-    model = _gpu_model(dtype)
+    model = gpu_model("qwen2", dtype)
     prompts = _gpu_prompts(5, seed=int(dtype == torch.bfloat16))
     params = SamplingParams(max_new_tokens=40, temperature=0.0)
     kw: dict[str, Any] = {"max_batch_size": 8, "max_seq_len": 512}
@@ -167,7 +155,7 @@ def test_compiled_graphs_match_eager_graphs_gpu(dtype: torch.dtype) -> None:
 def test_compiled_graphs_see_weight_updates_and_survive_sleep_gpu() -> None:
     """Graphs of the compiled step read the weights in place; a woken engine (new decoder)
     reuses the compiled code and gives the same logprobs."""
-    model = _gpu_model(torch.float32)
+    model = gpu_model("qwen2", torch.float32)
     prompt = _gpu_prompts(1, seed=3)[0]
     greedy = SamplingParams(max_new_tokens=12, temperature=0.0)
     engine = FastHFEngine(model, [], max_batch_size=4, max_seq_len=512, compile_decode=True)

@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 import torch
-from engine_helpers import rescore
+from engine_helpers import gpu_model, rescore
 
 from agentrl.engines import SamplingParams
 from agentrl.engines.hf_fast import FastHFEngine
@@ -19,26 +19,6 @@ pytestmark = [
     pytest.mark.gpu,
     pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU"),
 ]
-
-
-def _model(kind: str, dtype: torch.dtype) -> Any:
-    from transformers import AutoConfig, AutoModelForCausalLM
-
-    cfg = AutoConfig.for_model(
-        kind,
-        hidden_size=128,
-        intermediate_size=384,
-        num_hidden_layers=4,
-        num_attention_heads=4,
-        num_key_value_heads=2,
-        vocab_size=1024,
-        max_position_embeddings=2048,
-        tie_word_embeddings=True,
-    )
-    torch.manual_seed(0)
-    model = AutoModelForCausalLM.from_config(cfg).to("cuda", dtype).eval()
-    model.generation_config.eos_token_id = None
-    return model
 
 
 def _prompts(n: int, seed: int = 0) -> list[list[int]]:
@@ -66,7 +46,7 @@ def _batch(engine: FastHFEngine, prompts: list[list[int]], params: SamplingParam
 
 @pytest.mark.parametrize("kind", ["qwen2", "llama"])
 def test_graphs_fp32_greedy_identical_to_generate(kind: str) -> None:
-    model = _model(kind, torch.float32)
+    model = gpu_model(kind, torch.float32)
     prompts = _prompts(6)
     engine = FastHFEngine(model, [], max_batch_size=8, max_seq_len=512)
     results = _batch(engine, prompts, SamplingParams(max_new_tokens=40, temperature=0.0))
@@ -78,7 +58,7 @@ def test_graphs_fp32_greedy_identical_to_generate(kind: str) -> None:
 
 
 def test_graphs_match_eager_and_sampled_logprobs_fp32() -> None:
-    model = _model("qwen2", torch.float32)
+    model = gpu_model("qwen2", torch.float32)
     prompts = _prompts(5, seed=1)
     params = SamplingParams(max_new_tokens=32, temperature=0.9, top_p=0.95, top_k=40, seed=5)
     graphs = _batch(FastHFEngine(model, [], max_batch_size=8, max_seq_len=512), prompts, params)
@@ -93,7 +73,7 @@ def test_graphs_match_eager_and_sampled_logprobs_fp32() -> None:
 
 
 def test_bf16_sampled_logprobs_within_tolerance() -> None:
-    model = _model("qwen2", torch.bfloat16)
+    model = gpu_model("qwen2", torch.bfloat16)
     prompts = _prompts(8, seed=2)
     params = SamplingParams(max_new_tokens=48, temperature=1.0, seed=11)
     results = _batch(FastHFEngine(model, [], max_batch_size=16), prompts, params)
@@ -109,7 +89,7 @@ def test_bf16_sampled_logprobs_within_tolerance() -> None:
 
 
 def test_sessions_weights_and_sleep_with_graphs() -> None:
-    model = _model("qwen2", torch.float32)
+    model = gpu_model("qwen2", torch.float32)
     base = _prompts(1, seed=3)[0]
     greedy = SamplingParams(max_new_tokens=12, temperature=0.0)
     engine = FastHFEngine(model, [], max_batch_size=4, max_seq_len=512)
