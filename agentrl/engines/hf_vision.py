@@ -8,15 +8,18 @@ full prompt (exactly what the trainer's forward computes from `mm_token_type_ids
 decoded token continues at `max(prompt positions) + 1 + k`, the rule `get_rope_index` applies
 to trailing text. Logprobs therefore match the trainer's recompute to float tolerance.
 
-Requests run one at a time in a worker thread (no continuous batching); a session keeps its
-KV cache and, when the next turn's prompt extends it, prefills only the new suffix with only
-the images whose placeholders lie in that suffix. `update_weights` drops all sessions.
+A worker thread prefills each request on its own (its own images and positions), then decodes
+all requests past prefill together, up to `max_batch_size` rows per forward (`_vision_batch`);
+new requests join between decode steps. A session keeps its KV and, when the next turn's
+prompt extends it, prefills only the new suffix with only the images whose placeholders lie in
+that suffix. `update_weights` drops all sessions.
 """
 
 from __future__ import annotations
 
 import asyncio
 import collections
+import concurrent.futures
 import inspect
 import threading
 from collections.abc import Iterable, Sequence
@@ -25,7 +28,10 @@ from typing import Any
 
 import torch
 
-from agentrl.engines._sampling import make_generator, sample_tokens
+from agentrl.engines import _kvbatch as kvb
+from agentrl.engines import _vision_batch as vb
+from agentrl.engines._sampling import make_generator
+from agentrl.engines._vision_batch import VisionRequest, sample_rows, settle
 from agentrl.engines.base import (
     Engine,
     EngineError,
@@ -39,11 +45,11 @@ from agentrl.engines.base import (
 @dataclass
 class _Session:
     ids: list[int]  # prompt + output of the session's last request
-    cache: Any  # covers ids[:-1] (the last sampled token was never fed back)
+    kv: kvb.KV  # [1, H, n, D] per layer; covers ids[:-1] (the last sampled token never fed back)
 
 
 class HFVisionEngine(Engine):
-    """Per-request prefill + decode over a transformers VLM (CPU or GPU)."""
+    """Per-request prefill + batched decode over a transformers VLM (CPU or GPU)."""
 
     # The rollout passes processed pixel inputs (not PIL images) to this engine.
     multimodal_inputs = "processed"
@@ -55,7 +61,11 @@ class HFVisionEngine(Engine):
         *,
         device: str | torch.device | None = None,
         max_sessions: int = 256,
+        max_batch_size: int = 16,
+        request_timeout_s: float | None = None,
     ) -> None:
+        if max_batch_size < 1:
+            raise ValueError(f"max_batch_size must be >= 1, got {max_batch_size}")
         if device is not None:
             model.to(device)
         self.model = model.eval()
@@ -69,11 +79,19 @@ class HFVisionEngine(Engine):
         text = cfg.get_text_config() if hasattr(cfg, "get_text_config") else cfg
         self.max_positions = int(getattr(text, "max_position_embeddings", 1 << 30))
         self.max_sessions = max_sessions
+        self.max_batch_size = max_batch_size
+        self.request_timeout_s = request_timeout_s
         self.stats: collections.Counter[str] = collections.Counter()
-        params = inspect.signature(model.forward).parameters
-        self._cache_kw = "cache" if "cache" in params else "past_key_values"
-        self._lock = threading.Lock()
+        self._runner = kvb.ModelRunner(model)
+        self._cache_kw = self._runner._cache_kw
+        self._lock = threading.Lock()  # model use (one worker step) vs update_weights / sleep
+        self._cv = threading.Condition()  # guards _waiting / _closed, wakes the worker
         self._sessions: collections.OrderedDict[str, _Session] = collections.OrderedDict()
+        self._waiting: collections.deque[VisionRequest] = collections.deque()
+        self._rows: list[VisionRequest] = []  # decoding, in `_batch` row order
+        self._batch: kvb.KVBatch | None = None
+        self._thread: threading.Thread | None = None
+        self._weight_version = 0
         self._closed = False
 
     # ---------------------------------------------------------------- public API
@@ -95,12 +113,13 @@ class HFVisionEngine(Engine):
         if params.max_new_tokens <= 0:
             return GenerateResult([], [], "length")
         ids = [int(t) for t in prompt_ids]
+        future: concurrent.futures.Future[GenerateResult] = concurrent.futures.Future()
+        gen = make_generator(self.device, params.seed)
+        self._submit(VisionRequest(ids, params, multimodal, session_id, future, gen))
         try:
-            return await asyncio.to_thread(self._generate, ids, params, multimodal, session_id)
-        except EngineError:
-            raise
-        except Exception as e:  # noqa: BLE001 - reported as this request's error
-            return error_result(e)
+            return await asyncio.wait_for(asyncio.wrap_future(future), self.request_timeout_s)
+        except asyncio.TimeoutError:  # the cancelled future makes the worker drop the row
+            return GenerateResult([], [], "abort", f"timed out after {self.request_timeout_s}s")
 
     def update_weights(self, named_tensors: Iterable[tuple[str, Any]]) -> None:
         """Copy tensors into the model in place (strict names); drops all session caches."""
@@ -115,6 +134,7 @@ class HFVisionEngine(Engine):
                 if tuple(tensor.shape) != tuple(target.shape):
                     raise EngineError(f"update_weights: shape mismatch for {name}")
                 target.copy_(tensor.to(device=target.device, dtype=target.dtype))
+            self._weight_version += 1
             self._sessions.clear()
 
     def release_session(self, session_id: str) -> None:
@@ -122,6 +142,8 @@ class HFVisionEngine(Engine):
             self._sessions.pop(session_id, None)
 
     def sleep(self) -> None:
+        if self._rows or self._waiting:
+            raise EngineError("sleep() while requests are in flight")
         with self._lock:
             self._sessions.clear()
             if self.device.type != "cpu":
@@ -134,41 +156,137 @@ class HFVisionEngine(Engine):
                 self.model.to(self.device)
 
     async def close(self) -> None:
-        self._closed = True
+        with self._cv:
+            self._closed = True
+            self._cv.notify_all()
+        thread = self._thread
+        if thread is not None:
+            await asyncio.to_thread(thread.join, 30)
+        self._abort_all("engine closed")
         with self._lock:
             self._sessions.clear()
 
-    # ---------------------------------------------------------------- one request
+    # ---------------------------------------------------------------- the worker
 
-    @torch.inference_mode()
-    def _generate(
-        self, ids: list[int], p: SamplingParams, mm: dict[str, Any] | None, session: str | None
-    ) -> GenerateResult:
-        with self._lock:
-            grid = _grid(mm)
-            positions = self._positions(ids, grid)
-            sess = self._sessions.pop(session, None) if session else None
-            reuse, cache = self._reuse(sess, ids, grid)
-            logits, cache = self._prefill(ids, positions, reuse, cache, mm, grid)
-            gen = make_generator(self.device, p.seed)
-            next_pos = int(positions.max()) + 1
-            out, lps = [], []
-            finish: FinishReason | None = None
-            while True:
-                tok, lp = self._sample(logits, p, gen)
-                out.append(tok)
-                lps.append(lp)
-                finish = self._finish(ids, out, p)
-                if finish is not None:
+    def _submit(self, req: VisionRequest) -> None:
+        with self._cv:
+            if self._closed:
+                raise EngineError("engine is closed")
+            self._waiting.append(req)
+            if self._thread is None or not self._thread.is_alive():
+                self._thread = threading.Thread(
+                    target=self._work, name="agentrl-hf-vision", daemon=True
+                )
+                self._thread.start()
+            self._cv.notify()
+
+    def _work(self) -> None:
+        """Worker thread: each step decodes the running rows, then prefills admitted ones. It
+        exits after a second idle (`_submit` starts a new one), so an engine dropped without
+        `close()` does not pin its model in a parked thread."""
+        while True:
+            with self._cv:
+                if not self._closed and not self._waiting and not self._rows:
+                    self._cv.wait(timeout=1.0)
+                    if not self._closed and not self._waiting and not self._rows:
+                        self._thread = None
+                        return
+                if self._closed:
                     break
-                logits = self._decode(tok, next_pos, cache)
-                next_pos += 1
-            if session and finish in ("stop", "length"):
-                self._store(session, _Session(ids + out, cache))
-            self.stats["requests"] += 1
-            self.stats["prefill_tokens"] += len(ids) - reuse
-            self.stats["reused_tokens"] += reuse
-            return GenerateResult(out, lps, finish)
+                room = self.max_batch_size - len(self._rows)
+                admitted = [self._waiting.popleft() for _ in range(min(room, len(self._waiting)))]
+            try:
+                with self._lock, torch.inference_mode():
+                    if self._batch is not None:
+                        self._decode_rows()
+                    for req in admitted:
+                        self._start(req)
+            except Exception as e:  # noqa: BLE001 - a failed step fails its rows, not the engine
+                self._fail_rows(self._rows + admitted, e)
+        self._abort_all("engine closed")
+
+    def _decode_rows(self) -> None:
+        """One batched decode step; finished (or cancelled) rows leave the batch."""
+        assert self._batch is not None
+        logits = vb.decode(self._runner, self._batch)
+        tokens = self._record(self._rows, logits)
+        self._batch.next_tokens = torch.tensor(tokens, device=self._batch.mask.device)
+        self.stats["decode_steps"] += 1
+        self.stats["decode_rows"] += len(self._rows)
+        keep = []
+        for i, req in enumerate(self._rows):
+            if req.finish is None and not req.future.done():
+                keep.append(i)
+            else:
+                keep_kv = self._keeps_session(req)
+                self._done(req, kvb.extract_row(self._runner, self._batch, i) if keep_kv else None)
+        self._batch = kvb.select(self._runner, self._batch, keep)
+        self._rows = [self._rows[i] for i in keep]
+
+    def _start(self, req: VisionRequest) -> None:
+        """Prefill one admitted request and sample its first token; it then joins the batch."""
+        if req.future.done():  # cancelled while waiting
+            return
+        try:
+            logits, cache, next_pos = self._prefill_request(req)
+            req.weight_version = self._weight_version
+            (token,) = self._record([req], logits)
+            if req.finish is not None:
+                kv = self._runner.tensors(cache) if self._keeps_session(req) else None
+                self._done(req, kv)
+                return
+            self._batch = vb.join(self._runner, self._batch, cache, next_pos, token)
+            self._rows.append(req)
+        except EngineError as e:
+            settle(req.future, exc=e)
+        except Exception as e:  # noqa: BLE001 - reported as this request's error
+            settle(req.future, error_result(e))
+
+    def _record(self, rows: list[VisionRequest], logits: torch.Tensor) -> list[int]:
+        tokens, lps = sample_rows(rows, logits, self._banned)
+        for req, tok, lp in zip(rows, tokens, lps, strict=True):
+            req.out.append(tok)
+            req.lps.append(lp)
+            req.finish = self._finish(req.ids, req.out, req.params)
+        return tokens
+
+    def _keeps_session(self, req: VisionRequest) -> bool:
+        ok = req.finish in ("stop", "length") and not req.future.done()
+        return bool(req.session) and ok and req.weight_version == self._weight_version
+
+    def _done(self, req: VisionRequest, kv: kvb.KV | None) -> None:
+        if kv is not None and req.session:
+            self._store(req.session, _Session(req.ids + req.out, kv))
+        self.stats["requests"] += 1
+        settle(req.future, req.result())
+
+    def _fail_rows(self, reqs: list[VisionRequest], exc: Exception) -> None:
+        """Resolve every request a failed step touched with the error; the batch starts over."""
+        for req in reqs:
+            settle(req.future, error_result(exc))
+        self._rows, self._batch = [], None
+        self.stats["failed_steps"] += 1
+
+    def _abort_all(self, reason: str) -> None:
+        with self._lock, self._cv:  # waits out a step still running in the worker
+            pending = list(self._waiting) + self._rows
+            self._waiting.clear()
+            self._rows, self._batch = [], None
+        for req in pending:
+            settle(req.future, GenerateResult(list(req.out), list(req.lps), "abort", reason))
+
+    # ---------------------------------------------------------------- one request's prefill
+
+    def _prefill_request(self, req: VisionRequest) -> tuple[torch.Tensor, Any, int]:
+        """Last-token logits, the request's own cache and the next decode position."""
+        grid = _grid(req.mm)
+        positions = self._positions(req.ids, grid)
+        sess = self._sessions.pop(req.session, None) if req.session else None
+        reuse, cache = self._reuse(sess, req.ids)
+        logits, cache = self._prefill(req.ids, positions, reuse, cache, req.mm, grid)
+        self.stats["prefill_tokens"] += len(req.ids) - reuse
+        self.stats["reused_tokens"] += reuse
+        return logits, cache, int(positions.max()) + 1
 
     def _positions(self, ids: list[int], grid: torch.Tensor | None) -> torch.Tensor:
         """[3, 1, L] M-RoPE positions of the prompt, from the model's own rope index."""
@@ -187,20 +305,19 @@ class HFVisionEngine(Engine):
         vision = getattr(self.model.config, "vision_config", None)
         return int(getattr(vision, "spatial_merge_size", 2))
 
-    def _reuse(self, sess: _Session | None, ids: list[int], grid: Any) -> tuple[int, Any]:
+    def _reuse(self, sess: _Session | None, ids: list[int]) -> tuple[int, Any]:
         """How many prompt tokens the session's cache already covers (never splitting an
-        image's span: its features are computed whole), and that cache cropped to them."""
+        image's span: its features are computed whole), and a cache of just those."""
         if sess is None:
             return 0, None
-        reuse = min(_common_prefix(sess.ids, ids), len(ids) - 1, sess.cache.get_seq_length())
+        reuse = min(_common_prefix(sess.ids, ids), len(ids) - 1, sess.kv[0][0].shape[2])
         while reuse > 0 and ids[reuse] == self.image_token_id == ids[reuse - 1]:
             reuse -= 1
         if reuse <= 0:
             return 0, None
-        extra = sess.cache.get_seq_length() - reuse
-        if extra > 0:  # a negative count removes tokens in both transformers 4.x and 5.x
-            sess.cache.crop(-extra)
-        return reuse, sess.cache
+        return reuse, self._runner.make_cache(
+            [(k[:, :, :reuse], v[:, :, :reuse]) for k, v in sess.kv]
+        )
 
     def _prefill(
         self,
@@ -228,35 +345,6 @@ class HFVisionEngine(Engine):
             **kwargs,
         )
         return out.logits[:, -1], _cache_of(out)
-
-    def _decode(self, token: int, pos: int, cache: Any) -> torch.Tensor:
-        x = torch.tensor([[token]], device=self.device)
-        position_ids = torch.full((3, 1, 1), pos, dtype=torch.long, device=self.device)
-        out = self.model(
-            input_ids=x, position_ids=position_ids, use_cache=True, **{self._cache_kw: cache}
-        )
-        return out.logits[:, -1]
-
-    def _sample(
-        self, logits: torch.Tensor, p: SamplingParams, gen: torch.Generator
-    ) -> tuple[int, float]:
-        """Sample with image/video placeholders filtered out: a sampled placeholder would have
-        no pixels behind it and break every later forward. Like top-k, the filter only shapes
-        sampling; the logprob is of the unfiltered tempered distribution, as the trainer
-        recomputes it."""
-        dev = logits.device
-        allowed = logits.float().clone()
-        allowed[:, self._banned] = float("-inf")
-        tokens, _ = sample_tokens(
-            allowed,
-            torch.tensor([p.temperature], device=dev),
-            torch.tensor([p.top_k], dtype=torch.long, device=dev),
-            torch.tensor([p.top_p], device=dev),
-            [gen],
-        )
-        tok = int(tokens[0])
-        scale = p.temperature if p.temperature > 0 else 1.0
-        return tok, float(torch.log_softmax(logits.float() / scale, dim=-1)[0, tok])
 
     def _finish(self, prompt: list[int], out: list[int], p: SamplingParams) -> FinishReason | None:
         if out[-1] in self.eos_ids or out[-1] in p.stop_token_ids:
@@ -292,9 +380,11 @@ def mrope_positions(
 
 
 def build_vision_engine(cfg: Any, model: Any, tokenizer: Any) -> HFVisionEngine:
-    """The hf engine for `model.enable_vision` (an `EngineConfig`; batching keys are ignored)."""
-    extra = {k: v for k, v in (cfg.extra or {}).items() if k in ("device", "max_sessions")}
-    return HFVisionEngine(model, tokenizer, **extra)
+    """The hf engine for `model.enable_vision` (an `EngineConfig`): `max_batch_size` bounds the
+    decode batch; `extra` may set device, max_sessions and request_timeout_s."""
+    keys = ("device", "max_sessions", "request_timeout_s")
+    extra = {k: v for k, v in (cfg.extra or {}).items() if k in keys}
+    return HFVisionEngine(model, tokenizer, max_batch_size=cfg.max_batch_size, **extra)
 
 
 def _grid(mm: dict[str, Any] | None) -> torch.Tensor | None:
