@@ -219,19 +219,25 @@ class HFEngine(Engine):
             self._abort_all("engine loop stopped")
 
     def _admit(self) -> list[_Request]:
+        """Waiting requests that join this step, within the batch size and prefill budget."""
         admitted: list[_Request] = []
         budget = self.max_prefill_tokens
         while self._waiting and len(self._rows) + len(admitted) < self.max_batch_size:
             req = self._waiting[0]
-            if req.finish is None and admitted and len(req.prompt_ids) > budget:
+            cost = self._prefill_cost(req, admitted)
+            if req.finish is None and admitted and cost > budget:
                 break
             self._waiting.popleft()
             if req.finish is not None:
                 _resolve(req)
                 continue
-            budget -= len(req.prompt_ids)
+            budget -= cost
             admitted.append(req)
         return admitted
+
+    def _prefill_cost(self, req: _Request, admitted: list[_Request]) -> int:
+        """Prefill tokens `req` adds to this step (subclasses that share prefill discount)."""
+        return len(req.prompt_ids)
 
     def _step(self, admitted: list[_Request]) -> list[_Request]:
         """One engine step (worker thread): decode running rows, prefill admitted ones."""

@@ -49,7 +49,7 @@ from agentrl.engines._sampling import make_generator
 from agentrl.engines._slots import SlotPool
 from agentrl.engines._static_model import StaticDecoder, unsupported_reason
 from agentrl.engines.base import EngineError, SamplingParams
-from agentrl.engines.hf import HFEngine, _Request, _resolve
+from agentrl.engines.hf import HFEngine, _Request
 
 log = logging.getLogger(__name__)
 
@@ -230,29 +230,19 @@ class FastHFEngine(HFEngine):
         for step in out[:, :, :n].tolist():
             self._record(rows, [int(t) for t in step[0]], step[1])
 
-    def _admit(self) -> list[_Request]:
-        """`HFEngine._admit`, except that with `share_prefill` a prompt identical to one
-        already admitted in this call costs no prefill budget (it will be copied, not
-        computed), so a GRPO group is not split across admissions and computed twice."""
+    def _prefill_cost(self, req: _Request, admitted: list[_Request]) -> int:
+        """With `share_prefill`, a prompt identical to one already admitted in this call
+        costs nothing (it is copied, not computed), so a GRPO group is not split across
+        admissions and computed twice."""
         if not self.share_prefill:
-            return super()._admit()
-        admitted: list[_Request] = []
-        seen: set[tuple[int, ...]] = set()
-        budget = self.max_prefill_tokens
-        while self._waiting and len(self._rows) + len(admitted) < self.max_batch_size:
-            req = self._waiting[0]
-            key = tuple(req.prompt_ids)
-            cost = 0 if key in seen else len(key)
-            if req.finish is None and admitted and cost > budget:
-                break
-            self._waiting.popleft()
-            if req.finish is not None:
-                _resolve(req)
-                continue
-            budget -= cost
-            seen.add(key)
-            admitted.append(req)
-        return admitted
+            return len(req.prompt_ids)
+        if not admitted:  # a new admission: forget the previous one's prompts
+            self._admitting: set[tuple[int, ...]] = set()
+        key = tuple(req.prompt_ids)
+        if key in self._admitting:
+            return 0
+        self._admitting.add(key)
+        return len(key)
 
     def _prefill(self, decoder: StaticDecoder, admitted: list[_Request]) -> None:
         """Prefill admitted rows (identical ones once, see `_prefix_share`) and sample each
