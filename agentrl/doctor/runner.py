@@ -26,7 +26,7 @@ from .checks import (
     count_tokens,
     render_prompt,
 )
-from .stack import check_sandbox, check_stack
+from .stack import check_sandbox, check_stack, check_trainer_levers
 
 
 def _guard(section: str, fn: Callable[[], Finding | list[Finding]]) -> list[Finding]:
@@ -114,6 +114,7 @@ def run_doctor(
             "tools", lambda: check_tool_parser(tok, first["tools"], cfg.rollout.tool_format)
         )
     if "cfg" in bits:
+        findings += _guard("trainer", lambda: check_trainer_levers(cfg, bits["cfg"]))
         findings += _guard(
             "budget",
             lambda: check_budgets(

@@ -210,10 +210,65 @@ def check_sandbox(timeout_s: float = 20.0) -> Finding:
             "namespaces enabled; or use the docker backend",
         )
     if getattr(res, "status", "") == "ok" and res.stdout.strip() == "42":
-        return Finding("OK", f"local sandbox runs code ({res.wall_s:.2f}s)")
+        from agentrl.sandboxes._seccomp import reason
+
+        if reason():
+            return Finding(
+                "WARN",
+                "local sandbox runs code without its seccomp filter",
+                reason() or "",
+                "apt-get install libseccomp2 && pip install pyseccomp",
+            )
+        return Finding("OK", f"local sandbox runs code, seccomp on ({res.wall_s:.2f}s)")
     return Finding(
         "WARN",
         f"local sandbox run failed: status={res.status}",
         (res.stderr or res.stdout)[-300:],
         "see docs/troubleshooting.md (sandboxes)",
     )
+
+
+def check_trainer_levers(cfg: Any, model_config: Any) -> list[Finding]:
+    """Packing / Ulysses / offload settings that would fail at start, caught before loading
+    weights: an unpackable attention, Ulysses without packing or fsdp2, heads not divisible."""
+    from types import SimpleNamespace
+
+    from agentrl.models.packed_attention import check_packable
+
+    t, out = cfg.trainer, []
+    if t.packing:
+        reason = check_packable(SimpleNamespace(config=model_config))
+        if reason:
+            out.append(
+                Finding("FAIL", f"trainer.packing: {reason}", "", "set trainer.packing=false")
+            )
+        else:
+            out.append(Finding("OK", "trainer.packing: full causal attention, packable"))
+    if t.ulysses_sp > 1:
+        text = (
+            model_config.get_text_config()
+            if hasattr(model_config, "get_text_config")
+            else model_config
+        )
+        heads = int(getattr(text, "num_attention_heads", 0) or 0)
+        problems = [
+            "needs trainer.packing=true" if not t.packing else "",
+            "needs trainer.backend=fsdp2 under torchrun" if t.backend != "fsdp2" else "",
+            f"{heads} attention heads are not divisible by {t.ulysses_sp}"
+            if heads % t.ulysses_sp
+            else "",
+        ]
+        problems = [p for p in problems if p]
+        if problems:
+            out.append(
+                Finding("FAIL", f"trainer.ulysses_sp={t.ulysses_sp}", "; ".join(problems),
+                        "fix the settings above or set trainer.ulysses_sp=1")
+            )  # fmt: skip
+        else:
+            out.append(Finding("OK", f"trainer.ulysses_sp={t.ulysses_sp}: {heads} heads split"))
+    if t.fsdp_offload_policy and t.backend != "fsdp2":
+        out.append(
+            Finding("FAIL", "trainer.fsdp_offload_policy needs trainer.backend=fsdp2", "",
+                    "use trainer.param_offload/optimizer_offload with the torch backend")
+        )  # fmt: skip
+    return out

@@ -110,6 +110,18 @@ def test_prompt_longer_than_budget() -> None:
     assert "raise rollout.max_total_tokens" in f.fix
 
 
+def test_trainer_levers_are_checked_before_start() -> None:
+    ok = run_doctor(cfg("trainer.packing=true"), sandbox=False, dry_run_episodes=0)
+    assert any(f.level == "OK" and "packable" in f.title for f in ok)
+    gemma = run_doctor(
+        cfg("model.path=tiny:gemma2", "trainer.packing=true"), sandbox=False, dry_run_episodes=0
+    )
+    assert "packing=false" in titled(gemma, "trainer.packing").fix
+    sp = run_doctor(cfg("trainer.ulysses_sp=3"), sandbox=False, dry_run_episodes=0)
+    f = titled(sp, "trainer.ulysses_sp=3")
+    assert "packing" in f.detail and "fsdp2" in f.detail and "not divisible by 3" in f.detail
+
+
 def test_cli_exit_codes(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     bad = tmp_path / "bad.yaml"
     bad.write_text("data:\n  env: doctortest/calc-typo-v0\nrollout:\n  max_total_tokens: 9000\n")
