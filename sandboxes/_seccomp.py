@@ -52,7 +52,7 @@ def denylist_bpf() -> bytes | None:
     """The compiled filter (raw `struct sock_filter` array), or None without libseccomp."""
     try:
         import pyseccomp as sc
-    except (ImportError, OSError) as exc:  # the binding, or libseccomp.so itself, is missing
+    except (ImportError, OSError, RuntimeError) as exc:  # binding or libseccomp.so missing
         _REASON.append(f"no libseccomp ({exc}); install libseccomp2 and pyseccomp")
         return None
     f = sc.SyscallFilter(defaction=sc.ALLOW)

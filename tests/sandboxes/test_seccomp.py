@@ -64,3 +64,30 @@ def test_interpreter_sessions_are_filtered_too(local) -> None:
     with PythonSession() as s:
         res = s.execute(PROBE)
     assert "unshare_user EPERM" in res.stdout, res.stdout + res.stderr
+
+
+def test_missing_libseccomp_means_unfiltered_with_a_reason(monkeypatch) -> None:
+    """pyseccomp raises RuntimeError at import when libseccomp.so is absent: the backend
+    must then run unfiltered and say why, not crash."""
+    import builtins
+    import sys
+
+    from agentrl.sandboxes import _seccomp
+
+    real_import = builtins.__import__
+
+    def no_libseccomp(name, *args, **kwargs):
+        if name == "pyseccomp":
+            raise RuntimeError("Unable to find libseccomp")
+        return real_import(name, *args, **kwargs)
+
+    monkeypatch.delitem(sys.modules, "pyseccomp", raising=False)
+    monkeypatch.setattr(builtins, "__import__", no_libseccomp)
+    _seccomp.denylist_bpf.cache_clear()
+    try:
+        assert _seccomp.denylist_bpf() is None
+        assert "libseccomp" in (_seccomp.reason() or "")
+    finally:
+        monkeypatch.undo()
+        _seccomp.denylist_bpf.cache_clear()
+    assert _seccomp.denylist_bpf() is not None
