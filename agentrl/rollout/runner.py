@@ -211,17 +211,21 @@ class RolloutRunner:
         sampling_cfg: SamplingConfig | None = None,
     ) -> list[TrajectoryGroup]:
         """`collect` from synchronous code; inside a running event loop, await `collect`."""
+        return self.run_sync(self.collect(seeds_or_rows, n, sampling_cfg=sampling_cfg))
+
+    def run_sync(self, coro: Any) -> Any:
+        """Run `coro` (e.g. several `collect`s gathered) on the runner's private loop, where
+        the engine's task lives, from synchronous code."""
         try:
             asyncio.get_running_loop()
         except RuntimeError:
             pass
         else:
+            coro.close()
             raise RuntimeError("collect_sync called from a running event loop; await collect()")
         if self._loop is None or self._loop.is_closed():
             self._loop = asyncio.new_event_loop()
-        return self._loop.run_until_complete(
-            self.collect(seeds_or_rows, n, sampling_cfg=sampling_cfg)
-        )
+        return self._loop.run_until_complete(coro)
 
     def close(self, *, close_engine: bool = False) -> None:
         """Close the private loop (and, if asked, the engine on it, where its task lives)."""

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import dataclasses
 import time
 from collections.abc import Callable, Iterable, Sequence
@@ -13,6 +14,7 @@ from agentrl.chat import ChatFormat
 from agentrl.config import RolloutConfig, SamplingConfig
 from agentrl.engines import Engine
 from agentrl.rollout import RolloutRunner
+from agentrl.rollout.runner import summarize
 from agentrl.types import TrajectoryGroup
 
 
@@ -50,6 +52,24 @@ class Rollout:
         task, seed and position as the group it baselines (dataset rows reset by position).
         """
         return self.runner.collect_sync(items, 1, sampling_cfg=self.greedy)
+
+    def collect_with_greedy(
+        self, items: Sequence[Any], n: int
+    ) -> tuple[list[TrajectoryGroup], list[TrajectoryGroup]]:
+        """`collect(items, n)` and `collect_greedy(items)` at the same time on one engine:
+        ReMax's baseline episodes ride along with the samples instead of adding a serial
+        round of episode latency after them."""
+        runner = self.runner
+        t0 = time.monotonic()
+
+        async def both() -> tuple[list[TrajectoryGroup], list[TrajectoryGroup]]:
+            sampled = runner.collect(items, n)
+            greedy = runner.collect(items, 1, sampling_cfg=self.greedy)
+            return tuple(await asyncio.gather(sampled, greedy))  # type: ignore[return-value]
+
+        groups, greedy = runner.run_sync(both())
+        self._stats = summarize(groups) | {"wall_s": time.monotonic() - t0}
+        return groups, greedy
 
     def evaluate(self, seeds: Sequence[int], success_at: float) -> dict[str, float]:
         """Greedy, one episode per held-out seed: mean reward and success rate."""

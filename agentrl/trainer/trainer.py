@@ -50,7 +50,6 @@ class Trainer:
         self._raw_stats: dict[str, float] = {}
         # ReMax-style estimators: one greedy episode per prompt gives the baseline.
         self.greedy_baseline = needs_greedy_baseline(cfg.algorithm.adv_estimator)
-        self._greedy_s = 0.0  # greedy rollout seconds of the current step
         self.generator = torch.Generator().manual_seed(cfg.trainer.seed)
 
     # ------------------------------------------------------------------ the loop
@@ -96,7 +95,6 @@ class Trainer:
         baseline = None
         if self.greedy_baseline:
             baseline = c.scorer.baseline_rewards(groups)
-            m["time/greedy_rollout"] = self._greedy_s  # part of time/rollout
             m["remax/baseline_reward"] = float(baseline.mean())
         m |= self.advantages(batch, baseline)
         actor_metrics, m["time/update"] = self.timed(
@@ -113,7 +111,6 @@ class Trainer:
     def collect_groups(self) -> list[TrajectoryGroup]:
         """One batch of groups; with DAPO dynamic sampling, refill dropped groups."""
         c, cfg = self.c, self.cfg
-        self._greedy_s = 0.0
         groups = self.collect_once()
         self._raw_stats = dict(c.rollout.stats)
         kept = c.scorer.keep_informative(groups)
@@ -132,11 +129,11 @@ class Trainer:
         """
         c = self.c
         items = c.data.next_batch()
-        groups = c.rollout.collect(items, self.cfg.rollout.n)
-        if self.greedy_baseline:
-            greedy, seconds = self.timed(lambda: c.rollout.collect_greedy(items))
-            self._greedy_s += seconds
+        if self.greedy_baseline:  # greedy episodes run alongside the samples (same engine)
+            groups, greedy = c.rollout.collect_with_greedy(items, self.cfg.rollout.n)
             c.scorer.attach_greedy_baseline(groups, greedy)
+        else:
+            groups = c.rollout.collect(items, self.cfg.rollout.n)
         c.scorer.shape(groups)
         return groups
 

@@ -114,6 +114,14 @@ class RayRollout:
     def collect_greedy(self, items: Sequence[Any]) -> list[TrajectoryGroup]:
         return ray.get(self.handle.collect_greedy.remote(list(items)))
 
+    def collect_with_greedy(
+        self, items: Sequence[Any], n: int
+    ) -> tuple[list[TrajectoryGroup], list[TrajectoryGroup]]:
+        groups, greedy, self._stats = ray.get(
+            self.handle.collect_with_greedy.remote(list(items), n)
+        )
+        return groups, greedy
+
     def evaluate(self, seeds: Sequence[int], success_at: float) -> dict[str, float]:
         return ray.get(self.handle.evaluate.remote(list(seeds), success_at))
 

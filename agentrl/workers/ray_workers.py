@@ -106,6 +106,12 @@ class RolloutWorker:
     def collect_greedy(self, items: Sequence[Any]) -> list[TrajectoryGroup]:
         return self.rollout.collect_greedy(items)
 
+    def collect_with_greedy(
+        self, items: Sequence[Any], n: int
+    ) -> tuple[list[TrajectoryGroup], list[TrajectoryGroup], dict[str, float]]:
+        groups, greedy = self.rollout.collect_with_greedy(items, n)
+        return groups, greedy, dict(self.rollout.stats)
+
     def evaluate(self, seeds: Sequence[int], success_at: float) -> dict[str, float]:
         return self.rollout.evaluate(seeds, success_at)
 

@@ -51,6 +51,19 @@ class ShardedRollout:
     def stats(self) -> dict[str, float]:
         return self._stats
 
+    def collect_with_greedy(
+        self, items: Sequence[Any], n: int
+    ) -> tuple[list[TrajectoryGroup], list[TrajectoryGroup]]:
+        """Samples and greedy baselines of this rank's prompts together, gathered like `collect`."""
+        mine = self._mine(items)
+        groups, greedy = self.inner.collect_with_greedy(mine, n) if mine else ([], [])
+        wall = self.inner.stats.get("wall_s", 0.0) if mine else 0.0
+        parts = self.backend.gather_objects((groups, greedy, wall))
+        world = self.backend.world_size
+        gathered = interleave([p[0] for p in parts], world)
+        self._stats = summarize(gathered) | {"wall_s": max(p[2] for p in parts)}
+        return gathered, interleave([p[1] for p in parts], world)
+
     def collect_greedy(self, items: Sequence[Any]) -> list[TrajectoryGroup]:
         """Greedy baselines split like `collect`, so each rank replays its own prompts."""
         mine = self._mine(items)
