@@ -132,9 +132,6 @@ class Actor:
                     steps += 1
         return self._reduce_metrics(sums, max(steps, 1))
 
-    def reuses_current_log_probs(self, batch_size: int) -> bool:
-        return single_on_policy_pass(self.cfg, batch_size)
-
     def _optimizer_step(self, batch: TrainBatch, mini: list[int], sums: dict[str, float]) -> None:
         """One mini-batch. Each micro loss is weighted by its share of the mini-batch's count
         summed over ranks, so any sharding or micro size adds up to the full-batch loss."""

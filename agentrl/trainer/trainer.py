@@ -181,22 +181,25 @@ class Trainer:
 
     def needs_old_log_probs(self, batch: TrainBatch) -> bool:
         """Whether to run the separate old-log-prob forward. Skipped when the update is one
-        on-policy pass (`Actor.reuses_current_log_probs`; TRL does the same) and nothing
+        on-policy pass (`single_on_policy_pass`; TRL does the same) and nothing
         needs them before it: truncated IS, KL in the reward, a rollout dump this step."""
-        cfg, every = self.cfg, self.cfg.trainer.dump_rollouts_every
+        cfg = self.cfg
         return not (
             cfg.trainer.reuse_on_policy_log_probs
             and single_on_policy_pass(cfg.trainer, batch.size)
             and cfg.algorithm.tis_mode == "none"
             and not (self.c.reference is not None and cfg.algorithm.kl.placement == "reward")
-            and not (every and self.step % every == 0)
+            and not self._dumps_this_step()
         )
+
+    def _dumps_this_step(self) -> bool:
+        every = self.cfg.trainer.dump_rollouts_every
+        return bool(every and self.step % every == 0)
 
     def dump_rollouts(self, groups: list[TrajectoryGroup], batch: TrainBatch) -> None:
         """Save this step's trajectories for `agentrl view`, with trainer log-probs per token
         beside the engine's (their ratio is the rollout/train mismatch the viewer colours)."""
-        every = self.cfg.trainer.dump_rollouts_every
-        if not (every and self.step % every == 0 and self.c.backend.is_main):
+        if not (self._dumps_this_step() and self.c.backend.is_main):
             return
         from agentrl.types import write_jsonl
 

@@ -111,9 +111,6 @@ class RayRollout:
     def stats(self) -> dict[str, float]:
         return self._stats
 
-    def collect_greedy(self, items: Sequence[Any]) -> list[TrajectoryGroup]:
-        return ray.get(self.handle.collect_greedy.remote(list(items)))
-
     def collect_with_greedy(
         self, items: Sequence[Any], n: int
     ) -> tuple[list[TrajectoryGroup], list[TrajectoryGroup]]:

@@ -103,9 +103,6 @@ class RolloutWorker:
         groups = self.rollout.collect(items, n)
         return groups, dict(self.rollout.stats)
 
-    def collect_greedy(self, items: Sequence[Any]) -> list[TrajectoryGroup]:
-        return self.rollout.collect_greedy(items)
-
     def collect_with_greedy(
         self, items: Sequence[Any], n: int
     ) -> tuple[list[TrajectoryGroup], list[TrajectoryGroup], dict[str, float]]:

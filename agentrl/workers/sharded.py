@@ -64,12 +64,6 @@ class ShardedRollout:
         self._stats = summarize(gathered) | {"wall_s": max(p[2] for p in parts)}
         return gathered, interleave([p[1] for p in parts], world)
 
-    def collect_greedy(self, items: Sequence[Any]) -> list[TrajectoryGroup]:
-        """Greedy baselines split like `collect`, so each rank replays its own prompts."""
-        mine = self._mine(items)
-        groups = self.inner.collect_greedy(mine) if mine else []
-        return interleave(self.backend.gather_objects(groups), self.backend.world_size)
-
     def evaluate(self, seeds: Sequence[int], success_at: float) -> dict[str, float]:
         mine = self._mine(seeds)
         res = self.inner.evaluate(mine, success_at) if mine else {"episodes": 0.0}

@@ -16,7 +16,7 @@ from trainer_synth import batch, configs
 
 from agentrl.backends import TorchBackend
 from agentrl.models.packed_attention import check_packable, enable_packed_attention
-from agentrl.trainer.actor import Actor
+from agentrl.trainer.actor import Actor, single_on_policy_pass
 from agentrl.trainer.logprobs import response_log_probs
 from agentrl.trainer.packing import PackedLogProbs, pack
 
@@ -110,7 +110,7 @@ def test_on_policy_update_without_old_log_probs(tiny_model_dir: Path) -> None:
     results = []
     for precompute in (True, False):
         actor = Actor(_model(tiny_model_dir), TorchBackend("cpu"), *configs(mini_batch_size=8))
-        assert actor.reuses_current_log_probs(8)
+        assert single_on_policy_pass(actor.cfg, 8)
         b = batch(SIZES, seed=1)
         if precompute:
             b.old_log_probs = actor.compute_log_probs(b)
