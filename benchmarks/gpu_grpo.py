@@ -122,7 +122,6 @@ def use_fast_engine(max_seq_len: int, extra: dict[str, Any] | None = None) -> No
     (`make_hf_engine` itself falls back to `HFEngine` off CUDA)."""
     try:
         from agentrl import engines
-        from agentrl.engines import length_buckets
         from agentrl.engines.hf_fast import make_hf_engine
     except ImportError:
         return
@@ -136,7 +135,7 @@ def use_fast_engine(max_seq_len: int, extra: dict[str, Any] | None = None) -> No
             **(extra or {}),
         )
         if hasattr(engine, "precapture"):  # as `build_engine` does: no capture in a step
-            engine.precapture(length_buckets(engine.max_seq_len))
+            engine.precapture()
         return engine
 
     engines.BUILDERS["hf"] = build

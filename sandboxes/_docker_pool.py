@@ -12,6 +12,7 @@ A container's memory limit is fixed at creation, so warm containers are made for
 from __future__ import annotations
 
 import queue
+import socket
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -29,12 +30,26 @@ class Launched:
     sock: Any
     memory_mb: int
 
-    def discard(self) -> None:
-        for step in (self.sock.close, self.conn.close, lambda: self.box.remove(force=True)):
+    def hangup(self) -> None:
+        """Close the attach stream (shut down first, so the engine's stream copy stops and a
+        following kill does not stall on it)."""
+        try:
+            self.sock.shutdown(socket.SHUT_RDWR)
+        except OSError:
+            pass
+        for close in (self.sock.close, self.conn.close):
             try:
-                step()
-            except Exception:  # noqa: BLE001 - already gone
+                close()
+            except Exception:  # noqa: BLE001 - already closed
                 pass
+
+    def discard(self) -> None:
+        """Hang up and remove the container (whatever state it is in)."""
+        self.hangup()
+        try:
+            self.box.remove(force=True)
+        except Exception:  # noqa: BLE001 - already gone
+            pass
 
 
 class WarmContainers:

@@ -145,13 +145,12 @@ class DockerBackend(SandboxBackend):
         sock.sendall(_io.frame(body))
         got = _demux(sock, start + request.timeout_s, request.max_output_bytes)
         if got.timed_out or got.truncated:
-            _hangup(sock, launched.conn)  # stop the engine's stream copy first, or kill stalls
+            launched.hangup()  # stop the engine's stream copy first, or kill stalls on it
             box.kill()
         code = box.wait(timeout=max(1.0, start + request.timeout_s - time.monotonic() + 5))
         wall = time.monotonic() - start
         box.reload()
         oom = bool(box.attrs["State"].get("OOMKilled"))
-        _hangup(sock, launched.conn)
         exit_code = code.get("StatusCode") if isinstance(code, dict) else None
         status = _io.classify(exit_code, got, oom, None, request)
         return _io.result(status, exit_code, got, wall, None)
@@ -159,15 +158,6 @@ class DockerBackend(SandboxBackend):
     def close(self) -> None:
         if self.pool is not None:
             self.pool.close()
-
-
-def _hangup(sock: socket.socket, conn) -> None:
-    try:
-        sock.shutdown(socket.SHUT_RDWR)
-    except OSError:
-        pass
-    sock.close()
-    conn.close()
 
 
 def _demux(sock: socket.socket, deadline: float, cap: int) -> _io.Pumped:

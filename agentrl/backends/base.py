@@ -62,10 +62,7 @@ class TrainingBackend(ABC):
         try:
             yield
         finally:
-            if self.offload_params:
-                model.to("cpu")
-            if self.offload_optimizer and optimizer is not None:
-                move_optimizer_state(optimizer, torch.device("cpu"))
+            self.offload(model, optimizer)
             if self.device.type == "cuda":
                 torch.cuda.empty_cache()
 
@@ -77,9 +74,10 @@ class TrainingBackend(ABC):
             move_optimizer_state(optimizer, torch.device("cpu"))
 
     def shard(self, n: int) -> list[int]:
-        """Row indices of a batch of `n` this rank trains on. Shares differ by at most one row:
-        the Actor pads every rank to the micro-batch count of ceil(n / world_size) rows."""
-        return list(range(self.rank, n, self.world_size))
+        """Row indices of a batch of `n` this rank trains on, by data-parallel rank (the ranks
+        of one Ulysses group get the same rows). Shares differ by at most one row: the Actor
+        pads every rank to the micro-batch count of ceil(n / data_parallel_size) rows."""
+        return list(range(self.rank // self.sp, n, self.data_parallel_size))
 
     def grad_scale(self) -> float:
         """Factor undoing the mean that gradient reduction applies across ranks."""

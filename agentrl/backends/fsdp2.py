@@ -67,11 +67,6 @@ class FSDP2Backend(TrainingBackend):
             raise ValueError("this FSDP2Backend was built with sequence_parallel=1")
         return self._sp_group
 
-    def shard(self, n: int) -> list[int]:
-        """Rows by data-parallel rank: the ranks of one Ulysses group get the same rows."""
-        dp = self.world_size // self.sp
-        return list(range(self.rank // self.sp, n, dp))
-
     @property
     def device(self) -> torch.device:
         return self._device

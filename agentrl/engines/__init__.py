@@ -46,17 +46,8 @@ def _build_hf(cfg: Any, model: Any, tokenizer: Any) -> Engine:
     precapture = bool(extra.pop("precapture", True))
     engine = make_hf_engine(model, tokenizer, fast=fast, max_batch_size=cfg.max_batch_size, **extra)
     if precapture and hasattr(engine, "precapture"):
-        engine.precapture(length_buckets(engine.max_seq_len))
+        engine.precapture()  # every batch and key-length bucket
     return engine
-
-
-def length_buckets(max_len: int) -> list[int]:
-    """Every key-length bucket of the fast path up to `max_len` (powers of two from 128)."""
-    out, n = [], 128
-    while n < max_len:
-        out.append(n)
-        n *= 2
-    return [*out, max_len]
 
 
 def _build_vllm(cfg: Any, model: Any, tokenizer: Any) -> Engine:

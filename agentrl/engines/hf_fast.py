@@ -121,6 +121,7 @@ class FastHFEngine(HFEngine):
         self._lock = threading.RLock()  # update_weights/sleep wrap HFEngine's locked versions
         self._row: dict[_Request, _Row] = {}
         self._drops: list[str] = []  # release_session ids, applied by the next step
+        self._admitting: set[tuple[int, ...]] = set()  # prompts of the admission in progress
         self._decoder: StaticDecoder | None = None
         self._graphs: DecodeGraphs | None = None
         self._ensure_decoder()  # allocate the cache now: out-of-memory shows up here
@@ -145,10 +146,15 @@ class FastHFEngine(HFEngine):
             self._decoder, self._graphs = None, None
             super().sleep()
 
-    def precapture(self, lengths: Sequence[int], modes: Sequence[int] = (SAMPLE,)) -> int:
+    def precapture(
+        self, lengths: Sequence[int] | None = None, modes: Sequence[int] = (SAMPLE,)
+    ) -> int:
         """Capture every batch bucket's decode graph for these key lengths (rounded up to
-        buckets) and sampling modes now, so a timed or latency-sensitive run never pays for a
-        capture. Returns the number of graphs held. No-op without CUDA graphs."""
+        buckets; None: every bucket up to `max_seq_len`) and sampling modes now, so a timed or
+        latency-sensitive run never pays for a capture. Returns the number of graphs held.
+        No-op without CUDA graphs."""
+        if lengths is None:
+            lengths = length_buckets(self.max_seq_len)
         with self._lock, torch.inference_mode():
             self._ensure_decoder()
             if self._graphs is None:
@@ -237,7 +243,7 @@ class FastHFEngine(HFEngine):
         if not self.share_prefill:
             return len(req.prompt_ids)
         if not admitted:  # a new admission: forget the previous one's prompts
-            self._admitting: set[tuple[int, ...]] = set()
+            self._admitting = set()
         key = tuple(req.prompt_ids)
         if key in self._admitting:
             return 0
@@ -326,6 +332,15 @@ class FastHFEngine(HFEngine):
         if multimodal:
             raise EngineError("FastHFEngine is text-only; use HFEngine, vllm or sglang")
         super()._validate(prompt_ids, params, None)
+
+
+def length_buckets(max_len: int) -> list[int]:
+    """Every key-length bucket `_length_bucket` can return up to `max_len`."""
+    out, n = [], 128
+    while n < max_len:
+        out.append(n)
+        n *= 2
+    return [*out, max_len]
 
 
 def _length_bucket(need: int, max_len: int) -> int:

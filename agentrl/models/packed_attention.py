@@ -179,8 +179,12 @@ def _varlen_takes(name: str) -> bool:
 
 
 def _use_varlen(q: torch.Tensor) -> bool:
-    if q.device.type != "cuda" or q.dtype not in (torch.bfloat16, torch.float16):
-        return False
+    on_gpu = q.device.type == "cuda" and q.dtype in (torch.bfloat16, torch.float16)
+    return on_gpu and _varlen_available()
+
+
+@cache
+def _varlen_available() -> bool:
     try:
         from torch.nn.attention.varlen import varlen_attn  # noqa: F401
     except ImportError:

@@ -39,8 +39,7 @@ def test_unknown_kind_is_an_error() -> None:
 
 
 def test_length_buckets_cover_every_fast_path_bucket() -> None:
-    from agentrl.engines import length_buckets
-    from agentrl.engines.hf_fast import _length_bucket
+    from agentrl.engines.hf_fast import _length_bucket, length_buckets
 
     for max_len in (128, 768, 1024, 4096):
         buckets = length_buckets(max_len)
