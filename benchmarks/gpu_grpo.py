@@ -98,6 +98,7 @@ def train_config(path: Path, args: argparse.Namespace, out_dir: Path) -> Any:
                 "n": args.n,
                 "max_turns": args.max_turns,
                 "max_total_tokens": args.max_total,
+                "concurrency": max(batch, 1),  # every episode in flight, as TRL generates
             },
             "data": {"env": "math/calc-v0", "batch_size": args.prompts, "eval_episodes": 0},
             "optim": {"lr": 1e-6},
@@ -148,16 +149,22 @@ def engine_extra(pairs: list[str]) -> dict[str, Any]:
     return {k: yaml.safe_load(v) for k, v in (p.split("=", 1) for p in pairs)}
 
 
-def update_flops(batch: Any, n_params: float, layers: int, attn_width: int) -> dict[str, float]:
-    """Model FLOPs of one forward+backward over the batch's real (non-pad) tokens: 6·N per
-    token plus causal attention, 6·L·s²·d per sequence (QKᵀ and AV, halved for causality,
-    ×3 for backward). Recompute under gradient checkpointing is not counted (MFU convention)."""
+def update_flops(batch: Any, n_params: float, embed: float, layers: int, width: int) -> dict:
+    """Model FLOPs one forward+backward over the batch actually executes: 6 per non-embedding
+    parameter per real (non-pad) token, the lm-head (6·V·d) only where logits are computed
+    (positions predicting a response token: the trainer skips the rest), and causal attention,
+    6·L·s²·d per sequence (QKᵀ and AV, halved for causality, ×3 for backward). Recompute under
+    gradient checkpointing is not counted (MFU convention). `flops_6n_all` is the looser
+    convention of earlier runs (6·N on every token, lm-head included): kept for comparison."""
     lengths = batch.attention_mask.sum(1).double()
     tokens = float(lengths.sum())
-    attn = float(6 * layers * attn_width * (lengths**2).sum())
+    logits = float((batch.logit_index >= 0).sum())
+    attn = float(6 * layers * width * (lengths**2).sum())
     return {
         "tokens": tokens,
-        "flops": 6 * n_params * tokens + attn,
+        "logit_tokens": logits,
+        "flops": 6 * (n_params - embed) * tokens + 6 * embed * logits + attn,
+        "flops_6n_all": 6 * n_params * tokens + attn,
         "padded_tokens": float(batch.attention_mask.numel()),
     }
 
@@ -182,6 +189,7 @@ def run_agentrl(args: argparse.Namespace, ckpt: Path, work: Path) -> dict[str, A
     model = comps.actor.model
     mc = model.config
     n_params = sum(p.numel() for p in model.parameters())  # tied: the lm head counted once
+    embed = float(model.get_output_embeddings().weight.numel())  # the lm-head matmul's V·d
     attn_width = mc.num_attention_heads * (mc.hidden_size // mc.num_attention_heads)
     t0 = time.perf_counter()
     trainer.bootstrap_sft()
@@ -206,7 +214,7 @@ def run_agentrl(args: argparse.Namespace, ckpt: Path, work: Path) -> dict[str, A
         after = dict(getattr(eng, "stats", {}))
         m |= {f"engine/{k}": after[k] - before.get(k, 0) for k in after}
         m["engine/graphs"] = getattr(eng, "captured_graphs", 0)
-        m |= update_flops(captured[-1], n_params, mc.num_hidden_layers, attn_width)
+        m |= update_flops(captured[-1], n_params, embed, mc.num_hidden_layers, attn_width)
         m["sampled_tokens"] = float(captured[-1].response_mask.sum())
         m["turns_mean"] = float((captured[-1].turn_index.max(1).values + 1).float().mean())
         steps.append(m)
@@ -215,6 +223,11 @@ def run_agentrl(args: argparse.Namespace, ckpt: Path, work: Path) -> dict[str, A
     out["peak_mem_gib"] = (
         torch.cuda.max_memory_allocated() / 2**30 if args.device == "cuda" else None
     )
+    if args.profile:
+        trainer.step += 1
+        out["profile_step"] = profile_call(trainer.train_step, args.device)
+        out["profile_update"] = profile_call(lambda: comps.actor.update(captured[-1]), args.device)
+    out["dynamo"] = dynamo_counters()
     out["update_with_gradient_checkpointing"] = gc_update(comps, captured[-1], args.device)
     out["weight_sync_s"] = [
         comps.rollout.sync_weights(comps.actor.named_weights()) for _ in range(3)
@@ -236,6 +249,9 @@ def summarize_agentrl(steps: list[dict[str, Any]], device: str) -> dict[str, flo
         "rollout_sampled_tok_s": sampled / total("time/rollout"),
         "update_tok_s": total("tokens") / upd,
         "update_mfu": total("flops") / upd / PEAK_BF16_FLOPS if device == "cuda" else 0.0,
+        "update_mfu_6n_all": total("flops_6n_all") / upd / PEAK_BF16_FLOPS
+        if device == "cuda"
+        else 0.0,
         "phase_s_per_step": {
             k: total(f"time/{k}") / len(steps)
             for k in ("rollout", "logprobs", "update", "weight_sync", "step")
@@ -243,6 +259,50 @@ def summarize_agentrl(steps: list[dict[str, Any]], device: str) -> dict[str, flo
         "sampled_tokens_per_step": sampled / len(steps),
         "turns_per_episode": total("turns_mean") / len(steps),
         "tool_calls_per_step": total("tool_calls") / len(steps),
+    }
+
+
+def profile_call(fn: Any, device: str, top: int = 30) -> dict[str, Any]:
+    """`fn()` (a train step, an update) under `torch.profiler`: the ops with the most device
+    (and host) self time, and how busy the device was over the wall time (kernel time / wall)."""
+    from torch.profiler import ProfilerActivity, profile
+
+    acts = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if device == "cuda" else [])
+    sync(device)
+    t = time.perf_counter()
+    with profile(activities=acts) as prof:
+        m = fn()
+        sync(device)
+    wall = time.perf_counter() - t
+    events = prof.key_averages()
+    dev_key = "self_device_time_total" if device == "cuda" else "self_cpu_time_total"
+
+    def table(key: str) -> list[dict[str, Any]]:
+        rows = sorted(events, key=lambda e: getattr(e, key, 0), reverse=True)[:top]
+        return [
+            {"op": e.key[:90], "calls": e.count, "self_ms": getattr(e, key, 0) / 1e3} for e in rows
+        ]
+
+    kernel_ms = sum(getattr(e, dev_key, 0) for e in events) / 1e3
+    return {
+        "wall_s": wall,
+        "phases_s": {k: v for k, v in m.items() if k.startswith("time/")},
+        "device_self_ms_total": kernel_ms,
+        "device_busy_fraction": kernel_ms / 1e3 / wall,
+        "top_device_ops": table(dev_key),
+        "top_host_ops": table("self_cpu_time_total"),
+    }
+
+
+def dynamo_counters() -> dict[str, Any]:
+    """torch.compile's bookkeeping: graph breaks (by reason) and frames compiled: a compiled
+    path that breaks or recompiles every step would explain a slow phase."""
+    from torch._dynamo.utils import counters
+
+    return {
+        "graph_breaks": dict(counters["graph_break"]),
+        "frames": dict(counters["frames"]),
+        "recompiles": dict(counters["recompiles"]),
     }
 
 
@@ -280,6 +340,7 @@ def parse() -> argparse.Namespace:
     p.add_argument("--max-total", type=int, default=768)
     p.add_argument("--packing", action="store_true", help="trainer.packing (padding-free)")
     p.add_argument("--compile", action="store_true", help="trainer.compile (decoder layers)")
+    p.add_argument("--profile", action="store_true", help="one extra step under torch.profiler")
     p.add_argument(
         "--engine-extra",
         nargs="*",

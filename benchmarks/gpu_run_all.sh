@@ -29,7 +29,7 @@ part engine-b1 120 python3 "$B/gpu_engine.py" --batches 1 --episodes 1 --turns 1
   --compile-decode --json "$OUT/gpu_engine_compiled_b1.json"
 part engine 240 python3 "$B/gpu_engine.py" --compare-chunk1 --json "$OUT/gpu_engine.json"
 part grpo-single-turn 240 python3 "$B/gpu_grpo.py" --micro 128 --max-turns 1 --packing \
-  --json "$OUT/gpu_grpo_single_turn.json"
+  --profile --json "$OUT/gpu_grpo_single_turn.json"
 part grpo-single-turn-compiled 300 python3 "$B/gpu_grpo.py" --micro 128 --max-turns 1 --packing \
   --compile --engine-extra compile_decode=true --json "$OUT/gpu_grpo_single_turn_compiled.json"
 part grpo-multi-turn 150 python3 "$B/gpu_grpo.py" --part agentrl --micro 128 --packing \

@@ -5,8 +5,12 @@ tool calls. Calling `model.generate` per episode would decode them one by one; i
 request joins one running batch between decode steps and leaves it as soon as it finishes.
 
 - One background asyncio task owns the batch. Each step (one forward for the running rows,
-  one prefill forward for newly admitted rows) runs in a worker thread, so env/tool I/O on
-  the event loop stays responsive while the model computes.
+  one prefill forward for newly admitted rows) runs in the engine's own worker thread, so
+  env/tool I/O on the event loop stays responsive while the model computes, and env work
+  queued in asyncio's default executor (`areset`/`astep`) never delays a decode step.
+- Admission window: when the batch is empty, the first request waits (`admission_window_s`
+  per tick, while more keep arriving) so a rollout's episodes, which reach `generate()` over a
+  few milliseconds, share one prefill and decode in lockstep instead of trickling in.
 - The KV cache is a single left-padded tensor per layer (see `_kvbatch`); rows are copied
   only when they join or leave.
 - `session_id`: when a request finishes, its KV (prompt + output) is kept; the session's next
@@ -19,6 +23,7 @@ from __future__ import annotations
 
 import asyncio
 import collections
+import concurrent.futures
 import contextlib
 import threading
 from collections.abc import Iterable, Sequence
@@ -70,6 +75,7 @@ class HFEngine(Engine):
         max_prefill_tokens: int = 8192,
         max_sessions: int = 1024,
         request_timeout_s: float | None = None,
+        admission_window_s: float = 0.002,
     ) -> None:
         if device is not None:
             model.to(device)
@@ -80,6 +86,7 @@ class HFEngine(Engine):
         self.max_prefill_tokens = max_prefill_tokens
         self.max_sessions = max_sessions
         self.request_timeout_s = request_timeout_s
+        self.admission_window_s = max(0.0, float(admission_window_s))
         self.max_positions = int(getattr(model.config, "max_position_embeddings", 1 << 30))
         self.stats: collections.Counter[str] = collections.Counter()
         self._runner = kvb.ModelRunner(model)
@@ -93,6 +100,7 @@ class HFEngine(Engine):
         self._batch: kvb.KVBatch | None = None
         self._task: asyncio.Task[None] | None = None
         self._wakeup: asyncio.Event | None = None
+        self._worker = concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="agentrl-hf")
 
     # ---------------------------------------------------------------- public API
 
@@ -183,6 +191,7 @@ class HFEngine(Engine):
             except (asyncio.TimeoutError, asyncio.CancelledError):
                 task.cancel()
         self._abort_all("engine closed")
+        self._worker.shutdown(wait=False)
 
     # ---------------------------------------------------------------- the loop
 
@@ -208,15 +217,29 @@ class HFEngine(Engine):
                     wakeup.clear()
                     await wakeup.wait()
                     continue
+                if not self._rows:
+                    await self._await_stragglers()
                 admitted = self._admit()
                 try:
-                    done = await asyncio.to_thread(self._step, admitted)
+                    loop = asyncio.get_running_loop()
+                    done = await loop.run_in_executor(self._worker, self._step, admitted)
                 except Exception as exc:  # a failed step fails its rows, not the engine
                     done = self._fail_rows(admitted, f"{type(exc).__name__}: {exc}")
                 for req in done:
                     _resolve(req)
         finally:
             self._abort_all("engine loop stopped")
+
+    async def _await_stragglers(self) -> None:
+        """Idle engine, requests arrived: tick while more keep arriving (at most 10 ticks),
+        so one admission takes them all. A lone request pays one tick."""
+        seen = -1
+        for _ in range(10):
+            n = len(self._waiting)
+            if self.admission_window_s <= 0 or n == seen or n >= self.max_batch_size:
+                return
+            seen = n
+            await asyncio.sleep(self.admission_window_s)
 
     def _admit(self) -> list[_Request]:
         """Waiting requests that join this step, within the batch size and prefill budget."""

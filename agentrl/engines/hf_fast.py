@@ -85,6 +85,7 @@ class FastHFEngine(HFEngine):
         max_prefill_tokens: int = 8192,
         max_sessions: int = 1024,
         request_timeout_s: float | None = None,
+        admission_window_s: float = 0.002,
         max_seq_len: int = 4096,
         session_slots: int | None = None,
         cuda_graphs: bool | None = None,
@@ -104,6 +105,7 @@ class FastHFEngine(HFEngine):
             max_prefill_tokens=max_prefill_tokens,
             max_sessions=max_sessions,
             request_timeout_s=request_timeout_s,
+            admission_window_s=admission_window_s,
         )
         on_gpu = self.device.type == "cuda"
         if cuda_graphs and not on_gpu:

@@ -98,9 +98,25 @@ def packed_attention_forward(
         )
     if query.shape[0] != 1:
         raise ValueError("packed attention expects one packed row (batch size 1)")
-    q, k, v = query[0], key[0], value[0]  # [heads, n, D]
-    seg = Segments(cu, int(kwargs["max_length_q"]))
     group = getattr(module, SP_ATTR, None)
+    return _packed(query, key, value, cu, int(kwargs["max_length_q"]), scaling, group), None
+
+
+@torch.compiler.disable
+def _packed(
+    query: torch.Tensor,
+    key: torch.Tensor,
+    value: torch.Tensor,
+    cu: torch.Tensor,
+    max_len: int,
+    scaling: float | None,
+    group: Any,
+) -> torch.Tensor:
+    """The packed branch, kept out of `trainer.compile`'s graphs on purpose: its segment
+    bounds are data (a graph would break on them anyway, or recompile per longest length);
+    each compiled layer is then two graphs, before and after attention, with no recompiles."""
+    q, k, v = query[0], key[0], value[0]  # [heads, n, D]
+    seg = Segments(cu, max_len)
     if group is not None:
         from agentrl.backends.sequence_parallel import gather_sequence, scatter_sequence
 
@@ -110,7 +126,7 @@ def packed_attention_forward(
         out = scatter_sequence(out, group)  # [heads, n, D]
     else:
         out = _attend(q, k, v, seg, scaling)
-    return out.transpose(0, 1)[None].contiguous(), None
+    return out.transpose(0, 1)[None].contiguous()
 
 
 @dataclass(frozen=True)

@@ -37,7 +37,12 @@ def single_on_policy_pass(cfg: TrainerConfig, batch_size: int) -> bool:
 
 def build_optimizer(model: torch.nn.Module, cfg: OptimConfig, total_steps: int) -> tuple[Any, Any]:
     params = [p for p in model.parameters() if p.requires_grad]
-    opt = torch.optim.AdamW(params, lr=cfg.lr, betas=cfg.betas, weight_decay=cfg.weight_decay)
+    # One fused kernel per step instead of foreach's dozen passes: plain CUDA parameters only
+    # (FSDP2's DTensors and CPU training keep the default implementation).
+    fused = bool(params) and all(p.is_cuda and type(p.data) is torch.Tensor for p in params)
+    opt = torch.optim.AdamW(
+        params, lr=cfg.lr, betas=cfg.betas, weight_decay=cfg.weight_decay, fused=fused or None
+    )
 
     def factor(step: int) -> float:
         if step < cfg.warmup_steps:
