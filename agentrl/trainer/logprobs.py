@@ -62,11 +62,12 @@ def token_log_probs(
 
 
 def response_log_probs(
-    model: Any, batch: TrainBatch, temperature: float = 1.0
+    model: Any, batch: TrainBatch, temperature: float = 1.0, compiled: bool = False
 ) -> tuple[torch.Tensor, torch.Tensor]:
-    """(log-probs, entropy) `[B, T]` of the batch's response tokens; 0 beyond each response."""
+    """(log-probs, entropy) `[B, T]` of the batch's response tokens; 0 beyond each response.
+    `compiled`: the log-softmax reduction through inductor (`trainer.compile`)."""
     logits = forward_logits(model, batch)
-    logp, ent = chunked_token_log_probs(logits, batch.responses, temperature)
+    logp, ent = chunked_token_log_probs(logits, batch.responses, temperature, compiled)
     valid = (batch.logit_index >= 0).to(logp.dtype)
     return logp * valid, ent * valid
 

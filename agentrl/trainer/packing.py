@@ -14,6 +14,7 @@ values are gathered (see `agentrl.backends.sequence_parallel`).
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -40,15 +41,21 @@ class Packed:
 def pack(batch: TrainBatch, multiple: int = 1) -> Packed:
     """Concatenate the batch's rows (right-padded) into one row; the total is rounded up to
     `multiple` with a filler segment of pad ids (never read by any loss)."""
-    lengths = [int(n) for n in batch.attention_mask.sum(1).tolist()]
-    ids = [batch.input_ids[i, :n] for i, n in enumerate(lengths)]
-    offsets = torch.tensor([0, *lengths[:-1]], dtype=torch.long).cumsum(0)
+    mask = batch.attention_mask.bool()
+    counts = mask.sum(1)
+    lengths = [int(n) for n in counts.tolist()]
+    dev = batch.input_ids.device
+    # Rows are right-padded, so the masked tokens in row-major order are the rows' real
+    # tokens back to back: a few kernels, not one per row (the GPU waits on this host work).
+    flat = batch.input_ids[mask]
     fill = -sum(lengths) % multiple
     if fill:
-        ids.append(torch.zeros(fill, dtype=torch.long, device=batch.input_ids.device))
+        flat = torch.cat([flat, flat.new_zeros(fill)])
+        counts = torch.cat([counts, counts.new_tensor([fill])])
         lengths = [*lengths, fill]
-    flat = torch.cat(ids)
-    pos = torch.cat([torch.arange(n, device=flat.device) for n in lengths])
+    starts = counts.cumsum(0) - counts
+    pos = torch.arange(flat.numel(), device=dev) - starts.repeat_interleave(counts)
+    offsets = starts[: batch.input_ids.shape[0]]
     targets = torch.zeros_like(flat)
     targets[:-1] = flat[1:]
     index = batch.logit_index
@@ -65,18 +72,19 @@ def build_log_prob_fn(cfg: TrainerConfig, model: Any, backend: Any) -> LogProbFn
     if cfg.ulysses_sp > 1 and not cfg.packing:
         raise ValueError("trainer.ulysses_sp > 1 needs trainer.packing=true")
     if not cfg.packing:
-        return response_log_probs
+        return functools.partial(response_log_probs, compiled=cfg.compile)
     group = backend.sequence_parallel_group() if cfg.ulysses_sp > 1 else None
     enable_packed_attention(model, group)
-    return PackedLogProbs(group)
+    return PackedLogProbs(group, compiled=cfg.compile)
 
 
 class PackedLogProbs:
     """`(log-probs, entropy)` `[B, T]` of a batch's response tokens through a packed forward;
     the same contract as `logprobs.response_log_probs`."""
 
-    def __init__(self, sp_group: Any = None) -> None:
+    def __init__(self, sp_group: Any = None, compiled: bool = False) -> None:
         self.sp_group = sp_group
+        self.compiled = compiled  # the log-softmax reduction through inductor
 
     def __call__(
         self, model: Any, batch: TrainBatch, temperature: float = 1.0
@@ -99,7 +107,7 @@ class PackedLogProbs:
             **packed_kwargs(p.lengths, p.input_ids.device),
         )
         logits = (out.logits if hasattr(out, "logits") else out)[0]
-        lp, ent = chunked_token_log_probs(logits, p.targets[lo + keep], temperature)
+        lp, ent = chunked_token_log_probs(logits, p.targets[lo + keep], temperature, self.compiled)
         row_lp = lp.new_zeros(n).index_copy(0, keep, lp)
         row_ent = ent.new_zeros(n).index_copy(0, keep, ent)
         if self.sp_group is not None:

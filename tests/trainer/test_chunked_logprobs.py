@@ -52,3 +52,25 @@ def test_logits_to_keep_matches_full_forward() -> None:
     want = full[torch.arange(2)[:, None], Batch.logit_index.clamp(min=0)]
     valid = Batch.logit_index >= 0  # padding positions are masked out by the caller
     torch.testing.assert_close(got[valid], want[valid], atol=1e-5, rtol=1e-5)
+
+
+@pytest.mark.parametrize("temperature", [1.0, 0.7])
+def test_compiled_chunks_match_eager(temperature: float, monkeypatch: pytest.MonkeyPatch) -> None:
+    """`compiled=True` (inductor-fused chunks, `trainer.compile`) gives the eager values and
+    gradients, in one call and split over several (uneven) chunks."""
+    torch.manual_seed(0)
+    x = torch.randn(7, 1000) * 3
+    tok = torch.randint(0, 1000, (7,))
+    w1, w2 = torch.randn(7), torch.randn(7)
+    eager = x.clone().requires_grad_()
+    le, ee = chunked.chunked_token_log_probs(eager, tok, temperature)
+    ((le * w1).sum() + (ee * w2).sum()).backward()
+    for elements in (1 << 28, 3000):  # one chunk; chunks of 3, 3, 1 rows
+        monkeypatch.setattr(chunked, "COMPILED_CHUNK_ELEMENTS", elements)
+        comp = x.clone().requires_grad_()
+        lc, ec = chunked.chunked_token_log_probs(comp, tok, temperature, compiled=True)
+        ((lc * w1).sum() + (ec * w2).sum()).backward()
+        torch.testing.assert_close(lc, le, atol=1e-5, rtol=1e-5)
+        torch.testing.assert_close(ec, ee, atol=1e-4, rtol=1e-5)
+        assert comp.grad is not None and eager.grad is not None
+        torch.testing.assert_close(comp.grad, eager.grad, atol=1e-5, rtol=1e-5)
