@@ -48,6 +48,16 @@ SHAPES: dict[str, dict[str, Any]] = {
         rms_norm_eps=1e-6,
         tie_word_embeddings=True,
     ),
+    "qwen2.5-1.5b": dict(
+        hidden_size=1536,
+        num_hidden_layers=28,
+        num_attention_heads=12,
+        num_key_value_heads=2,
+        intermediate_size=8960,
+        rope_theta=1000000.0,
+        rms_norm_eps=1e-6,
+        tie_word_embeddings=True,
+    ),
     "tiny": dict(
         hidden_size=64,
         num_hidden_layers=2,

@@ -201,10 +201,12 @@ class FastHFEngine(HFEngine):
                 self._decode(decoder, self._rows, steps)
                 self.stats["decode_steps"] += steps
                 self.stats["decode_chunks"] += 1
+            t1 = time.perf_counter()  # both phases end in a host read of their tokens (a sync)
             if admitted:
                 self._prefill(decoder, admitted)
                 self._rows = self._rows + admitted
                 self.stats["prefill_calls"] += 1
+                self.stats["prefill_s"] += time.perf_counter() - t1
             done = self._retire()
         self.stats["busy_s"] += time.perf_counter() - t0  # worker time, vs the caller's wall
         return done
