@@ -6,7 +6,6 @@ from pathlib import Path
 from typing import Any
 
 import httpx
-import openai
 import pytest
 from agentrl.tools.calculator import calculator
 from agentrl.tools.core import build_schema
@@ -17,6 +16,8 @@ from agentrl.chat import ChatFormat
 from agentrl.serve import create_app
 from agentrl.serve.messages import from_openai
 from agentrl.types import Trajectory, read_jsonl
+
+openai = pytest.importorskip("openai")  # the `test` extra; absent on the GPU host
 
 TOOLS = [build_schema(calculator)]
 
