@@ -385,6 +385,7 @@ def main() -> None:
             result["agentrl_error"] = f"{type(e).__name__}: {e}"
         if args.part == "all":
             write(result, args.json)  # keep the agentrl half if TRL hangs or is killed
+            release_gpu()
             result |= trl_subprocess(args, work)
     if "agentrl" in result and "trl" in result:
         result["ratio_e2e_sampled_tok_s"] = (
@@ -392,6 +393,22 @@ def main() -> None:
         )
     text = write(result, args.json)
     print(text[-6000:] if args.part != "trl" else text)
+
+
+def release_gpu() -> None:
+    """Before TRL runs: drop agentrl's cached GPU memory and inductor's compile worker
+    processes, so TRL's timing shares the machine with nothing of ours."""
+    import gc
+
+    gc.collect()
+    if torch.cuda.is_available():
+        torch.cuda.empty_cache()
+    try:
+        from torch._inductor.async_compile import shutdown_compile_workers
+
+        shutdown_compile_workers()
+    except ImportError:
+        pass
 
 
 def write(result: dict[str, Any], path: Path | None) -> str:

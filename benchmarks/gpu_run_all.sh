@@ -30,10 +30,10 @@ part engine-b1 120 python3 "$B/gpu_engine.py" --batches 1 --episodes 1 --turns 1
 part engine 240 python3 "$B/gpu_engine.py" --compare-chunk1 --json "$OUT/gpu_engine.json"
 part grpo-single-turn 240 python3 "$B/gpu_grpo.py" --micro 128 --max-turns 1 --packing \
   --profile --json "$OUT/gpu_grpo_single_turn.json"
+part grpo-multi-turn 230 python3 "$B/gpu_grpo.py" --part agentrl --micro 128 --packing \
+  --compile --engine-extra compile_decode=true --json "$OUT/gpu_grpo_multiturn.json"
 part grpo-single-turn-compiled 300 python3 "$B/gpu_grpo.py" --micro 128 --max-turns 1 --packing \
   --compile --profile --engine-extra compile_decode=true --json "$OUT/gpu_grpo_single_turn_compiled.json"
-part grpo-multi-turn 150 python3 "$B/gpu_grpo.py" --part agentrl --micro 128 --packing \
-  --compile --engine-extra compile_decode=true --json "$OUT/gpu_grpo_multiturn.json"
 part grpo-1.5b 300 python3 "$B/gpu_grpo.py" --shape qwen2.5-1.5b --micro 64 --max-turns 1 \
   --packing --compile --engine-extra compile_decode=true --json "$OUT/gpu_grpo_1.5b.json"
 part weight-sync 60 python3 "$B/gpu_weight_sync.py" --json "$OUT/gpu_weight_sync.json"

@@ -1,0 +1,72 @@
+"""The hf engine's admission window and its own worker thread (CPU, tiny qwen2).
+
+A rollout's episodes reach `generate()` a little apart (each first awaits `env.areset` in
+asyncio's default executor). The idle engine waits while requests keep arriving, so they
+share one prefill instead of the first starting alone and the rest joining step by step;
+and its steps never queue behind env work in the default executor.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import threading
+from typing import Any
+
+from engine_helpers import TEXTS, run_async, with_engine
+
+from agentrl.engines import SamplingParams
+from agentrl.engines.hf_fast import FastHFEngine
+
+PARAMS = SamplingParams(max_new_tokens=4, temperature=0.0)
+
+
+async def _staggered(engine: FastHFEngine, prompts: list[list[int]], gap_s: float) -> Any:
+    """Each request a little after the previous one, as episodes arrive after `areset`."""
+
+    async def one(i: int, ids: list[int]) -> Any:
+        await asyncio.sleep(i * gap_s)
+        return await engine.generate(ids, PARAMS)
+
+    return await asyncio.gather(*(one(i, p) for i, p in enumerate(prompts)))
+
+
+def _prompts(tok: Any, n: int) -> list[list[int]]:
+    return [tok(TEXTS[i % len(TEXTS)] + f" {i}")["input_ids"] for i in range(n)]
+
+
+def test_requests_arriving_apart_share_one_prefill(tiny: Any) -> None:
+    model, tok = tiny
+    prompts = _prompts(tok, 6)
+
+    async def body(engine: FastHFEngine) -> Any:
+        out = await _staggered(engine, prompts, gap_s=0.001)
+        return out, dict(engine.stats)
+
+    out, stats = run_async(with_engine(FastHFEngine, model, tok, body, admission_window_s=0.01))
+    assert all(r.finish_reason in ("stop", "length") for r in out)
+    assert stats["prefill_calls"] == 1
+    # Same tokens as with no window at all (the window only changes who shares a step).
+    base, _ = run_async(with_engine(FastHFEngine, model, tok, body, admission_window_s=0.0))
+    assert [r.token_ids for r in out] == [r.token_ids for r in base]
+
+
+def test_steps_do_not_queue_behind_the_default_executor(tiny: Any) -> None:
+    """Every default-executor thread is blocked until generate() returns: the engine, on its
+    own thread, still finishes (a shared executor would deadlock; run_async times out)."""
+    model, tok = tiny
+    release = threading.Event()
+
+    async def body(engine: FastHFEngine) -> Any:
+        workers = min(32, (os.cpu_count() or 1) + 4)  # asyncio's default executor size
+        blockers = [asyncio.to_thread(release.wait, 30) for _ in range(workers + 4)]
+        tasks = [asyncio.ensure_future(b) for b in blockers]
+        await asyncio.sleep(0.05)  # the default executor is now saturated
+        try:
+            return await engine.generate(_prompts(tok, 1)[0], PARAMS)
+        finally:
+            release.set()
+            await asyncio.gather(*tasks)
+
+    out = run_async(with_engine(FastHFEngine, model, tok, body))
+    assert out.finish_reason in ("stop", "length") and out.token_ids
