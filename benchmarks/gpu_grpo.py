@@ -293,7 +293,9 @@ def profile_call(fn: Any, device: str, top: int = 30) -> dict[str, Any]:
             {"op": e.key[:90], "calls": e.count, "self_ms": getattr(e, key, 0) / 1e3} for e in rows
         ]
 
-    kernel_ms = sum(getattr(e, dev_key, 0) for e in events) / 1e3
+    # Kernels only: an op's self device time repeats its kernels' time.
+    kernels = [e for e in events if e.device_type == torch.autograd.DeviceType.CUDA]
+    kernel_ms = sum(getattr(e, dev_key, 0) for e in (kernels or events)) / 1e3
     return {
         "wall_s": wall,
         "phases_s": {k: v for k, v in m.items() if k.startswith("time/")},

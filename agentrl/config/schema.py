@@ -185,8 +185,9 @@ class TrainerConfig:
     # The largest model per GPU, at the cost of update speed.
     fsdp_offload_policy: bool = False
     # torch.compile each decoder layer of the trained model (dynamic shapes, one graph for
-    # all layers): fuses the elementwise work around the matmuls. The first update (and the
-    # first log-prob pass) pays the compile time; GPU recommended.
+    # all layers; packed attention stays eager between two graphs) and the float32
+    # log-softmax/entropy chunks: fuses the elementwise work around the matmuls. The first
+    # update (and the first log-prob pass) pays the compile time; GPU recommended.
     compile: bool = False
     # local: every role in this process (or one process per rank under torchrun).
     # ray: rollout and learner run as Ray actors (see docs/scaling.md).
