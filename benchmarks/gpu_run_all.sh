@@ -36,6 +36,7 @@ part grpo-single-turn-compiled 300 python3 "$B/gpu_grpo.py" --micro 128 --max-tu
   --compile --profile --engine-extra compile_decode=true --json "$OUT/gpu_grpo_single_turn_compiled.json"
 part grpo-1.5b 300 python3 "$B/gpu_grpo.py" --shape qwen2.5-1.5b --micro 64 --max-turns 1 \
   --packing --compile --engine-extra compile_decode=true --json "$OUT/gpu_grpo_1.5b.json"
+part prefill 90 python3 "$B/gpu_prefill_attention.py" --json "$OUT/gpu_prefill_attention.json"
 part weight-sync 60 python3 "$B/gpu_weight_sync.py" --json "$OUT/gpu_weight_sync.json"
 part megatron 90 python3 "$B/gpu_megatron.py" --json "$OUT/gpu_megatron.json"
 part tests 120 python3 -m pytest -q -p no:cacheprovider -m gpu "$R/tests"

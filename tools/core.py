@@ -13,6 +13,7 @@ clears. Plain functions are grouped with `ToolSet.of(fn, ...)`.
 from __future__ import annotations
 
 import asyncio
+import copy
 import functools
 import inspect
 import re
@@ -147,6 +148,13 @@ def tool(
     return wrap(fn) if fn is not None else wrap
 
 
+@functools.lru_cache(maxsize=4096)
+def _cached_schema(fn: Callable[..., Any], name: str) -> dict[str, Any]:
+    """Every episode builds its env's ToolSet: read each function's hints and docstring once
+    (a bound method's schema is its function's: `self` is skipped either way)."""
+    return build_schema(fn, name)
+
+
 def _spec_for(fn: Callable[..., Any]) -> ToolSpec:
     meta = getattr(fn, "__agentrl_tool__", None) or {
         "name": fn.__name__,
@@ -156,7 +164,7 @@ def _spec_for(fn: Callable[..., Any]) -> ToolSpec:
     return ToolSpec(
         name=meta["name"],
         fn=fn,
-        schema=build_schema(fn, meta["name"]),
+        schema=copy.deepcopy(_cached_schema(getattr(fn, "__func__", fn), meta["name"])),
         timeout_s=meta["timeout_s"],
         max_output_chars=meta["max_output_chars"],
     )
