@@ -14,7 +14,6 @@ choices, and prints the ratio against the default ("peer": torch's own backend c
 from __future__ import annotations
 
 import argparse
-import json
 import random
 import statistics
 import time
@@ -107,11 +106,9 @@ def main() -> None:
     base, ours = result["torch_default"], result["agentrl_pinned"]
     for key in ("fresh_shape_ms_median", "same_shape_again_ms_median"):
         result[f"speedup_{key}"] = base[key] / ours[key]
-    text = json.dumps(result, indent=1)
-    if args.json:
-        args.json.parent.mkdir(parents=True, exist_ok=True)
-        args.json.write_text(text)
-    print(text)
+    from gpu_grpo import write
+
+    print(write(result, args.json))
 
 
 if __name__ == "__main__":

@@ -1,0 +1,46 @@
+"""The GPU benchmark scripts still run, on CPU with a tiny model (their smoke modes), so a
+change never leaves `benchmarks/gpu_run_all.sh` broken until the next GPU session."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+BENCH = Path(__file__).parents[2] / "benchmarks"
+
+
+def _run(script: str, args: list[str], out: Path) -> dict:
+    proc = subprocess.run(
+        [sys.executable, str(BENCH / script), *args, "--json", str(out)],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    return json.loads(out.read_text())
+
+
+def test_gpu_grpo_agentrl_half_on_cpu(tmp_path: Path) -> None:
+    args = ["--shape", "tiny", "--vocab", "647", "--device", "cpu", "--part", "agentrl"]
+    args += ["--steps", "1", "--prompts", "2", "--n", "2", "--sft-steps", "2", "--packing"]
+    args += ["--profile", "--engine-extra", "fast=true"]
+    result = _run("gpu_grpo.py", args, tmp_path / "grpo.json")
+    assert "agentrl_error" not in result
+    out = result["agentrl"]
+    assert out["engine"] == "FastHFEngine"
+    assert out["e2e_sampled_tok_s"] > 0 and out["sampled_tokens_per_step"] > 0
+    step = out["steps"][0]
+    # Executed FLOPs never exceed the 6N-on-every-token count (the lm-head runs on fewer rows).
+    assert 0 < step["flops"] <= step["flops_6n_all"]
+    assert step["logit_tokens"] <= step["tokens"]
+    assert out["profile_update"]["top_device_ops"]
+
+
+def test_gpu_prefill_attention_on_cpu(tmp_path: Path) -> None:
+    args = ["--device", "cpu", "--shape", "tiny", "--calls", "2"]
+    result = _run("gpu_prefill_attention.py", args, tmp_path / "prefill.json")
+    for name in ("torch_default", "agentrl_pinned"):
+        assert len(result[name]["fresh_ms"]) == 2
+    assert result["speedup_fresh_shape_ms_median"] > 0
