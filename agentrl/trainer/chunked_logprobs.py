@@ -11,8 +11,8 @@ rounding order.
 
 `compiled=True` (`trainer.compile`) runs each chunk's forward and backward through inductor:
 the cast, scale, reductions and gradient fuse into a few kernels that read the logits once or
-twice instead of ~10 float32 passes per chunk (on an H200 those passes were ~20% of a
-0.5B model's update). Chunks are then larger, since nothing float32 is materialised.
+twice instead of ~10 float32 passes per chunk (on an H200, eager, those passes were about
+25 ms of a 0.5B model's 165 ms update). Chunks are then larger: nothing float32 is kept.
 """
 
 from __future__ import annotations
