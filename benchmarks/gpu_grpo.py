@@ -252,16 +252,17 @@ def summarize_agentrl(steps: list[dict[str, Any]], device: str) -> dict[str, flo
     def total(k: str) -> float:
         return sum(s[k] for s in steps)
 
+    def mfu(flops_key: str) -> float:
+        return total(flops_key) / upd / PEAK_BF16_FLOPS if device == "cuda" else 0.0
+
     wall, sampled = total("time/step"), total("sampled_tokens")
     upd = total("time/update")
     return {
         "e2e_sampled_tok_s": sampled / wall,
         "rollout_sampled_tok_s": sampled / total("time/rollout"),
         "update_tok_s": total("tokens") / upd,
-        "update_mfu": total("flops") / upd / PEAK_BF16_FLOPS if device == "cuda" else 0.0,
-        "update_mfu_6n_all": total("flops_6n_all") / upd / PEAK_BF16_FLOPS
-        if device == "cuda"
-        else 0.0,
+        "update_mfu": mfu("flops"),
+        "update_mfu_6n_all": mfu("flops_6n_all"),
         "phase_s_per_step": {
             k: total(f"time/{k}") / len(steps)
             for k in ("rollout", "logprobs", "update", "weight_sync", "step")

@@ -21,6 +21,8 @@ from pathlib import Path
 from typing import Any
 
 import torch
+from gpu_engine import SHAPES, build_model  # benchmarks/ is sys.path[0] as a script
+from gpu_grpo import sync, write
 from torch.nn.attention import SDPBackend
 
 import agentrl.engines._static_model as sm
@@ -33,24 +35,12 @@ ALL_BACKENDS = [
 ]
 
 
-def build(device: str, shape: str) -> Any:
-    from gpu_grpo import QWEN05_VOCAB, SHAPES  # benchmarks/ is sys.path[0] as a script
-    from transformers import Qwen2Config, Qwen2ForCausalLM
-
-    cfg = Qwen2Config(**SHAPES[shape], vocab_size=QWEN05_VOCAB, max_position_embeddings=4096)
-    torch.manual_seed(0)
-    with torch.device(device):
-        model = Qwen2ForCausalLM(cfg)
-    dtype = torch.bfloat16 if device == "cuda" else torch.float32
-    return model.to(dtype).eval()
-
-
-def shapes(seed: int, count: int, slots: int) -> list[list[tuple[int, int, list[int]]]]:
+def shapes(seed: int, count: int) -> list[list[tuple[int, int, list[int]]]]:
     """`count` prefill calls of new shapes: 8-128 rows, 10-60 new tokens after 0-200 cached."""
     rng = random.Random(seed)
     calls = []
     for _ in range(count):
-        n = rng.randint(8, min(128, slots))
+        n = rng.randint(8, 128)
         calls.append(
             [
                 (i, rng.randint(0, 200), [rng.randint(1, 600)] * rng.randint(10, 60))
@@ -63,13 +53,11 @@ def shapes(seed: int, count: int, slots: int) -> list[list[tuple[int, int, list[
 def time_calls(decoder: Any, calls: list[Any], device: str) -> list[float]:
     out = []
     for rows in calls:
-        if device == "cuda":
-            torch.cuda.synchronize()
+        sync(device)
         t = time.perf_counter()
         with torch.inference_mode():
             decoder.prefill(rows)
-        if device == "cuda":
-            torch.cuda.synchronize()
+        sync(device)
         out.append((time.perf_counter() - t) * 1e3)
     return out
 
@@ -77,13 +65,14 @@ def time_calls(decoder: Any, calls: list[Any], device: str) -> list[float]:
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
-    p.add_argument("--shape", default="qwen2.5-0.5b")
+    p.add_argument("--shape", choices=sorted(SHAPES), default="qwen2.5-0.5b")
     p.add_argument("--calls", type=int, default=12)
     p.add_argument("--json", type=Path, default=None)
     args = p.parse_args()
-    model = build(args.device, args.shape)
+    dtype = torch.bfloat16 if args.device == "cuda" else torch.float32
+    model = build_model(args.shape, args.device, dtype)
     decoder = sm.StaticDecoder(model, slots=129, max_len=512)
-    time_calls(decoder, shapes(99, 2, 128), args.device)  # allocator and kernel warm-up
+    time_calls(decoder, shapes(99, 2), args.device)  # allocator and kernel warm-up
     result: dict[str, Any] = {
         "date_utc": time.strftime("%Y-%m-%d %H:%M:%S", time.gmtime()),
         "torch": torch.__version__,
@@ -94,7 +83,7 @@ def main() -> None:
         ("agentrl_pinned", list(sm.PREFILL_BACKENDS), 2),
     ):
         sm.PREFILL_BACKENDS = backends
-        calls = shapes(seed, args.calls, 128)
+        calls = shapes(seed, args.calls)
         fresh = time_calls(decoder, calls, args.device)
         again = time_calls(decoder, calls, args.device)
         result[name] = {
@@ -106,8 +95,6 @@ def main() -> None:
     base, ours = result["torch_default"], result["agentrl_pinned"]
     for key in ("fresh_shape_ms_median", "same_shape_again_ms_median"):
         result[f"speedup_{key}"] = base[key] / ours[key]
-    from gpu_grpo import write
-
     print(write(result, args.json))
 
 

@@ -148,11 +148,23 @@ def tool(
     return wrap(fn) if fn is not None else wrap
 
 
-@functools.lru_cache(maxsize=4096)
+_SCHEMAS: dict[tuple[Any, str], dict[str, Any]] = {}
+
+
 def _cached_schema(fn: Callable[..., Any], name: str) -> dict[str, Any]:
-    """Every episode builds its env's ToolSet: read each function's hints and docstring once
-    (a bound method's schema is its function's: `self` is skipped either way)."""
-    return build_schema(fn, name)
+    """Every episode builds its env's ToolSet: read each function's hints and docstring once.
+    Bound methods share their function's entry (built from the bound method, so its first
+    parameter is left out whatever it is called); unhashable callables are built each time."""
+    key = (getattr(fn, "__func__", fn), name)
+    try:
+        hit = _SCHEMAS.get(key)
+    except TypeError:
+        return build_schema(fn, name)
+    if hit is None:
+        if len(_SCHEMAS) >= 4096:  # per-episode closures must not grow it without bound
+            _SCHEMAS.clear()
+        hit = _SCHEMAS[key] = build_schema(fn, name)
+    return hit
 
 
 def _spec_for(fn: Callable[..., Any]) -> ToolSpec:
@@ -164,7 +176,7 @@ def _spec_for(fn: Callable[..., Any]) -> ToolSpec:
     return ToolSpec(
         name=meta["name"],
         fn=fn,
-        schema=copy.deepcopy(_cached_schema(getattr(fn, "__func__", fn), meta["name"])),
+        schema=copy.deepcopy(_cached_schema(fn, meta["name"])),
         timeout_s=meta["timeout_s"],
         max_output_chars=meta["max_output_chars"],
     )

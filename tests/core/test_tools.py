@@ -66,3 +66,25 @@ def test_calculator_is_not_eval():
     assert r.is_error and "unsupported" in r.content
     assert ts.call(ToolCall("calculator", {"expression": "9**999999"})).is_error
     assert ts.call(ToolCall("calculator", {"expression": "7/2"})).content == "3.5"
+
+
+def test_toolset_schemas_are_cached_per_function_but_independent() -> None:
+    """Every episode builds its ToolSet: schemas come from a per-function cache, yet each
+    ToolSet gets its own copy, and a method's first parameter is left out whatever its name."""
+
+    class Adder(ToolSet):
+        @tool
+        def add(this, a: int, b: int) -> int:  # noqa: N805 - the name must not matter
+            """Add two numbers.
+
+            Args:
+                a: first
+                b: second
+            """
+            return a + b
+
+    first, second = Adder().schemas, Adder().schemas
+    assert first == second
+    assert list(first[0]["function"]["parameters"]["properties"]) == ["a", "b"]
+    first[0]["function"]["name"] = "changed"
+    assert Adder().schemas[0]["function"]["name"] == "add"

@@ -39,7 +39,7 @@ def test_gpu_grpo_agentrl_half_on_cpu(tmp_path: Path) -> None:
 
 
 def test_gpu_prefill_attention_on_cpu(tmp_path: Path) -> None:
-    args = ["--device", "cpu", "--shape", "tiny", "--calls", "2"]
+    args = ["--device", "cpu", "--shape", "qwen2-small", "--calls", "2"]
     result = _run("gpu_prefill_attention.py", args, tmp_path / "prefill.json")
     for name in ("torch_default", "agentrl_pinned"):
         assert len(result[name]["fresh_ms"]) == 2
