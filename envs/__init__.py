@@ -13,7 +13,7 @@ from .checker import EnvCheckError, check_env
 from .core import AgentEnv, MessagesSpace, Observation, Task, ToolEnv
 from .registration import EnvSpec, all_specs, load_env_module, make, register, registry, spec
 
-FAMILIES = ["math", "search", "reasoning", "games", "web", "code", "vision"]
+FAMILIES = ["math", "search", "reasoning", "games", "web", "code", "vision", "swe"]
 for _family in FAMILIES:
     importlib.import_module(f"{__name__}.{_family}")
 

@@ -132,10 +132,31 @@ def check_oracle(env: AgentEnv, seed: int) -> bool:
     return True
 
 
+def check_adversaries(env: AgentEnv, seed: int) -> list[str]:
+    """Play each of the env's reward-hacking scripts; every one must score the minimum."""
+    env.reset(seed=seed)
+    names = list(env.adversaries())
+    for name in names:
+        env.reset(seed=seed)
+        script = env.adversaries()[name]
+        reward, done = env.reward_range[0], False
+        for action in script:
+            _, reward, terminated, truncated = check_step(env, action)
+            if done := terminated or truncated:
+                break
+        if not done:
+            _fail(env, f"adversary {name!r} did not end the episode on seed {seed}")
+        if abs(reward - env.reward_range[0]) > 1e-6:
+            _fail(
+                env, f"adversary {name!r} scored {reward} on seed {seed}: the reward can be gamed"
+            )
+    return names
+
+
 def check_env(env: Any, seeds: tuple[int, ...] = (0, 1, 2)) -> dict[str, Any]:
     """Validate `env`; raises `EnvCheckError` on the first broken contract.
 
-    Returns a small report: {'oracle': bool, 'tools': [names]}.
+    Returns a small report: {'oracle': bool, 'tools': [names], 'adversaries': [names]}.
     """
     if not isinstance(env, gym.Env):
         _fail(env, "envs must subclass gymnasium.Env (use agentrl.envs.AgentEnv)")
@@ -151,4 +172,6 @@ def check_env(env: Any, seeds: tuple[int, ...] = (0, 1, 2)) -> dict[str, Any]:
     env.reset(seed=seeds[0])
     check_step(env, Message("assistant", "I am not sure."))
     has_oracle = all(check_oracle(env, s) for s in seeds)
-    return {"oracle": has_oracle, "tools": [t["function"]["name"] for t in obs.tools]}
+    adversaries = check_adversaries(env, seeds[0])
+    tools = [t["function"]["name"] for t in obs.tools]
+    return {"oracle": has_oracle, "tools": tools, "adversaries": adversaries}

@@ -92,6 +92,11 @@ class AgentEnv(gym.Env[Observation, Message]):
         """The gold policy's next action in the current state, or None if the env has none."""
         return None
 
+    def adversaries(self) -> dict[str, list[Message]]:
+        """Reward-hacking scripts for the current task (name -> actions), each of which must
+        score ``reward_range[0]``; ``check_env`` plays them. Call after ``reset``."""
+        return {}
+
 
 @dataclass
 class Task:
