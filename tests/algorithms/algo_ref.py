@@ -135,11 +135,12 @@ def group_baseline_adv(rewards, mask, group_index, credit, gamma, kind, norm=Tru
 
 
 def whiten(x, mask):
+    """(x − mean)/sqrt(var + 1e-8) over the masked entries, var unbiased (÷ N − 1)."""
     x, mask = np.asarray(x, dtype=np.float64), np.asarray(mask) > 0
     vals = x[mask]
-    if vals.size == 0:
+    if vals.size < 2:
         return np.zeros_like(x)
-    out = (x - vals.mean()) / math.sqrt(vals.var() + 1e-8)
+    out = (x - vals.mean()) / math.sqrt(vals.var(ddof=1) + 1e-8)
     return out * mask
 
 
