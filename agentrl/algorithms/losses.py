@@ -28,7 +28,7 @@ AggMode = Literal[
 ]
 # Modes whose value over a batch is the plain sum of its parts' values (no batch-dependent
 # denominator): a trainer splitting the batch adds micro-batch losses with weight 1.
-ADDITIVE_AGG_MODES: frozenset[str] = frozenset({"token-sum", "seq-mean-token-sum-norm"})
+ADDITIVE_AGG_MODES: frozenset[str] = frozenset({"token-sum"})
 Metrics = dict[str, float]
 PolicyLossFn = Callable[..., tuple[Tensor, Metrics]]
 POLICY_LOSSES: dict[str, PolicyLossFn] = {}

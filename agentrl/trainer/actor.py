@@ -44,8 +44,8 @@ def loss_weight_count(mask: torch.Tensor, mode: str) -> float:
 
 def micro_share(mask: torch.Tensor, mode: str, total: float) -> float:
     """The weight of a micro-batch's `mode`-aggregated loss in the mini-batch's: its share of
-    the global count, or 1 for additive modes (token-sum, seq-mean-token-sum-norm with a
-    fixed divisor)."""
+    the global count (tokens for token-mean, sequences for the seq-mean modes), or 1 for the
+    additive token-sum."""
     if mode in ADDITIVE_AGG_MODES:
         return 1.0
     return loss_weight_count(mask, mode) / total
