@@ -85,16 +85,18 @@ def test_new_family_trains_one_step(tiny_model_dir: Path, tmp_path: Path, case: 
     assert moved > 0, f"{case}: the update did not change the weights"
 
 
-def test_ppo_with_adaptive_kl_in_reward_moves_and_resumes_the_coefficient(
-    tiny_model_dir: Path, tmp_path: Path
+@pytest.mark.parametrize(("estimator", "placement"), [("gae", "reward"), ("grpo", "loss")])
+def test_adaptive_kl_moves_and_resumes_the_coefficient(
+    tiny_model_dir: Path, tmp_path: Path, estimator: str, placement: str
 ) -> None:
-    """gae (whitened advantages by default) with verl's in-reward KL and an adaptive controller
-    with a short horizon: the logged coefficient changes between steps as Ziegler's rule says,
-    and a resumed run continues from the checkpointed coefficient."""
+    """An adaptive controller with a short horizon, for verl's in-reward KL (with gae, whose
+    advantages are whitened by default) and for the KL loss term: the logged coefficient
+    changes between steps as Ziegler's rule says, and a resumed run continues from the
+    checkpointed coefficient."""
     extra = {
-        "algorithm__adv_estimator": "gae",
+        "algorithm__adv_estimator": estimator,
         "algorithm__kl__coef": 0.05,
-        "algorithm__kl__placement": "reward",
+        "algorithm__kl__placement": placement,
         "algorithm__kl__estimator": "k1",
         "algorithm__kl__ctrl": "adaptive",
         "algorithm__kl__target_kl": 1e-4,
