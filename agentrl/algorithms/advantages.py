@@ -264,10 +264,13 @@ def grpo_passk_advantages(inp: AdvantageInput, cfg: AlgorithmConfig) -> tuple[Te
     n_groups = int(stats.inverse.max().item()) + 1
     top = scores.new_full((n_groups,), -torch.inf).scatter_reduce(0, stats.inverse, scores, "amax")
     is_top = scores == top[stats.inverse]
-    # The first sample reaching the max is "the" best; any other at the max makes it a tie.
-    rows = torch.arange(scores.shape[0], device=scores.device)
-    first = torch.full((n_groups,), scores.shape[0], device=scores.device, dtype=torch.long)
-    first = first.scatter_reduce(0, stats.inverse, torch.where(is_top, rows, first[0]), "amin")
+    # The first sample reaching the max is "the" best; any other at the max makes it a tie
+    # (R_best − R_second = 0).
+    b = scores.shape[0]
+    rows = torch.arange(b, device=scores.device)
+    candidates = torch.where(is_top, rows, torch.full_like(rows, b))
+    first = torch.full((n_groups,), b, device=scores.device, dtype=torch.long)
+    first = first.scatter_reduce(0, stats.inverse, candidates, "amin")
     best = rows == first[stats.inverse]
     second = scores.new_full((n_groups,), -torch.inf).scatter_reduce(
         0, stats.inverse, torch.where(best, -torch.inf, scores), "amax"

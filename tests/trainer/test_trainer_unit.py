@@ -108,7 +108,11 @@ FIXED = [
 ]
 
 
-@pytest.mark.parametrize(("mode", "algo_kw"), [(m, {}) for m in MODES] + FIXED)
+@pytest.mark.parametrize(
+    ("mode", "algo_kw"),
+    [(m, {}) for m in MODES] + FIXED,
+    ids=MODES + [f"{kw['policy_loss']}-{mode}" for mode, kw in FIXED],
+)
 def test_micro_batch_size_does_not_change_the_update(
     tiny_model_dir: Path, mode: str, algo_kw: dict
 ) -> None:
