@@ -35,6 +35,9 @@ from .logger import MetricsLogger
 class Trainer:
     def __init__(self, cfg: TrainConfig, components: Components | None = None) -> None:
         self.cfg = cfg
+        # The KL coefficient of each step (`algorithm.kl.ctrl`); checkpointed. Built first: a
+        # bad controller setting fails before any model is loaded.
+        self.kl_ctrl = KLController.from_config(cfg.algorithm.kl)
         self.c = components or place(cfg)
         self.actor: Actor = self.c.actor
         self.out = Path(cfg.trainer.out_dir)
@@ -52,8 +55,6 @@ class Trainer:
         self._raw_stats: dict[str, float] = {}
         # ReMax-style estimators: one greedy episode per prompt gives the baseline.
         self.greedy_baseline = needs_greedy_baseline(cfg.algorithm.adv_estimator)
-        # The KL coefficient of each step (`algorithm.kl.ctrl`); checkpointed.
-        self.kl_ctrl = KLController.from_config(cfg.algorithm.kl)
         self.sum_pi_squared = cfg.algorithm.adv_estimator in SUM_PI_SQUARED_ESTIMATORS
         self.generator = torch.Generator().manual_seed(cfg.trainer.seed)
 
