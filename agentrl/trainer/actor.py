@@ -33,10 +33,9 @@ from .packing import build_log_prob_fn
 
 
 def loss_weight_count(mask: torch.Tensor, mode: str) -> float:
-    """How much a set of rows counts in the global aggregate of `mode` (1 for the additive
-    modes, whose micro-batch values simply add up)."""
-    if mode in ADDITIVE_AGG_MODES:
-        return 1.0
+    """How much a set of rows counts in the global aggregate of `mode`: trained tokens for
+    token-mean, sequences with a trained token for the seq-mean modes (token-sum needs no
+    count, see `micro_share`)."""
     if mode == "token-mean":
         return float(mask.sum())
     return float((mask.sum(-1) > 0).sum())
