@@ -5,23 +5,32 @@ Advantage estimators and policy losses live in name registries so that config st
 decorator. See docs/algorithms.md for formulas and config keys.
 """
 
+# Modules that only register estimators/losses (imported for that side effect).
+from agentrl.algorithms import cov_losses, optimal_baseline, surrogates  # noqa: F401
 from agentrl.algorithms.advantages import (
     ADV_ESTIMATORS,
     GREEDY_BASELINE_ESTIMATORS,
+    SUM_PI_SQUARED_ESTIMATORS,
+    WHITENED_BY_DEFAULT,
     AdvantageInput,
     compute_advantages,
     get_adv_estimator,
     needs_greedy_baseline,
     register_adv_estimator,
+    whitens_advantages,
 )
 from agentrl.algorithms.correction import importance_weights
 from agentrl.algorithms.dapo import filter_groups_by_reward_variance, overlong_penalty
-from agentrl.algorithms.kl import kl_penalized_rewards, kl_penalty
+from agentrl.algorithms.kl import kl_penalized_rewards, kl_penalty, measured_kl
+from agentrl.algorithms.kl_control import KLController
 from agentrl.algorithms.losses import (
+    ADDITIVE_AGG_MODES,
+    FIXED_AGG_MODES,
     POLICY_LOSSES,
     aggregate_loss,
     entropy_from_logits,
     get_policy_loss,
+    policy_agg_mode,
     register_policy_loss,
     value_loss,
 )
@@ -36,10 +45,15 @@ from agentrl.algorithms.returns import (
 from agentrl.algorithms.selfplay import sequence_log_probs, spin_loss, sppo_loss
 
 __all__ = [
+    "ADDITIVE_AGG_MODES",
     "ADV_ESTIMATORS",
+    "FIXED_AGG_MODES",
     "GREEDY_BASELINE_ESTIMATORS",
     "POLICY_LOSSES",
+    "SUM_PI_SQUARED_ESTIMATORS",
+    "WHITENED_BY_DEFAULT",
     "AdvantageInput",
+    "KLController",
     "aggregate_loss",
     "compute_advantages",
     "discounted_returns",
@@ -54,8 +68,10 @@ __all__ = [
     "kl_penalty",
     "masked_mean",
     "masked_whiten",
+    "measured_kl",
     "needs_greedy_baseline",
     "overlong_penalty",
+    "policy_agg_mode",
     "register_adv_estimator",
     "register_policy_loss",
     "sequence_log_probs",
@@ -64,4 +80,5 @@ __all__ = [
     "turn_ids_from_mask",
     "turn_returns",
     "value_loss",
+    "whitens_advantages",
 ]

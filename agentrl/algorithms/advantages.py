@@ -49,6 +49,10 @@ class AdvantageInput:
     baseline_rewards: Tensor | None = None
     # Turn id per token, −1 on untrained tokens; derived from mask spans when absent.
     turn_index: Tensor | None = None
+    # Σ_v π_old(v | prefix)² at each response position (optimal_token_baseline).
+    sum_pi_squared: Tensor | None = None
+    # Detached rollout-correction weights, when `algorithm.tis_mode` is on (optimal baseline).
+    is_weights: Tensor | None = None
 
 
 AdvantageFn = Callable[[AdvantageInput, AlgorithmConfig], tuple[Tensor, Tensor]]
@@ -58,6 +62,12 @@ register_adv_estimator = registrar(ADV_ESTIMATORS, "advantage estimator")
 # reads this (not estimator names) to decide whether to roll out one extra greedy episode per
 # prompt and fill `AdvantageInput.baseline_rewards`; a plugin estimator opts in by adding itself.
 GREEDY_BASELINE_ESTIMATORS: set[str] = {"remax"}
+# Estimators whose advantages verl whitens over the batch (`masked_whiten`, unbiased variance);
+# `algorithm.whiten_advantages` unset follows this, true/false overrides it for any estimator.
+WHITENED_BY_DEFAULT: set[str] = {"gae"}
+# Estimators that read `AdvantageInput.sum_pi_squared` (Σ_v π(v)² at each sampled position);
+# the trainer computes it with the old log-probs only for these.
+SUM_PI_SQUARED_ESTIMATORS: set[str] = {"optimal_token_baseline"}
 
 
 def needs_greedy_baseline(name: str) -> bool:
@@ -70,10 +80,22 @@ def get_adv_estimator(name: str) -> AdvantageFn:
     return lookup(ADV_ESTIMATORS, name, "advantage estimator")
 
 
+def whitens_advantages(cfg: AlgorithmConfig) -> bool:
+    """`algorithm.whiten_advantages`, or (unset) whether verl whitens this estimator."""
+    if cfg.whiten_advantages is not None:
+        return cfg.whiten_advantages
+    return cfg.adv_estimator in WHITENED_BY_DEFAULT
+
+
 def compute_advantages(inp: AdvantageInput, cfg: AlgorithmConfig) -> tuple[Tensor, Tensor]:
-    """Run `cfg.adv_estimator` without autograd; the entry point trainers call."""
+    """Run `cfg.adv_estimator` without autograd, then whiten the advantages over the batch's
+    trained tokens when `whitens_advantages(cfg)`; the entry point trainers call. Returns are
+    never whitened (they are the critic's target)."""
     with torch.no_grad():
-        return get_adv_estimator(cfg.adv_estimator)(inp, cfg)
+        adv, returns = get_adv_estimator(cfg.adv_estimator)(inp, cfg)
+        if whitens_advantages(cfg):
+            adv = masked_whiten(adv, inp.mask)
+        return adv, returns
 
 
 # ---------------------------------------------------------------- shared pieces
@@ -229,3 +251,44 @@ def reinforce_pp_baseline_advantages(
     stats = group_stats(episode_scores(inp), inp.group_index, "reinforce_plus_plus_baseline")
     adv = _relative(inp, cfg, stats.mean)
     return masked_whiten(adv, inp.mask), credit_returns(inp, cfg)
+
+
+@register_adv_estimator("grpo_passk")
+def grpo_passk_advantages(inp: AdvantageInput, cfg: AlgorithmConfig) -> tuple[Tensor, Tensor]:
+    """Pass@k with k = group size (Tang et al. 2025): the leave-one-out gradient of the
+    group's max reward, A_i = max_g R − max_{g∖i} R. Only a unique best sample gets a non-zero
+    advantage, R_best − R_second; ties give 0. Divided by (std_g R + ε) if norm_adv_by_std.
+    Outcome-level: every trained token gets A_i whatever `credit` says (as verl)."""
+    scores = episode_scores(inp)
+    stats = group_stats(scores, inp.group_index, "grpo_passk")
+    n_groups = int(stats.inverse.max().item()) + 1
+    top = scores.new_full((n_groups,), -torch.inf).scatter_reduce(0, stats.inverse, scores, "amax")
+    is_top = scores == top[stats.inverse]
+    # The first sample reaching the max is "the" best; any other at the max makes it a tie
+    # (R_best − R_second = 0).
+    b = scores.shape[0]
+    rows = torch.arange(b, device=scores.device)
+    candidates = torch.where(is_top, rows, torch.full_like(rows, b))
+    first = torch.full((n_groups,), b, device=scores.device, dtype=torch.long)
+    first = first.scatter_reduce(0, stats.inverse, candidates, "amin")
+    best = rows == first[stats.inverse]
+    second = scores.new_full((n_groups,), -torch.inf).scatter_reduce(
+        0, stats.inverse, torch.where(best, -torch.inf, scores), "amax"
+    )
+    adv = torch.where(best, scores - second[stats.inverse], torch.zeros_like(scores))
+    if cfg.norm_adv_by_std:
+        adv = adv / (stats.std + GROUP_EPS)
+    mask = inp.mask.to(scores.dtype)
+    return adv.unsqueeze(-1) * mask, credit_returns(inp, cfg)
+
+
+@register_adv_estimator("gpg")
+def gpg_advantages(inp: AdvantageInput, cfg: AlgorithmConfig) -> tuple[Tensor, Tensor]:
+    """GPG (Chu et al. 2025): A = α·(G − mean_g R) with no std division (F_norm = 1) and the
+    batch-level correction α = B / #{i : R_i ≠ 0}, as verl computes it. (The paper's α is
+    B / (B − M), M = samples in groups whose rewards all agree; the two coincide when every
+    informative sample has a non-zero reward.)"""
+    scores = episode_scores(inp)
+    stats = group_stats(scores, inp.group_index, "gpg")
+    alpha = scores.shape[0] / (scores != 0).sum().clamp(min=1).to(scores.dtype)
+    return alpha * _relative(inp, cfg, stats.mean), credit_returns(inp, cfg)

@@ -53,5 +53,14 @@ def kl_penalized_rewards(
     """
     with torch.no_grad():
         kl = kl_penalty(log_probs, ref_log_probs, estimator) * mask
-        metrics = {"kl_reward": masked_mean(kl, mask).item()}
+        metrics = {"kl_reward": masked_mean(kl, mask).item(), "kl_seq_mean": measured_kl(kl, mask)}
         return token_rewards - coef * kl, metrics
+
+
+@torch.no_grad()
+def measured_kl(kl: Tensor, mask: Tensor) -> float:
+    """The batch's KL as the adaptive controller reads it: the mean over sequences (with a
+    trained token) of each sequence's mean per-token estimate (verl's `current_kl`)."""
+    m = mask.to(kl.dtype)
+    rows = (m.sum(dim=-1) > 0).to(kl.dtype)
+    return masked_mean(masked_mean(kl, m, dim=-1), rows).item()

@@ -19,11 +19,27 @@ from agentrl.algorithms._registry import lookup, registrar
 from agentrl.algorithms.masked import masked_max, masked_mean
 from agentrl.config.schema import AlgorithmConfig
 
-AggMode = Literal["token-mean", "seq-mean-token-sum", "seq-mean-token-mean"]
+AggMode = Literal[
+    "token-mean",
+    "token-sum",
+    "seq-mean-token-sum",
+    "seq-mean-token-mean",
+    "seq-mean-token-sum-norm",
+]
+# Modes whose value over a batch is the plain sum of its parts' values (no batch-dependent
+# denominator): a trainer splitting the batch adds micro-batch losses with weight 1.
+ADDITIVE_AGG_MODES: frozenset[str] = frozenset({"token-sum"})
 Metrics = dict[str, float]
 PolicyLossFn = Callable[..., tuple[Tensor, Metrics]]
 POLICY_LOSSES: dict[str, PolicyLossFn] = {}
 register_policy_loss = registrar(POLICY_LOSSES, "policy loss")
+# Losses that aggregate their own way whatever `algorithm.loss_agg_mode` says (the mode they
+# use is what a trainer must weight micro-batches by); a plugin loss adds itself here.
+FIXED_AGG_MODES: dict[str, AggMode] = {
+    "gspo": "seq-mean-token-mean",
+    "sapo": "seq-mean-token-mean",
+    "geo_mean": "seq-mean-token-mean",
+}
 LOG_RATIO_CLAMP = 20.0
 
 
@@ -32,25 +48,45 @@ def get_policy_loss(name: str) -> PolicyLossFn:
     return lookup(POLICY_LOSSES, name, "policy loss")
 
 
-def aggregate_loss(loss_mat: Tensor, mask: Tensor, mode: AggMode) -> Tensor:
+def policy_agg_mode(cfg: AlgorithmConfig) -> AggMode:
+    """The aggregation `cfg.policy_loss` actually uses (FIXED_AGG_MODES, else loss_agg_mode)."""
+    return FIXED_AGG_MODES.get(cfg.policy_loss, cfg.loss_agg_mode)
+
+
+def aggregate_loss(loss_mat: Tensor, mask: Tensor, mode: AggMode, scale: float = 0.0) -> Tensor:
     """Reduce a `[B, T]` per-token loss to a scalar.
 
-    token-mean:          Σ_{i,t} l·m / Σ_{i,t} m  (long answers weigh more; DAPO)
-    seq-mean-token-sum:  mean_i Σ_t l·m           (no length normalisation; Dr.GRPO)
-    seq-mean-token-mean: mean_i (Σ_t l·m / Σ_t m) (each sequence weighs equally; GRPO paper)
+    token-mean:              Σ_{i,t} l·m / Σ_{i,t} m  (long answers weigh more; DAPO)
+    token-sum:               Σ_{i,t} l·m              (no normalisation at all)
+    seq-mean-token-sum:      mean_i Σ_t l·m           (no length normalisation)
+    seq-mean-token-mean:     mean_i (Σ_t l·m / Σ_t m) (each sequence weighs equally; GRPO paper)
+    seq-mean-token-sum-norm: mean_i Σ_t l·m / L       (Dr.GRPO: L a constant budget, `scale`;
+                                                       0 = T, the tensor's width, as verl)
     Rows with no trained token are excluded from the sequence means; an empty batch gives 0.
     """
     mask = mask.to(loss_mat.dtype)
     if mode == "token-mean":
         return masked_mean(loss_mat, mask)
+    if mode == "token-sum":
+        return (loss_mat * mask).sum()
     rows = (mask.sum(dim=-1) > 0).to(loss_mat.dtype)
-    if mode == "seq-mean-token-sum":
+    if mode in ("seq-mean-token-sum", "seq-mean-token-sum-norm"):
         per_seq = (loss_mat * mask).sum(dim=-1)
     elif mode == "seq-mean-token-mean":
         per_seq = masked_mean(loss_mat, mask, dim=-1)
     else:
         raise ValueError(f"unknown loss_agg_mode {mode!r}")
-    return masked_mean(per_seq, rows)
+    out = masked_mean(per_seq, rows)
+    if mode == "seq-mean-token-sum-norm":
+        out = out / (scale if scale > 0 else max(mask.shape[-1], 1))
+    return out
+
+
+def agg(
+    loss_mat: Tensor, mask: Tensor, cfg: AlgorithmConfig, mode: AggMode | None = None
+) -> Tensor:
+    """`aggregate_loss` under `cfg` (its mode unless `mode` is given, its loss_scale_factor)."""
+    return aggregate_loss(loss_mat, mask, mode or cfg.loss_agg_mode, cfg.loss_scale_factor)
 
 
 def _log_ratio(log_probs: Tensor, old_log_probs: Tensor) -> Tensor:
@@ -86,6 +122,7 @@ def _clip_surrogate(
 def _loss_and_metrics(
     loss_mat: Tensor,
     mask: Tensor,
+    cfg: AlgorithmConfig,
     mode: AggMode,
     is_weights: Tensor | None,
     log_ratio: Tensor,
@@ -93,7 +130,7 @@ def _loss_and_metrics(
 ) -> tuple[Tensor, Metrics]:
     """The common tail of the ratio losses: IS-weight, aggregate, and the ratio metrics plus
     `clip_frac` (the share of trained tokens where clipping took effect)."""
-    loss = aggregate_loss(_weighted(loss_mat, is_weights), mask, mode)
+    loss = agg(_weighted(loss_mat, is_weights), mask, cfg, mode)
     metrics = _ratio_metrics(log_ratio.detach(), mask)
     metrics["clip_frac"] = masked_mean(clip_hit.float(), mask).item()
     return loss, metrics
@@ -127,7 +164,7 @@ def ppo_clip_loss(
         dual_hit = (advantages < 0) & (loss_mat > dual_bound)
         loss_mat = torch.where(advantages < 0, torch.minimum(loss_mat, dual_bound), loss_mat)
     loss, metrics = _loss_and_metrics(
-        loss_mat, mask, cfg.loss_agg_mode, is_weights, log_ratio, clip_hit
+        loss_mat, mask, cfg, cfg.loss_agg_mode, is_weights, log_ratio, clip_hit
     )
     metrics["dual_clip_frac"] = masked_mean(dual_hit.float(), mask).item()
     return loss, metrics
@@ -158,7 +195,7 @@ def gspo_loss(
     seq_ratio = token_log_ratio.clamp(max=10.0).exp()
     loss_mat, clip_hit = _clip_surrogate(advantages, seq_ratio, cfg)
     loss, metrics = _loss_and_metrics(
-        loss_mat, mask, "seq-mean-token-mean", is_weights, log_ratio, clip_hit
+        loss_mat, mask, cfg, FIXED_AGG_MODES["gspo"], is_weights, log_ratio, clip_hit
     )
     rows = (mask.sum(dim=-1) > 0).float()
     metrics["seq_ratio_mean"] = masked_mean(seq_log_ratio.squeeze(-1).exp(), rows).item()
@@ -185,7 +222,9 @@ def cispo_loss(
     weight = ratio.clamp(1 - cfg.clip_low, 1 + cfg.clip_high).detach()
     loss_mat = -advantages * weight * log_probs
     clip_hit = weight != ratio.detach()
-    return _loss_and_metrics(loss_mat, mask, cfg.loss_agg_mode, is_weights, log_ratio, clip_hit)
+    return _loss_and_metrics(
+        loss_mat, mask, cfg, cfg.loss_agg_mode, is_weights, log_ratio, clip_hit
+    )
 
 
 def value_loss(

@@ -25,20 +25,28 @@ def masked_mean(x: Tensor, mask: Tensor, dim: int | None = None) -> Tensor:
     return total / count.clamp(min=1.0)
 
 
-def masked_var(x: Tensor, mask: Tensor) -> Tensor:
-    """Population variance of the masked elements: Σ m(x − μ)² / Σ m (0 when empty)."""
+def masked_var(x: Tensor, mask: Tensor, unbiased: bool = False) -> Tensor:
+    """Variance of the masked elements: Σ m(x − μ)² / (Σ m − 1 if unbiased else Σ m).
+
+    0 when empty, and (unbiased) when a single element is selected, where ÷(N − 1) is undefined.
+    """
+    mask = mask.to(x.dtype)
     mean = masked_mean(x, mask)
-    return masked_mean((x - mean) ** 2, mask)
+    total = masked_sum((x - mean) ** 2, mask)
+    n = mask.sum()
+    denom = n - 1 if unbiased else n
+    return torch.where(denom > 0, total / denom.clamp(min=1.0), torch.zeros_like(total))
 
 
 def masked_whiten(x: Tensor, mask: Tensor, eps: float = 1e-8) -> Tensor:
     """(x − μ) / √(σ² + eps) with μ, σ² over the masked elements; untrained positions → 0.
 
-    Population variance (divide by N) so a single trained token is well defined.
+    Unbiased variance (÷(N − 1)), as verl's `masked_whiten`, so estimators that share a name
+    with verl's whiten identically; a single trained token whitens to 0.
     """
     mask = mask.to(x.dtype)
     mean = masked_mean(x, mask)
-    var = masked_var(x, mask)
+    var = masked_var(x, mask, unbiased=True)
     return (x - mean) * torch.rsqrt(var + eps) * mask
 
 

@@ -80,6 +80,8 @@ def cmd_import_verl(args: argparse.Namespace) -> int:
         print(f"ignored, feature off in verl ({len(result.inactive)}):", file=err)
         for key, why in sorted(result.inactive.items()):
             print(f"  {key}: {why}", file=err)
+    for warning in result.warnings:
+        print(f"warning: {warning}", file=err)
     for note in result.notes:
         print(f"note: {note}", file=err)
     if args.out:

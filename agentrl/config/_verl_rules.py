@@ -12,21 +12,6 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from .verl_import import ImportResult
 
-ADV_ESTIMATORS = {
-    "gae": "gae",
-    "grpo": "grpo",
-    "grpo_vectorized": "grpo",
-    "rloo": "rloo",
-    "rloo_vectorized": "rloo",
-    "opo": "opo",
-    "remax": "remax",
-    "reinforce_plus_plus": "reinforce_plus_plus",
-    "reinforce_plus_plus_baseline": "reinforce_plus_plus_baseline",
-}
-POLICY_LOSSES = {"vanilla": "ppo_clip", "gspo": "gspo", "cispo": "cispo"}
-KL_ESTIMATORS = {"kl": "k1", "k1": "k1", "abs": "abs", "mse": "k2", "k2": "k2"}
-KL_ESTIMATORS |= {"low_var_kl": "low_var_kl", "k3": "k3"}
-AGG_MODES = {"token-mean", "seq-mean-token-sum", "seq-mean-token-mean"}
 ENGINES = {"vllm", "sglang", "hf"}
 
 A = "actor_rollout_ref.actor."
@@ -83,55 +68,6 @@ class Ctx:
                 self.put(dst, convert(value) if convert else value)
 
 
-def algorithm(c: Ctx) -> None:
-    est = c.get("algorithm.adv_estimator")
-    if est is not None:
-        if est in ADV_ESTIMATORS:
-            c.put("algorithm.adv_estimator", ADV_ESTIMATORS[est])
-        else:
-            c.unmapped("algorithm.adv_estimator", f"no agentrl estimator for {est!r}")
-    c.direct(
-        {
-            "algorithm.gamma": ("algorithm.gamma", float),
-            "algorithm.lam": ("algorithm.lam", float),
-            "algorithm.norm_adv_by_std_in_grpo": ("algorithm.norm_adv_by_std", bool),
-        }
-    )
-    if c.get("algorithm.use_kl_in_reward"):
-        ctrl = c.get("algorithm.kl_ctrl.type", "fixed")
-        if ctrl != "fixed":
-            c.unmapped("algorithm.kl_ctrl.type", f"{ctrl!r} KL control; agentrl's is fixed")
-        _kl(c, "reward", "algorithm.kl_ctrl.kl_coef", "algorithm.kl_penalty")
-    else:
-        for key in ("algorithm.kl_ctrl", "algorithm.kl_penalty"):
-            c.inactive(key, "use_kl_in_reward is false")
-    if c.get("algorithm.filter_groups.enable"):
-        c.put("algorithm.dynamic_sampling", True)
-        c.get("algorithm.filter_groups.metric")  # agentrl filters on the episode reward
-        n = c.get("algorithm.filter_groups.max_num_gen_batches", 0)
-        c.put("algorithm.max_resample_batches", int(n) if n and n > 0 else 10)
-        if not n or n <= 0:
-            c.result.notes.append("filter_groups.max_num_gen_batches<=0 (unbounded) -> 10")
-    c.inactive("algorithm.filter_groups", "filter_groups.enable is false")
-
-
-def _kl(c: Ctx, placement: str, coef_key: str, type_key: str) -> None:
-    """One KL term: agentrl has a single `algorithm.kl` with a placement."""
-    if c.result.config.get("algorithm", {}).get("kl"):
-        c.unmapped(coef_key, "KL both in reward and in loss; agentrl keeps the reward one")
-        c.unmapped(type_key, "see " + coef_key)
-        return
-    kind = str(c.get(type_key, "low_var_kl"))
-    base = kind.rstrip("+")
-    if base not in KL_ESTIMATORS:
-        c.unmapped(type_key, f"no agentrl KL estimator for {kind!r}")
-        base = "low_var_kl"
-    elif base != kind:
-        c.result.notes.append(f"{type_key}={kind!r}: straight-through '+' dropped, using {base}")
-    c.put("algorithm.kl", {"coef": float(c.get(coef_key, 0.0)), "estimator": KL_ESTIMATORS[base]})
-    c.put("algorithm.kl.placement", placement)
-
-
 def data(c: Ctx) -> None:
     c.direct(
         {
@@ -184,6 +120,7 @@ def model(c: Ctx) -> None:
 
 
 def actor(c: Ctx, n: int) -> None:
+    """Optimizer, batch geometry and memory keys of the actor (its loss keys: _verl_algorithm)."""
     c.direct(
         {
             A + "optim.lr": ("optim.lr", float),
@@ -193,34 +130,11 @@ def actor(c: Ctx, n: int) -> None:
             A + "grad_clip": ("optim.grad_clip", float),
             A + "ppo_epochs": ("trainer.ppo_epochs", int),
             A + "ppo_micro_batch_size_per_gpu": ("trainer.micro_batch_size", int),
-            A + "entropy_coeff": ("algorithm.entropy_coef", float),
-            A + "clip_ratio_c": ("algorithm.dual_clip_c", float),
         }
     )
     mini = c.get(A + "ppo_mini_batch_size")
     if mini is not None:
         c.put("trainer.mini_batch_size", int(mini) * n)  # verl counts prompts
-    clip = c.get(A + "clip_ratio")
-    low, high = c.get(A + "clip_ratio_low", clip), c.get(A + "clip_ratio_high", clip)
-    if low is not None:
-        c.put("algorithm.clip_low", float(low))
-    if high is not None:
-        c.put("algorithm.clip_high", float(high))
-    agg = c.get(A + "loss_agg_mode")
-    if agg in AGG_MODES:
-        c.put("algorithm.loss_agg_mode", agg)
-    elif agg is not None:
-        c.unmapped(A + "loss_agg_mode", f"no agentrl aggregation {agg!r}")
-    mode = c.get(A + "policy_loss.loss_mode")
-    if mode in POLICY_LOSSES:
-        c.put("algorithm.policy_loss", POLICY_LOSSES[mode])
-    elif mode is not None:
-        c.unmapped(A + "policy_loss.loss_mode", f"no agentrl policy loss {mode!r}")
-    if c.get(A + "use_kl_loss"):
-        _kl(c, "loss", A + "kl_loss_coef", A + "kl_loss_type")
-    else:
-        for key in ("kl_loss_coef", "kl_loss_type"):
-            c.inactive(A + key, "use_kl_loss is false")
     _optim_schedule(c)
     strategy = c.get(A + "strategy")
     if strategy in ("fsdp", "fsdp2"):

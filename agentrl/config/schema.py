@@ -97,6 +97,11 @@ class KLConfig:
     estimator: Literal["k1", "abs", "k2", "mse", "k3", "low_var_kl"] = "low_var_kl"
     # "loss": KL term in the policy loss (GRPO); "reward": penalty folded into rewards (PPO).
     placement: Literal["loss", "reward"] = "loss"
+    # "fixed": `coef` throughout. "adaptive" (Ziegler et al. 2019, verl's kl_ctrl): after each
+    # step coef *= 1 + clip(KL/target_kl − 1, ±0.2)·batch_size/horizon, starting from `coef`.
+    ctrl: Literal["fixed", "adaptive"] = "fixed"
+    target_kl: float = 0.1
+    horizon: int = 10000
 
 
 @dataclass(kw_only=True)
@@ -107,7 +112,13 @@ class AlgorithmConfig:
     clip_high: float = 0.2
     # Dual-clip constant c (>1) bounding the loss for negative advantages; 0 disables.
     dual_clip_c: float = 0.0
-    loss_agg_mode: Literal["token-mean", "seq-mean-token-sum", "seq-mean-token-mean"] = "token-mean"
+    loss_agg_mode: Literal[
+        "token-mean",
+        "token-sum",
+        "seq-mean-token-sum",
+        "seq-mean-token-mean",
+        "seq-mean-token-sum-norm",
+    ] = "token-mean"
     entropy_coef: float = 0.0
     norm_adv_by_std: bool = True
     gamma: float = 1.0
@@ -125,6 +136,26 @@ class AlgorithmConfig:
     # Rollout/train mismatch correction with the engine's logprobs.
     tis_mode: Literal["none", "token", "sequence", "token_mask", "sequence_mask"] = "none"
     tis_cap: float = 2.0
+    # seq-mean-token-sum-norm's divisor (Dr.GRPO's constant generation budget); 0 = the
+    # longest response of the step's batch.
+    loss_scale_factor: int = 0
+    # Whiten advantages over the batch's trained tokens (mean 0, unbiased std 1) after the
+    # estimator. None = verl's choice per estimator: on for gae, off for the rest
+    # (reinforce_plus_plus* whiten as part of their definition).
+    whiten_advantages: bool | None = None
+    # sapo: gate temperatures for A > 0 / A ≤ 0 (verl's actor.tau_pos / tau_neg).
+    tau_pos: float = 1.0
+    tau_neg: float = 1.05
+    # clip_cov: share of trained tokens whose gradient is dropped, and the covariance window.
+    clip_cov_ratio: float = 0.0002
+    clip_cov_lb: float = 1.0
+    clip_cov_ub: float = 5.0
+    # kl_cov: share of trained tokens (highest covariance) that get the |log r| penalty.
+    kl_cov_ratio: float = 0.0002
+    ppo_kl_coef: float = 0.1
+    # optimal_token_baseline: zero the baseline where a group's longest response runs past
+    # its second longest (verl's handle_zero_tail).
+    otb_zero_tail: bool = True
 
 
 @dataclass(kw_only=True)

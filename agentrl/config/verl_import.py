@@ -26,6 +26,7 @@ import re
 from dataclasses import dataclass, field, fields
 from typing import Any
 
+from . import _verl_algorithm as algo_rules
 from . import _verl_rules as rules
 from ._verl_rules import Ctx
 from .schema import TrainConfig
@@ -42,6 +43,8 @@ class ImportResult:
     unmapped: dict[str, str] = field(default_factory=dict)
     inactive: dict[str, str] = field(default_factory=dict)
     notes: list[str] = field(default_factory=list)
+    # Mapped, but agentrl trains differently from verl here (the user should know).
+    warnings: list[str] = field(default_factory=list)
 
 
 def flatten(tree: Any, prefix: str = "") -> dict[str, Any]:
@@ -85,8 +88,9 @@ def import_verl(tree: dict[str, Any], env: str | None = None) -> ImportResult:
     rules.model(c)
     n = rules.rollout(c)
     rules.trainer(c)  # before the optimizer: warmup ratios need trainer.steps
-    rules.algorithm(c)
+    algo_rules.algorithm(c)
     rules.actor(c, n)
+    algo_rules.policy(c)
     rules.reward_and_critic(c)
     if env:
         c.put("data.env", env)
@@ -109,6 +113,7 @@ def to_yaml(result: ImportResult, source: str = "") -> str:
     if result.unmapped:
         lines.append("# Not mapped (dotted verl key: why):")
         lines += [f"#   {k}: {why}" for k, why in sorted(result.unmapped.items())]
+    lines += [f"# Warning: {w}" for w in result.warnings]
     lines += [f"# Note: {n}" for n in result.notes]
     order = [f.name for f in fields(TrainConfig)]
     ordered = {k: result.config[k] for k in sorted(result.config, key=order.index)}

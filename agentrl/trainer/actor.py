@@ -9,11 +9,21 @@ from __future__ import annotations
 
 from collections import defaultdict
 from collections.abc import Iterator
+from dataclasses import replace
 from typing import Any
 
 import torch
 
-from agentrl.algorithms import aggregate_loss, get_policy_loss, importance_weights, kl_penalty
+from agentrl.algorithms import (
+    ADDITIVE_AGG_MODES,
+    get_policy_loss,
+    importance_weights,
+    kl_penalty,
+    measured_kl,
+    policy_agg_mode,
+)
+from agentrl.algorithms.losses import agg
+from agentrl.algorithms.masked import masked_mean
 from agentrl.backends import TrainingBackend
 from agentrl.config import AlgorithmConfig, OptimConfig, TrainerConfig
 
@@ -23,10 +33,21 @@ from .packing import build_log_prob_fn
 
 
 def loss_weight_count(mask: torch.Tensor, mode: str) -> float:
-    """How much a set of rows counts in the global aggregate of `mode`."""
+    """How much a set of rows counts in the global aggregate of `mode`: trained tokens for
+    token-mean, sequences with a trained token for the seq-mean modes (token-sum needs no
+    count, see `micro_share`)."""
     if mode == "token-mean":
         return float(mask.sum())
     return float((mask.sum(-1) > 0).sum())
+
+
+def micro_share(mask: torch.Tensor, mode: str, total: float) -> float:
+    """The weight of a micro-batch's `mode`-aggregated loss in the mini-batch's: its share of
+    the global count (tokens for token-mean, sequences for the seq-mean modes), or 1 for the
+    additive token-sum."""
+    if mode in ADDITIVE_AGG_MODES:
+        return 1.0
+    return loss_weight_count(mask, mode) / total
 
 
 def single_on_policy_pass(cfg: TrainerConfig, batch_size: int) -> bool:
@@ -89,68 +110,113 @@ class Actor:
             self.log_probs,
         )
 
-    def micro_loss(self, mb: TrainBatch) -> tuple[torch.Tensor, dict[str, float]]:
-        """Policy loss (+ KL term, − entropy bonus) of one micro-batch, aggregated over it.
+    def compute_sum_pi_squared(self, batch: TrainBatch) -> torch.Tensor:
+        """Σ_v π(v)² per response position under the current policy (optimal token baseline):
+        one extra no-grad padded forward over the batch."""
+        from .logprobs import batched_sum_pi_squared
 
+        if self.cfg.ulysses_sp > 1:
+            raise ValueError(
+                "adv_estimator optimal_token_baseline computes Σπ² with a padded forward; "
+                "it does not run under trainer.ulysses_sp > 1"
+            )
+        self.model.eval()
+        with self.backend.on_device(self.model):
+            return batched_sum_pi_squared(
+                self.model,
+                batch.to(self.backend.device),
+                self.cfg.logprob_micro_batch_size,
+                self.temperature,
+            )
+
+    def micro_loss(
+        self, mb: TrainBatch, algo: AlgorithmConfig | None = None
+    ) -> tuple[list[tuple[torch.Tensor, str]], dict[str, float]]:
+        """The micro-batch's loss terms, each aggregated over it with its own mode: the policy
+        loss (with `policy_agg_mode`), − entropy bonus and + KL term (with `loss_agg_mode`).
+
+        `algo` is the update's resolved config (KL coefficient, divisor); default the actor's.
         Without `old_log_probs` (the trainer skips recomputing them when the update is a
         single on-policy pass) the current log-probs, detached, are the old ones: ratio 1."""
         assert mb.advantages is not None
+        algo = algo or self.algo
         logp, entropy = self.log_probs(self.model, mb, self.temperature)
         mask = mb.response_mask
         old = mb.old_log_probs if mb.old_log_probs is not None else logp.detach()
-        loss, metrics = self.loss_fn(
-            logp, old, mb.advantages, mask, self.algo, is_weights=mb.is_weights
-        )
+        loss, metrics = self.loss_fn(logp, old, mb.advantages, mask, algo, is_weights=mb.is_weights)
+        terms = [(loss, policy_agg_mode(algo))]
         if mb.old_log_probs is None:  # the trainer skipped the old forward: log the mismatch
-            _, tis = importance_weights(old, mb.rollout_log_probs, mask, "none", self.algo.tis_cap)
+            _, tis = importance_weights(old, mb.rollout_log_probs, mask, "none", algo.tis_cap)
             metrics["rollout_kl"] = tis["rollout_kl"]
-        ent = aggregate_loss(entropy, mask, self.algo.loss_agg_mode)
-        metrics["entropy"] = float(ent.detach())
-        if self.algo.entropy_coef:
-            loss = loss - self.algo.entropy_coef * ent
-        if self.algo.kl.coef and self.algo.kl.placement == "loss" and mb.ref_log_probs is not None:
-            kl = aggregate_loss(
-                kl_penalty(logp, mb.ref_log_probs, self.algo.kl.estimator),
-                mask,
-                self.algo.loss_agg_mode,
-            )
-            loss = loss + self.algo.kl.coef * kl
+        metrics["entropy"] = float(masked_mean(entropy.detach(), mask))  # per trained token
+        if algo.entropy_coef:
+            terms.append((-algo.entropy_coef * agg(entropy, mask, algo), algo.loss_agg_mode))
+        if algo.kl.coef and algo.kl.placement == "loss" and mb.ref_log_probs is not None:
+            per_token = kl_penalty(logp, mb.ref_log_probs, algo.kl.estimator)
+            kl = agg(per_token, mask, algo)
+            terms.append((algo.kl.coef * kl, algo.loss_agg_mode))
             metrics["kl"] = float(kl.detach())
-        return loss, metrics
+            metrics["kl_seq_mean"] = measured_kl(per_token.detach(), mask)
+        return terms, metrics
 
     def _chunks(self, rows: list[int], size: int) -> Iterator[list[int]]:
         for i in range(0, len(rows), max(1, size)):
             yield rows[i : i + size]
 
     def update(
-        self, batch: TrainBatch, generator: torch.Generator | None = None
+        self,
+        batch: TrainBatch,
+        generator: torch.Generator | None = None,
+        kl_coef: float | None = None,
     ) -> dict[str, float]:
-        """`ppo_epochs` passes over shuffled mini-batches; returns averaged metrics."""
+        """`ppo_epochs` passes over shuffled mini-batches; returns averaged metrics.
+
+        `kl_coef`: this step's KL coefficient when the trainer's controller moves it
+        (`algorithm.kl.ctrl: adaptive`); default `algorithm.kl.coef`."""
         self.model.train()
+        algo = self.resolved(batch, kl_coef)
         sums: dict[str, float] = defaultdict(float)
         steps = 0
         with self.backend.on_device(self.model, self.optimizer):
             for _ in range(self.cfg.ppo_epochs):
                 order = torch.randperm(batch.size, generator=generator).tolist()
                 for mini in self._chunks(order, self.cfg.mini_batch_size):
-                    self._optimizer_step(batch, mini, sums)
+                    self._optimizer_step(batch, mini, sums, algo)
                     steps += 1
         return self._reduce_metrics(sums, max(steps, 1))
 
-    def _optimizer_step(self, batch: TrainBatch, mini: list[int], sums: dict[str, float]) -> None:
-        """One mini-batch. Each micro loss is weighted by its share of the mini-batch's count
-        summed over ranks, so any sharding or micro size adds up to the full-batch loss."""
-        backend, mode = self.backend, self.algo.loss_agg_mode
+    def resolved(self, batch: TrainBatch, kl_coef: float | None) -> AlgorithmConfig:
+        """The config one update runs with: the step's KL coefficient, and a fixed divisor for
+        seq-mean-token-sum-norm (`loss_scale_factor`, else the batch's response width, so
+        trimmed micro-batches all divide by the same number)."""
+        algo = self.algo
+        if kl_coef is not None:
+            algo = replace(algo, kl=replace(algo.kl, coef=float(kl_coef)))
+        if algo.loss_scale_factor <= 0:
+            algo = replace(algo, loss_scale_factor=max(int(batch.response_mask.shape[-1]), 1))
+        return algo
+
+    def _optimizer_step(
+        self, batch: TrainBatch, mini: list[int], sums: dict[str, float], algo: AlgorithmConfig
+    ) -> None:
+        """One mini-batch. Each micro loss term is weighted by its share of the mini-batch's
+        count (for its aggregation mode) summed over ranks, so any sharding or micro size adds
+        up to the full-batch loss."""
+        backend = self.backend
         mine = [mini[i] for i in backend.shard(len(mini))]
-        total = max(backend.global_sum(loss_weight_count(batch.response_mask[mine], mode)), 1.0)
+        modes = sorted({policy_agg_mode(algo), algo.loss_agg_mode})  # same order on all ranks
+        totals = {
+            m: max(backend.global_sum(loss_weight_count(batch.response_mask[mine], m)), 1.0)
+            for m in modes
+        }
         self.optimizer.zero_grad(set_to_none=True)
         for micro in self._micro_plan(mine, len(mini)):
             real = 1.0 if micro else 0.0
             mb = batch.select(micro or mini[:1]).to(backend.device)
-            loss, metrics = self.micro_loss(mb)
-            share = real * loss_weight_count(mb.response_mask, mode) / total
-            (loss * share * backend.grad_scale()).backward()
-            sums["loss"] += float(loss.detach()) * share
+            terms, metrics = self.micro_loss(mb, algo)
+            loss = sum(t * (real * micro_share(mb.response_mask, m, totals[m])) for t, m in terms)
+            (loss * backend.grad_scale()).backward()
+            sums["loss"] += float(loss.detach())
             sums["micro_batches"] += real
             for k, v in metrics.items():
                 sums[k] += v * real

@@ -98,3 +98,33 @@ def role_log_probs(
     micro-batched, through the role's forward `fn` (padded or packed)."""
     with backend.on_device(model):
         return batched_log_probs(model, batch.to(backend.device), micro_batch_size, temperature, fn)
+
+
+SUM_PI_SQ_ROWS = 1 << 25  # float32 logits elements upcast at once
+
+
+@torch.no_grad()
+def batched_sum_pi_squared(
+    model: Any, batch: TrainBatch, micro_batch_size: int, temperature: float = 1.0
+) -> torch.Tensor:
+    """Σ_v π(v)² `[B, T]` of softmax(logits / temperature) at every response position (0
+    beyond each response), for the optimal token baseline's variance proxy. A padded forward
+    per micro-batch; logits are reduced in row chunks so no `[tokens, vocab]` float32 copy of
+    the whole micro-batch is kept."""
+    out = torch.zeros(batch.responses.shape, dtype=torch.float32)
+    inv_temp = 1.0 / max(temperature, 1e-6)
+    for start in range(0, batch.size, micro_batch_size):
+        idx = list(range(start, min(start + micro_batch_size, batch.size)))
+        sub = batch.select(idx)
+        logits = forward_logits(model, sub)
+        flat = logits.reshape(-1, logits.shape[-1])
+        step = max(1, SUM_PI_SQ_ROWS // max(flat.shape[-1], 1))
+        sq = torch.cat(
+            [
+                torch.softmax(flat[a : a + step].float() * inv_temp, dim=-1).square().sum(-1)
+                for a in range(0, flat.shape[0], step)
+            ]
+        ).view(logits.shape[:-1])
+        valid = (sub.logit_index >= 0).to(sq.dtype)
+        out[idx, : sq.shape[1]] = (sq * valid).cpu()
+    return out

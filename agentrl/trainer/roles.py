@@ -215,8 +215,14 @@ class RewardScorer:
         return collate(groups, self.pad_id, reward_on=self.algo.credit)
 
     def kl_in_reward(
-        self, batch: TrainBatch, log_probs: torch.Tensor, ref: torch.Tensor
+        self,
+        batch: TrainBatch,
+        log_probs: torch.Tensor,
+        ref: torch.Tensor,
+        coef: float | None = None,
     ) -> dict[str, Any]:
+        """Fold −coef·KL into the rewards (`kl.placement: reward`); `coef` is this step's
+        coefficient from the trainer's KL controller (default `algorithm.kl.coef`)."""
         if not (self.algo.kl.coef and self.algo.kl.placement == "reward"):
             return {}
         batch.token_rewards, metrics = kl_penalized_rewards(
@@ -224,7 +230,7 @@ class RewardScorer:
             log_probs,
             ref,
             batch.response_mask,
-            self.algo.kl.coef,
+            self.algo.kl.coef if coef is None else coef,
             self.algo.kl.estimator,
         )
         return metrics

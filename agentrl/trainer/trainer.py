@@ -14,7 +14,9 @@ from typing import Any
 import torch
 
 from agentrl.algorithms import (
+    SUM_PI_SQUARED_ESTIMATORS,
     AdvantageInput,
+    KLController,
     compute_advantages,
     importance_weights,
     needs_greedy_baseline,
@@ -33,6 +35,9 @@ from .logger import MetricsLogger
 class Trainer:
     def __init__(self, cfg: TrainConfig, components: Components | None = None) -> None:
         self.cfg = cfg
+        # The KL coefficient of each step (`algorithm.kl.ctrl`); checkpointed. Built first: a
+        # bad controller setting fails before any model is loaded.
+        self.kl_ctrl = KLController.from_config(cfg.algorithm.kl)
         self.c = components or place(cfg)
         self.actor: Actor = self.c.actor
         self.out = Path(cfg.trainer.out_dir)
@@ -50,6 +55,7 @@ class Trainer:
         self._raw_stats: dict[str, float] = {}
         # ReMax-style estimators: one greedy episode per prompt gives the baseline.
         self.greedy_baseline = needs_greedy_baseline(cfg.algorithm.adv_estimator)
+        self.sum_pi_squared = cfg.algorithm.adv_estimator in SUM_PI_SQUARED_ESTIMATORS
         self.generator = torch.Generator().manual_seed(cfg.trainer.seed)
 
     # ------------------------------------------------------------------ the loop
@@ -85,22 +91,25 @@ class Trainer:
         t0 = time.perf_counter()
         if self.needs_old_log_probs(batch):
             batch.old_log_probs = self.actor.compute_log_probs(batch)
+        kl_coef = self.kl_ctrl.value
         if c.reference is not None:
             batch.ref_log_probs = c.reference.compute_log_probs(batch)
-            m |= c.scorer.kl_in_reward(batch, batch.old_log_probs, batch.ref_log_probs)
+            m |= c.scorer.kl_in_reward(batch, batch.old_log_probs, batch.ref_log_probs, kl_coef)
         if c.critic is not None:
             batch.values = c.critic.compute_values(batch)
+        sum_pi_sq = self.actor.compute_sum_pi_squared(batch) if self.sum_pi_squared else None
         m["time/logprobs"] = time.perf_counter() - t0
         self.dump_rollouts(groups, batch)
         baseline = None
         if self.greedy_baseline:
             baseline = c.scorer.baseline_rewards(groups)
             m["remax/baseline_reward"] = float(baseline.mean())
-        m |= self.advantages(batch, baseline)
+        m |= self.advantages(batch, baseline, sum_pi_sq)
         actor_metrics, m["time/update"] = self.timed(
-            lambda: self.actor.update(batch, self.generator)
+            lambda: self.actor.update(batch, self.generator, kl_coef)
         )
         m |= actor_metrics
+        m |= self.update_kl_coef(kl_coef, m, batch.size)
         if c.critic is not None:
             m |= c.critic.update(batch)
         m["time/weight_sync"] = c.rollout.sync_weights(self.actor.named_weights())
@@ -137,15 +146,39 @@ class Trainer:
         c.scorer.shape(groups)
         return groups
 
+    def update_kl_coef(self, used: float, m: dict[str, float], n: int) -> dict[str, float]:
+        """Move the KL coefficient after a step that used `used`, from the step's measured KL
+        (`kl_seq_mean`: of the reward penalty, or of the loss term); logs `kl/coef`."""
+        if self.c.reference is None:
+            return {}
+        measured = m.get("kl_seq_mean")
+        if measured is not None:
+            self.kl_ctrl.update(measured, n)
+        return {"kl/coef": used}
+
     def advantages(
-        self, batch: TrainBatch, baseline_rewards: torch.Tensor | None = None
+        self,
+        batch: TrainBatch,
+        baseline_rewards: torch.Tensor | None = None,
+        sum_pi_squared: torch.Tensor | None = None,
     ) -> dict[str, float]:
-        """Advantages/returns onto `batch`, then rollout-correction weights.
+        """Rollout-correction weights, then advantages/returns onto `batch`.
 
         `baseline_rewards` `[B]`: the greedy reward of each row's prompt, for estimators in
-        `GREEDY_BASELINE_ESTIMATORS` (ReMax).
+        `GREEDY_BASELINE_ESTIMATORS` (ReMax). `sum_pi_squared` `[B, T]`: Σπ² per position,
+        for `SUM_PI_SQUARED_ESTIMATORS` (the optimal token baseline, which also reads the
+        correction weights).
         """
         algo, m = self.cfg.algorithm, {}
+        weights = tis = None
+        if batch.old_log_probs is not None:
+            weights, tis = importance_weights(
+                batch.old_log_probs,
+                batch.rollout_log_probs,
+                batch.response_mask,
+                algo.tis_mode,
+                algo.tis_cap,
+            )
         inp = AdvantageInput(
             token_rewards=batch.token_rewards,
             mask=batch.response_mask,
@@ -155,17 +188,12 @@ class Trainer:
             ref_log_probs=batch.ref_log_probs,
             baseline_rewards=baseline_rewards,
             turn_index=batch.turn_index,
+            sum_pi_squared=sum_pi_squared,
+            is_weights=weights if algo.tis_mode != "none" else None,
         )
         batch.advantages, batch.returns = compute_advantages(inp, algo)
-        if batch.old_log_probs is None:  # one on-policy pass: the update logs the mismatch
+        if weights is None or tis is None:  # one on-policy pass: the update logs the mismatch
             return m | self._mean_advantage(batch)
-        weights, tis = importance_weights(
-            batch.old_log_probs,
-            batch.rollout_log_probs,
-            batch.response_mask,
-            algo.tis_mode,
-            algo.tis_cap,
-        )
         if algo.tis_mode != "none":
             batch.is_weights = weights
             if algo.tis_mode.endswith("_mask"):
@@ -190,6 +218,7 @@ class Trainer:
             and cfg.algorithm.tis_mode == "none"
             and not (self.c.reference is not None and cfg.algorithm.kl.placement == "reward")
             and not self._dumps_this_step()
+            and not self.sum_pi_squared  # the optimal token baseline reads π_old
         )
 
     def _dumps_this_step(self) -> bool:
@@ -286,6 +315,7 @@ class Trainer:
     def state(self) -> dict[str, Any]:
         state = self.actor.state()
         state |= {"cursor": self.c.data.cursor, "generator": self.generator.get_state()}
+        state |= {"kl_ctrl": self.kl_ctrl.state_dict()}
         if self.c.critic is not None:
             state |= self.c.critic.state()
         return state
@@ -303,6 +333,8 @@ class Trainer:
         self.actor.load_state(state)
         self.c.data.cursor = state["cursor"]
         self.generator.set_state(state["generator"])
+        if "kl_ctrl" in state:  # checkpoints from before the adaptive KL controller lack it
+            self.kl_ctrl.load_state_dict(state["kl_ctrl"])
         if self.c.critic is not None:
             self.c.critic.load_state(state)
         self.step = state["step"]

@@ -41,11 +41,17 @@ class RayActor:
     def compute_log_probs(self, batch: TrainBatch) -> torch.Tensor:
         return ray.get(self.handle.log_probs.remote(batch))
 
+    def compute_sum_pi_squared(self, batch: TrainBatch) -> torch.Tensor:
+        return ray.get(self.handle.sum_pi_squared.remote(batch))
+
     def update(
-        self, batch: TrainBatch, generator: torch.Generator | None = None
+        self,
+        batch: TrainBatch,
+        generator: torch.Generator | None = None,
+        kl_coef: float | None = None,
     ) -> dict[str, float]:
         gen = generator or torch.Generator()
-        metrics, state = ray.get(self.handle.update.remote(batch, gen.get_state()))
+        metrics, state = ray.get(self.handle.update.remote(batch, gen.get_state(), kl_coef))
         gen.set_state(state)
         return metrics
 

@@ -43,14 +43,17 @@ class LearnerWorker:
     def log_probs(self, batch: TrainBatch) -> torch.Tensor:
         return self.actor.compute_log_probs(batch)
 
+    def sum_pi_squared(self, batch: TrainBatch) -> torch.Tensor:
+        return self.actor.compute_sum_pi_squared(batch)
+
     def update(
-        self, batch: TrainBatch, generator_state: torch.Tensor
+        self, batch: TrainBatch, generator_state: torch.Tensor, kl_coef: float | None = None
     ) -> tuple[dict[str, float], torch.Tensor]:
         """The shuffling generator travels both ways, so the driver's copy stays the one that
         is checkpointed."""
         generator = torch.Generator()
         generator.set_state(generator_state)
-        metrics = self.actor.update(batch, generator)
+        metrics = self.actor.update(batch, generator, kl_coef)
         return metrics, generator.get_state()
 
     def named_weights(self) -> dict[str, torch.Tensor]:

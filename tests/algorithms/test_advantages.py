@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import algo_ref as ref
 import numpy as np
 import pytest
@@ -11,6 +13,7 @@ from agentrl.algorithms import ADV_ESTIMATORS, AdvantageInput, compute_advantage
 from agentrl.config.schema import AlgorithmConfig
 
 GROUP_ESTIMATORS = ["grpo", "dr_grpo", "rloo", "opo", "gspo", "reinforce_plus_plus_baseline"]
+GROUP_ESTIMATORS += ["grpo_passk", "gpg"]
 
 
 def run(batch, name, **cfg_kwargs):
@@ -106,12 +109,28 @@ def test_gae_estimator_needs_values_and_matches_reference(batch, gen):
         compute_advantages(AdvantageInput(batch["rewards"], batch["mask"]), cfg)
     values = torch.randn(batch["mask"].shape, generator=gen)
     inp = AdvantageInput(batch["rewards"], batch["mask"], values=values)
-    adv, ret = compute_advantages(inp, cfg)
+    raw, ret = compute_advantages(inp, replace(cfg, whiten_advantages=False))
+    whitened, ret_w = compute_advantages(inp, cfg)  # default for gae: whitened, as verl
+    ref_advs = []
     for i in range(8):
         rows = (batch["rewards"][i].tolist(), values[i].tolist(), batch["mask"][i].tolist())
         ref_adv, ref_ret = ref.gae_row(*rows, 0.99, 0.95)
-        np.testing.assert_allclose(adv[i].numpy(), ref_adv, rtol=1e-5, atol=1e-6)
+        ref_advs.append(ref_adv)
+        np.testing.assert_allclose(raw[i].numpy(), ref_adv, rtol=1e-5, atol=1e-6)
         np.testing.assert_allclose(ret[i].numpy(), ref_ret, rtol=1e-5, atol=1e-6)
+    exp = ref.whiten(ref_advs, batch["mask"].numpy())
+    np.testing.assert_allclose(whitened.numpy(), exp, rtol=1e-5, atol=1e-6)
+    torch.testing.assert_close(ret_w, ret)  # returns (the critic's target) are never whitened
+
+
+@pytest.mark.parametrize("name", ["grpo", "rloo"])
+def test_whiten_advantages_applies_to_any_estimator(batch, name):
+    inp = AdvantageInput(batch["rewards"], batch["mask"], batch["group_index"])
+    plain, _ = compute_advantages(inp, AlgorithmConfig(adv_estimator=name))
+    got, _ = compute_advantages(inp, AlgorithmConfig(adv_estimator=name, whiten_advantages=True))
+    np.testing.assert_allclose(
+        got.numpy(), ref.whiten(plain.numpy(), batch["mask"].numpy()), rtol=1e-5, atol=1e-6
+    )
 
 
 @pytest.mark.parametrize("name", sorted(ADV_ESTIMATORS))
@@ -123,6 +142,8 @@ def test_all_masked_rows_give_zero_and_no_nan(batch, gen, name, credit):
         batch["group_index"],
         values=torch.randn(batch["mask"].shape, generator=gen),
         baseline_rewards=torch.randn(8, generator=gen),
+        old_log_probs=-torch.rand(batch["mask"].shape, generator=gen),
+        sum_pi_squared=torch.rand(batch["mask"].shape, generator=gen),
     )
     adv, ret = compute_advantages(inp, AlgorithmConfig(adv_estimator=name, credit=credit))
     assert adv.shape == ret.shape == batch["mask"].shape
@@ -140,6 +161,8 @@ def test_whole_batch_masked(name):
         torch.tensor([0, 0, 1, 1]),
         torch.zeros(4, 5),
         baseline_rewards=torch.zeros(4),
+        old_log_probs=torch.zeros(4, 5),
+        sum_pi_squared=torch.zeros(4, 5),
     )
     adv, _ = compute_advantages(inp, AlgorithmConfig(adv_estimator=name))
     assert torch.equal(adv, torch.zeros(4, 5))
@@ -182,6 +205,8 @@ def test_advantages_carry_no_grad(batch, gen):
 @pytest.mark.parametrize("name", sorted(ADV_ESTIMATORS))
 def test_bool_mask_equals_float_mask(batch, gen, name):
     extra = {"values": torch.randn(8, 16, generator=gen), "baseline_rewards": torch.randn(8)}
+    extra["old_log_probs"] = -torch.rand(8, 16, generator=gen)
+    extra["sum_pi_squared"] = torch.rand(8, 16, generator=gen)
     cfg = AlgorithmConfig(adv_estimator=name, credit="turn")
     f = AdvantageInput(batch["rewards"], batch["mask"], batch["group_index"], **extra)
     b = AdvantageInput(batch["rewards"], batch["mask"].bool(), batch["group_index"], **extra)

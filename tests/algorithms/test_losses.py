@@ -176,7 +176,9 @@ def test_cispo_value_and_gradient(policy):
 
 
 def test_unknown_policy_loss_lists_known():
-    with pytest.raises(KeyError, match="known: cispo, gspo, ppo_clip"):
+    with pytest.raises(
+        KeyError, match="known: cispo, clip_cov, geo_mean, gpg, gspo, kl_cov, ppo_clip, sapo"
+    ):
         get_policy_loss("ppo")
 
 

@@ -95,17 +95,19 @@ def test_ppo_gae_kl_in_reward_and_dapo_keys(tmp_path: Path) -> None:
     a = cfg.algorithm
     assert (a.adv_estimator, a.lam, a.value_clip, a.policy_loss) == ("gae", 0.95, 0.5, "gspo")
     assert (a.kl.coef, a.kl.estimator, a.kl.placement) == (0.02, "k3", "reward")
+    assert (a.kl.ctrl, a.kl.target_kl, a.kl.horizon) == ("adaptive", 0.1, 10000)  # verl's horizon
     assert (a.dynamic_sampling, a.max_resample_batches) == (True, 10)
     assert (a.overlong_buffer, a.overlong_penalty) == (128, 0.5)
+    assert a.loss_agg_mode == "seq-mean-token-sum-norm" and a.loss_scale_factor == 0
+    assert a.dual_clip_c == 3.0  # absent in the file: verl's default, verl always dual-clips
+    assert any("clip_ratio_c absent" in n for n in r.notes)
     assert cfg.trainer.steps == 2 * (40 // 8)  # epochs × batches in the local dataset
-    for key in (
-        "algorithm.kl_ctrl.type",
-        "algorithm.kl_ctrl.target_kl",
-        "actor_rollout_ref.actor.loss_agg_mode",
-        "critic.optim.lr",
-        "trainer.logger",
-    ):
+    for key in ("critic.optim.lr", "trainer.logger"):
         assert key in r.unmapped, key
+    for key in ("algorithm.kl_ctrl.type", "algorithm.kl_ctrl.target_kl"):
+        assert key in r.mapped, key
+    [warning] = r.warnings  # verl's gspo honours loss_agg_mode, agentrl's does not
+    assert "gspo ignores loss_agg_mode" in warning and "seq-mean-token-sum-norm" in warning
     assert "actor_rollout_ref.rollout.multi_turn.max_assistant_turns" in r.inactive
     assert cfg.rollout.max_turns == 1  # multi_turn.enable: false is single-turn generation
     assert any("straight-through" in n for n in r.notes)
@@ -131,3 +133,47 @@ def test_cli_prints_to_stdout_without_out(tmp_path: Path, capsys) -> None:
     assert main(["config", "import-verl", str(src)]) == 0
     printed = yaml.safe_load(capsys.readouterr().out)
     assert printed["algorithm"]["adv_estimator"] == "rloo" and printed["rollout"]["n"] == 4
+
+
+def test_new_estimators_losses_and_their_knobs_map() -> None:
+    tree = {
+        "data": {"max_response_length": 1024},
+        "algorithm": {"adv_estimator": "optimal_token_baseline"},
+        "actor_rollout_ref": {
+            "actor": {
+                "loss_agg_mode": "seq-mean-token-sum-norm",
+                "clip_ratio_c": 10.0,
+                "calculate_sum_pi_squared": True,
+                "tau_pos": 1.5,
+                "tau_neg": 2.0,
+                "policy_loss": {
+                    "loss_mode": "clip_cov",
+                    "clip_cov_ratio": 0.001,
+                    "clip_cov_lb": 0.5,
+                    "clip_cov_ub": 4.0,
+                    "kl_cov_ratio": 0.002,
+                    "ppo_kl_coef": 0.5,
+                },
+            }
+        },
+    }
+    r = import_verl(tree)
+    a = from_dict(TrainConfig, r.config).algorithm
+    assert (a.adv_estimator, a.policy_loss, a.dual_clip_c) == (
+        "optimal_token_baseline",
+        "clip_cov",
+        10.0,
+    )
+    assert (a.loss_agg_mode, a.loss_scale_factor) == ("seq-mean-token-sum-norm", 1024)
+    assert (a.tau_pos, a.tau_neg) == (1.5, 2.0)
+    assert (a.clip_cov_ratio, a.clip_cov_lb, a.clip_cov_ub) == (0.001, 0.5, 4.0)
+    assert (a.kl_cov_ratio, a.ppo_kl_coef) == (0.002, 0.5)
+    assert not r.unmapped and not r.warnings
+    for est in ("grpo_passk", "gpg", "tir_optimal_token_baseline"):
+        got = import_verl({"algorithm": {"adv_estimator": est}}).config["algorithm"]
+        assert got["adv_estimator"] == est.removeprefix("tir_")
+    for mode in ("sapo", "gpg", "kl_cov", "geo_mean"):
+        t = {"actor_rollout_ref": {"actor": {"policy_loss": {"loss_mode": mode}}}}
+        assert import_verl(t).config["algorithm"]["policy_loss"] == mode
+    t = {"actor_rollout_ref": {"actor": {"loss_agg_mode": "token-sum"}}}
+    assert import_verl(t).config["algorithm"]["loss_agg_mode"] == "token-sum"

@@ -109,3 +109,27 @@ def test_ray_workers_import_user_env_modules(
         assert trainer.train_step()["groups"] == 2
     finally:
         trainer.finish()
+
+
+def test_ray_step_with_sum_pi_squared_and_adaptive_kl(
+    cluster: object, tiny_model_dir: Path, tmp_path: Path
+) -> None:
+    """The optimal token baseline's Σπ² pass and the step's KL coefficient cross to the learner
+    actor: one step runs, and the KL controller moved the coefficient after it."""
+    cfg = _cfg(
+        tiny_model_dir.parent,
+        tmp_path,
+        "ray",
+        algorithm__adv_estimator="optimal_token_baseline",
+        algorithm__kl__coef=0.05,
+        algorithm__kl__ctrl="adaptive",
+        algorithm__kl__horizon=10,
+    )
+    trainer = Trainer(cfg)
+    try:
+        got = trainer.train_step()
+        assert got["kl/coef"] == pytest.approx(0.05) and "kl_seq_mean" in got
+        assert trainer.kl_ctrl.value != pytest.approx(0.05)
+        assert got["grad_norm"] > 0
+    finally:
+        trainer.finish()
