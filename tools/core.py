@@ -23,7 +23,7 @@ import time
 import types
 import typing
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import jsonschema
@@ -126,6 +126,11 @@ def _enum_converters(fn: Callable[..., Any]) -> dict[str, Callable[[Any], Any]]:
     return out
 
 
+class ToolError(Exception):
+    """Raised by a tool to report a failure whose message the model sees as is (other
+    exceptions are shown as `Type: message`)."""
+
+
 @dataclass
 class ToolSpec:
     """A callable plus the schema derived from it."""
@@ -135,6 +140,8 @@ class ToolSpec:
     schema: dict[str, Any]
     timeout_s: float
     max_output_chars: int
+    # per-argument conversions from JSON values to what `fn` is typed to take (Enum members)
+    converters: dict[str, Callable[[Any], Any]] = field(default_factory=dict)
 
     @property
     def parameters(self) -> dict[str, Any]:
@@ -145,11 +152,6 @@ class ToolSpec:
         """Built once: `jsonschema.validate` re-checks the schema itself on every call."""
         schema = validation_schema(self.parameters)
         return jsonschema.validators.validator_for(schema)(schema)
-
-    @functools.cached_property
-    def converters(self) -> dict[str, Callable[[Any], Any]]:
-        """Per-argument conversions from JSON values to what the function is typed to take."""
-        return _enum_converters(self.fn) if callable(self.fn) else {}
 
 
 def tool(
@@ -172,10 +174,15 @@ def tool(
     return wrap(fn) if fn is not None else wrap
 
 
-_SCHEMAS: dict[tuple[Any, str], dict[str, Any]] = {}
+_Built = tuple[dict[str, Any], dict[str, Callable[[Any], Any]]]
+_SCHEMAS: dict[tuple[Any, str], _Built] = {}
 
 
-def _cached_schema(fn: Callable[..., Any], name: str) -> dict[str, Any]:
+def _build(fn: Callable[..., Any], name: str) -> _Built:
+    return build_schema(fn, name), _enum_converters(fn)
+
+
+def _cached_schema(fn: Callable[..., Any], name: str) -> _Built:
     """Every episode builds its env's ToolSet: read each function's hints and docstring once.
     Bound methods share their function's entry (built from the bound method, so its first
     parameter is left out whatever it is called); unhashable callables are built each time."""
@@ -183,11 +190,11 @@ def _cached_schema(fn: Callable[..., Any], name: str) -> dict[str, Any]:
     try:
         hit = _SCHEMAS.get(key)
     except TypeError:
-        return build_schema(fn, name)
+        return _build(fn, name)
     if hit is None:
         if len(_SCHEMAS) >= 4096:  # per-episode closures must not grow it without bound
             _SCHEMAS.clear()
-        hit = _SCHEMAS[key] = build_schema(fn, name)
+        hit = _SCHEMAS[key] = _build(fn, name)
     return hit
 
 
@@ -197,12 +204,14 @@ def _spec_for(fn: Callable[..., Any]) -> ToolSpec:
         "timeout_s": 10.0,
         "max_output_chars": 8192,
     }
+    schema, converters = _cached_schema(fn, meta["name"])
     return ToolSpec(
         name=meta["name"],
         fn=fn,
-        schema=copy.deepcopy(_cached_schema(fn, meta["name"])),
+        schema=copy.deepcopy(schema),
         timeout_s=meta["timeout_s"],
         max_output_chars=meta["max_output_chars"],
+        converters=converters,
     )
 
 
@@ -290,6 +299,8 @@ class ToolSet:
             value = await asyncio.wait_for(coro, timeout=spec.timeout_s)
         except asyncio.TimeoutError:
             return self._error(call, f"tool {call.name!r} timed out after {spec.timeout_s}s", t0)
+        except ToolError as e:  # the tool's own message, meant for the model
+            return self._error(call, str(e), t0)
         except Exception as e:  # noqa: BLE001 - any tool failure is shown to the model
             return self._error(call, f"{type(e).__name__}: {e}", t0)
         return self._result(call, value, t0)
