@@ -6,6 +6,9 @@ Three ways in, all ending in `register`:
   module) that calls `register`; these load lazily on the first lookup;
 * a user file passed as `--env-module path.py` is imported by `load_env_module`.
 
+Ids with a family prefix (`textarena:`, `skyrl:`, `openenv:`, `verifiers:`) are not registered:
+`agentrl.envs.interop` resolves them on lookup into adapters over those packages' envs.
+
 Every id registered here is also registered in Gymnasium's registry, so once `agentrl.envs` is
 imported (or with the `"agentrl.envs:math/calc-v0"` form, which imports it) `gymnasium.make`,
 its wrappers (`TimeLimit` via `max_episode_steps=`, `RecordEpisodeStatistics`) and
@@ -127,6 +130,11 @@ def load_env_module(path: str | Path) -> None:
 def spec(id: str) -> EnvSpec:
     load_plugins()
     if id not in registry:
+        from .interop import resolve  # `textarena:...`, `skyrl:...`: other stacks' envs
+
+        foreign = resolve(id)
+        if foreign is not None:
+            return foreign
         close = [k for k in registry if k.split("/")[0] == id.split("/")[0]] or sorted(registry)
         raise KeyError(f"unknown env id {id!r}; known: {', '.join(sorted(close)[:20])}")
     return registry[id]
