@@ -3,6 +3,7 @@
     tools = MCPTools(command=["python", "server.py"])             # stdio: we start the server
     tools = MCPTools(url="http://127.0.0.1:8765/mcp")              # streamable HTTP, running
     tools = MCPTools(url=..., server_command=["python", "s.py"])   # HTTP, started and stopped here
+    tools = MCPTools(server=mcp_server)                            # an MCPServer in this process
     env = MyToolEnv(tools=tools)
 
 Why a ToolSet and not a new concept: the env, the rollout and the model see MCP tools exactly
@@ -35,7 +36,8 @@ from .core import ToolError, ToolSet, ToolSpec
 
 
 class MCPTools(ToolSet):
-    """The tools of one MCP server. Exactly one of `command` (stdio) or `url` (HTTP).
+    """The tools of one MCP server. Exactly one of `command` (stdio), `url` (HTTP) or `server`
+    (an SDK `MCPServer`/`Server` object, connected in memory).
 
     `timeout_s` bounds each call; `startup_timeout_s` bounds starting the server and listing
     its tools. `include` keeps only the named tools; `prefix` is prepended to every name (two
@@ -47,6 +49,7 @@ class MCPTools(ToolSet):
         command: Sequence[str] | None = None,
         *,
         url: str | None = None,
+        server: Any = None,
         server_command: Sequence[str] | None = None,
         env: dict[str, str] | None = None,
         cwd: str | None = None,
@@ -58,8 +61,10 @@ class MCPTools(ToolSet):
         stderr: IO[str] | None = None,
     ) -> None:
         super().__init__()
-        if (command is None) == (url is None):
-            raise ValueError("MCPTools needs exactly one of command= (stdio) or url= (HTTP)")
+        if sum(x is not None for x in (command, url, server)) != 1:
+            raise ValueError(
+                "MCPTools needs exactly one of command= (stdio), url= (HTTP) or server="
+            )
         if server_command is not None and url is None:
             raise ValueError("MCPTools: server_command= starts an HTTP server; it needs url=")
         self.timeout_s, self.startup_timeout_s = timeout_s, startup_timeout_s
@@ -74,7 +79,8 @@ class MCPTools(ToolSet):
                     list(server_command), env={**os.environ, **(env or {})}, cwd=cwd,
                     stdin=subprocess.DEVNULL, start_new_session=True,
                 )  # fmt: skip
-            listed = self._submit(self._open(command, url, env, cwd, stderr), startup_timeout_s)
+            target = server if server is not None else url
+            listed = self._submit(self._open(command, target, env, cwd, stderr), startup_timeout_s)
         except BaseException:
             self.close()
             raise
@@ -107,7 +113,7 @@ class MCPTools(ToolSet):
     async def _open(
         self,
         command: Sequence[str] | None,
-        url: str | None,
+        where: Any,
         env: dict[str, str] | None,
         cwd: str | None,
         stderr: IO[str] | None,
@@ -115,20 +121,20 @@ class MCPTools(ToolSet):
         ready: asyncio.Future[list[Any]] = self._loop.create_future()
         self._stop = asyncio.Event()
         self._session_task = self._loop.create_task(
-            self._hold_session(command, url, env, cwd, stderr, ready)
+            self._hold_session(command, where, env, cwd, stderr, ready)
         )
         return await ready
 
     async def _hold_session(
         self,
         command: Sequence[str] | None,
-        url: str | None,
+        where: Any,
         env: dict[str, str] | None,
         cwd: str | None,
         stderr: IO[str] | None,
         ready: asyncio.Future[list[Any]],
     ) -> None:
-        """Open the client, list the tools, then keep the session open until `close()`: the
+        """Open the client (`where`: a URL, or an in-process server), list the tools, then keep the session open until `close()`: the
         SDK requires entering and leaving it in one task."""
         from mcp import Client, StdioServerParameters, stdio_client
 
@@ -140,9 +146,10 @@ class MCPTools(ToolSet):
                 )
                 transport: Any = stdio_client(params, errlog=stderr or sys.stderr)
                 client = Client(transport, read_timeout_seconds=self.timeout_s)
-            else:
-                assert url is not None
-                client = await self._reach(url)
+            elif isinstance(where, str):
+                client = await self._reach(where)
+            else:  # an in-process server object
+                client = Client(where, read_timeout_seconds=self.timeout_s)
             async with client:
                 self.client = client
                 listed = await _list_all(client)

@@ -21,8 +21,9 @@ from agentrl.types import Message, ToolCall  # noqa: E402
 SERVER = textwrap.dedent('''
     import asyncio, enum, os, sys
     from mcp.server.mcpserver import MCPServer
+    from mcp.server.mcpserver.exceptions import ToolError
 
-    server = MCPServer("demo")
+    server = MCPServer("demo", log_level="CRITICAL")  # no rich tracebacks for `fail`
 
     class Unit(str, enum.Enum):
         C = "celsius"
@@ -40,8 +41,8 @@ SERVER = textwrap.dedent('''
 
     @server.tool()
     def fail(msg: str) -> str:
-        """Always fails."""
-        raise ValueError(msg)
+        """Always fails (ToolError: the SDK sends its message; it hides other exceptions')."""
+        raise ToolError(msg)
 
     @server.tool()
     async def sleep(seconds: float) -> str:
@@ -108,7 +109,7 @@ def _exercise(tools: MCPTools) -> int:
 
 
 def test_stdio_server_started_and_stopped_with_the_toolset(server_file: Path) -> None:
-    tools = MCPTools([sys.executable, str(server_file)], timeout_s=1.0, stderr=sys.stderr)
+    tools = MCPTools([sys.executable, str(server_file)], timeout_s=3.0, stderr=sys.stderr)
     try:
         pid = _exercise(tools)
         assert _alive(pid)
@@ -123,7 +124,7 @@ def test_streamable_http_server_started_and_stopped(server_file: Path) -> None:
     tools = MCPTools(
         url=f"http://127.0.0.1:{port}/mcp",
         server_command=[sys.executable, str(server_file), "http", str(port)],
-        timeout_s=1.0,
+        timeout_s=3.0,
     )
     try:
         pid = _exercise(tools)
@@ -165,3 +166,23 @@ def test_bad_server_commands_fail_with_one_clear_error(server_file: Path, tmp_pa
     port = _free_port()
     with pytest.raises(RuntimeError, match="exited with code 3"):
         MCPTools(url=f"http://127.0.0.1:{port}/mcp", server_command=[sys.executable, str(dead)])
+
+
+def test_in_process_server_object() -> None:
+    """An SDK `MCPServer` built in this process, connected in memory."""
+    from mcp.server.mcpserver import MCPServer
+
+    server = MCPServer("inproc")
+
+    @server.tool()
+    def shout(text: str) -> str:
+        """Upper-case the text."""
+        return text.upper()
+
+    tools = MCPTools(server=server, timeout_s=2.0)
+    try:
+        assert tools.names == ["shout"]
+        assert tools.call(ToolCall("shout", {"text": "hi"})).content == "HI"
+        assert tools.call(ToolCall("shout", {"text": 3})).is_error
+    finally:
+        tools.close()
