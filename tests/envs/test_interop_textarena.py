@@ -42,3 +42,16 @@ def test_binary_search_wins_the_game_and_the_games_reward_is_the_reward() -> Non
 def test_unknown_textarena_id_is_one_clear_error() -> None:
     with pytest.raises(Exception, match="NoSuchGame-v0"):
         envs.make("textarena:NoSuchGame-v0")
+
+
+def test_train_env_flag_builds_the_adapter() -> None:
+    """`agentrl train --env textarena:...` resolves through the same lookup (measured end to
+    end by hand: two GRPO steps on the tiny model, see docs/interop.md)."""
+    from agentrl.cli import build_parser
+    from agentrl.cli.train import resolve_config
+    from agentrl.envs.interop.textarena_env import TextArenaEnv
+    from agentrl.trainer.build import env_factory
+
+    args = build_parser().parse_args(["train", "--env", "textarena:GuessTheNumber-v0"])
+    env = env_factory(resolve_config(args))()
+    assert isinstance(env, TextArenaEnv) and env.spec_id == "textarena:GuessTheNumber-v0"
