@@ -77,3 +77,22 @@ def test_gym_text_env_keeps_ansi_where_supported(gym_id: str) -> None:
     env = agentrl.envs.make("games/gym-v0", env=gym_id, reward_range=(-100.0, 1.0))
     obs, _ = env.reset(seed=0)
     assert env.env.render_mode == "ansi" and "(" not in obs.messages[0].content.splitlines()[-1]
+
+
+def test_async_vector_env_runs_envs_in_subprocesses() -> None:
+    """Gymnasium's AsyncVectorEnv pickles the entry point and compares the workers' spaces
+    (by value); text observations cannot live in shared memory, so it is turned off."""
+    envs = gym.make_vec(
+        "games/guess-number-v0",
+        num_envs=2,
+        vectorization_mode="async",
+        vector_kwargs={"shared_memory": False},
+    )
+    try:
+        obs, _ = envs.reset(seed=0)
+        assert all(isinstance(o, Observation) for o in obs)
+        move = Message("assistant", "", tool_calls=[ToolCall("act", {"action": 50}, id="c")])
+        obs, rewards, *_ = envs.step((move, move))
+        assert rewards.shape == (2,) and all("50:" in o.messages[0].content for o in obs)
+    finally:
+        envs.close()
