@@ -1,6 +1,7 @@
 """verifiers tasksets (`verifiers==0.4.0`, its `verifiers.v1` API) as agentrl envs.
 
-    verifiers:my_pkg.tasks:MyTaskset     # a vf.Taskset subclass (or instance, or factory)
+    verifiers:my_pkg.tasks:MyTaskset     # a vf.Taskset subclass, instance or factory (or a
+                                          # vf.Env, whose taskset is used)
     verifiers:textarena                   # a taskset id verifiers resolves (built-in/installed)
 
 verifiers 0.4 splits an environment into a `Taskset` (tasks: prompt, system prompt, data;
@@ -47,6 +48,8 @@ def _taskset(target: str | Any, config: dict[str, Any]) -> Any:
             target = getattr(importlib.import_module(module), attr)
         else:
             target = taskset_class(target)
+    if isinstance(target, vf.Env):  # its taskset; agentrl's policy plays the agent's part
+        return target.taskset
     if isinstance(target, vf.Taskset):
         return target
     if isinstance(target, type) and issubclass(target, vf.Taskset):
@@ -54,6 +57,8 @@ def _taskset(target: str | Any, config: dict[str, Any]) -> Any:
         return target(cfg_type(**config))
     if callable(target):
         made = target(**config)
+        if isinstance(made, vf.Env):
+            return made.taskset
         if isinstance(made, vf.Taskset):
             return made
         raise TypeError(f"verifiers factory returned {type(made).__name__}, not a vf.Taskset")

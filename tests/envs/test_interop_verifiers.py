@@ -70,3 +70,16 @@ def test_envs_check_accepts_verifiers_ids(capsys: pytest.CaptureFixture[str]) ->
     assert "PASS" in capsys.readouterr().out
     with pytest.raises(TypeError, match="not a vf.Taskset"):
         envs.make("verifiers:pathlib:Path")
+
+
+def test_taskset_ids_and_vf_envs_resolve_through_verifiers_own_loader() -> None:
+    """`verifiers:ID` loads a taskset package the way `vf-eval ID` does; a `vf.Env` gives
+    its taskset (its `run()`, the harness side, is what agentrl's policy replaces)."""
+    import verifiers.v1 as vf
+    from agentrl.envs.interop.verifiers_env import VerifiersEnv
+
+    assert len(envs.make("verifiers:verifiers_add_pkg").tasks) == 2
+    venv = vf.SingleAgentEnv(vf.SingleAgentEnvConfig(taskset={"id": "verifiers_add_pkg"}))
+    env = VerifiersEnv(venv)
+    env.reset(seed=0, options={"idx": 0})
+    assert env.step(Message("assistant", "5"))[1] == 1.0
