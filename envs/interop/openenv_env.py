@@ -13,8 +13,10 @@ run here in-process, with no HTTP server or container in between:
 * Reward: the sum of the observations' `reward` over the turn; `done` terminates. A reply with
   no tool call costs the turn and gets a reminder.
 
-A client-side OpenEnv env (`EnvClient` talking to a running server or a Docker image) is not
-wrapped here: it needs the server, which this adapter runs itself.
+A running OpenEnv server (`openenv:http://127.0.0.1:8000`, e.g. a container started with its
+image) is reached with openenv's own `GenericEnvClient` (WebSocket): the `act` tool's
+parameters come from the server's `/schema`, and an action the server rejects is an error
+observation. Remote `MCPEnvironment`s (openenv's "production" mode) are not wrapped.
 """
 
 from __future__ import annotations
@@ -73,17 +75,30 @@ class OpenEnvEnv(AgentEnv):
         from openenv.core.env_server.interfaces import Environment
         from openenv.core.env_server.mcp_environment import MCPEnvironment
 
+        self.instructions, self.reward_range = instructions, reward_range
+        if max_turns is not None:
+            self.max_turns = max_turns
+        self.turn, self.done, self.client, self.is_mcp = 0, False, None, False
+        if isinstance(target, str) and target.startswith(("http://", "https://")):
+            self._connect(target.rstrip("/"), **env_kwargs)
+            return
         made = _load(target) if isinstance(target, str) else target
         self.env = made(**env_kwargs) if isinstance(made, type) else made
         if not isinstance(self.env, Environment):
             raise TypeError(f"openenv:{target}: {type(self.env).__name__} is not an Environment")
         self.is_mcp = isinstance(self.env, MCPEnvironment)
         self.action_type = None if self.is_mcp else action_type or _action_type(type(self.env))
-        self.instructions, self.reward_range = instructions, reward_range
-        if max_turns is not None:
-            self.max_turns = max_turns
         self.tools = self._tools()
-        self.turn, self.done = 0, False
+
+    def _connect(self, url: str, timeout_s: float = 60.0) -> None:
+        """A running server: its action schema from `/schema`, a sync client over its `/ws`."""
+        import httpx
+        from openenv.core import GenericEnvClient
+
+        schema = httpx.get(f"{url}/schema", timeout=timeout_s).raise_for_status().json()
+        self.tools = [_act_schema(schema["action"], schema["action"].get("title", "action"))]
+        client = GenericEnvClient(base_url=url, message_timeout_s=timeout_s)
+        self.client = client.sync()
 
     def _tools(self) -> list[dict[str, Any]]:
         if self.is_mcp:
@@ -92,22 +107,23 @@ class OpenEnvEnv(AgentEnv):
             listed = self.env.step(ListToolsAction()).tools
             return [_schema(t.name, t.description, t.input_schema) for t in listed]
         assert self.action_type is not None
-        params = self.action_type.model_json_schema()
-        params["properties"] = {
-            k: v for k, v in params.get("properties", {}).items() if k not in _HIDDEN
-        }
-        params["required"] = [r for r in params.get("required", []) if r not in _HIDDEN]
-        doc = (self.action_type.__doc__ or "").strip().split("\n\n")[0]
-        return [_schema("act", doc or f"Take one {self.action_type.__name__}.", params)]
+        return [_act_schema(self.action_type.model_json_schema(), self.action_type.__name__)]
 
     def reset(
         self, *, seed: int | None = None, options: dict[str, Any] | None = None
     ) -> tuple[Observation, dict[str, Any]]:
         super().reset(seed=seed)
-        obs = self.env.reset(seed=seed, **(options or {}))
-        self.turn, self.done = 0, bool(obs.done)
-        text = f"{self.instructions}\n\n{_text(obs)}".strip()
-        return Observation([Message("user", text)], list(self.tools)), dict(obs.metadata)
+        if self.client is not None:
+            result = self.client.reset(seed=seed, **(options or {}))
+            fields, self.done, meta = dict(result.observation), bool(result.done), {}
+            fields = {k: v for k, v in fields.items() if k not in _HIDDEN}
+        else:
+            obs = self.env.reset(seed=seed, **(options or {}))
+            fields, self.done = obs.model_dump(mode="json", exclude=_HIDDEN), bool(obs.done)
+            meta = dict(obs.metadata)
+        self.turn = 0
+        text = f"{self.instructions}\n\n{_text(fields)}".strip()
+        return Observation([Message("user", text)], list(self.tools)), meta
 
     def step(self, action: Message) -> tuple[Observation, float, bool, bool, dict[str, Any]]:
         if self.done:
@@ -136,6 +152,8 @@ class OpenEnvEnv(AgentEnv):
         names = [t["function"]["name"] for t in self.tools]
         if call.name not in names:
             return f"Error: unknown tool {call.name!r}; available: {', '.join(names)}", 0.0, False
+        if self.client is not None:
+            return self._run_remote(call)
         try:
             if self.is_mcp:
                 from openenv.core.env_server.mcp_types import CallToolAction
@@ -157,10 +175,23 @@ class OpenEnvEnv(AgentEnv):
                 return f"Error: {obs.error.message}", reward, False
             text, failed = _mcp_result(obs.model_dump(mode="json")["result"])
             return (f"Error: {text}" if failed else text), reward, not failed
-        return _text(obs), reward, True
+        return _text(obs.model_dump(mode="json", exclude=_HIDDEN)), reward, True
+
+    def _run_remote(self, call: ToolCall) -> tuple[str, float, bool]:
+        assert self.client is not None
+        try:
+            result = self.client.step(dict(call.arguments))
+        except Exception as e:  # noqa: BLE001 - the server's rejection is shown to the model
+            return f"Error: {e}", 0.0, False
+        self.done = bool(result.done)
+        fields = {k: v for k, v in dict(result.observation).items() if k not in _HIDDEN}
+        return _text(fields), float(result.reward or 0.0), True
 
     def close(self) -> None:
-        self.env.close()
+        if self.client is not None:
+            self.client.close()
+        else:
+            self.env.close()
 
 
 def _schema(name: str, description: str, parameters: dict[str, Any]) -> dict[str, Any]:
@@ -179,8 +210,19 @@ def _mcp_result(result: Any) -> tuple[str, bool]:
     return (result if isinstance(result, str) else json.dumps(result, default=str)), False
 
 
-def _text(obs: Any) -> str:
-    fields = obs.model_dump(mode="json", exclude=_HIDDEN)
+def _act_schema(params: dict[str, Any], name: str) -> dict[str, Any]:
+    """An Action's JSON schema as the `act` tool (its `metadata` field is not the model's)."""
+    params = dict(params)
+    params["properties"] = {
+        k: v for k, v in params.get("properties", {}).items() if k not in _HIDDEN
+    }
+    params["required"] = [r for r in params.get("required", []) if r not in _HIDDEN]
+    doc = str(params.pop("description", "") or "").strip().split("\n\n")[0]
+    return _schema("act", doc or f"Take one {name}.", params)
+
+
+def _text(fields: dict[str, Any]) -> str:
+    """An observation's own fields as text: a lone string as is, else JSON."""
     if len(fields) == 1:
         (value,) = fields.values()
         if isinstance(value, str):

@@ -78,3 +78,53 @@ def test_envs_check_accepts_openenv_ids(capsys: pytest.CaptureFixture[str]) -> N
     assert code == 0, capsys.readouterr().out
     with pytest.raises(ValueError, match="module:EnvironmentClass"):
         envs.make("openenv:openenv_guess")
+
+
+def test_running_openenv_server_is_reached_with_openenvs_client() -> None:
+    """`openenv:http://...`: the server (openenv-core's own app, in a subprocess on loopback)
+    gives the action schema; episodes run over openenv's WebSocket client."""
+    import socket
+    import subprocess
+    import sys
+    import time
+
+    import httpx
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    server = subprocess.Popen(
+        [sys.executable, str(FIXTURES / "openenv_guess_server.py"), str(port)],
+        cwd=FIXTURES, stdout=subprocess.DEVNULL,
+    )  # fmt: skip
+    url = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.monotonic() + 120
+        while True:
+            try:
+                if httpx.get(f"{url}/health", timeout=2).status_code == 200:
+                    break
+            except httpx.HTTPError:
+                pass
+            assert server.poll() is None and time.monotonic() < deadline, "server did not start"
+            time.sleep(0.5)
+        env = envs.make(f"openenv:{url}")
+        try:
+            obs, _ = env.reset(seed=1)
+            assert [t["function"]["name"] for t in obs.tools] == ["act"]
+            assert list(obs.tools[0]["function"]["parameters"]["properties"]) == ["guess"]
+            assert obs.messages[0].content.endswith("Guess a number in 1..8.")
+            bad = env.step(_act("act", guess="x"))[0].messages[0].content
+            assert bad.startswith("Error:")
+            lo, hi, done, total = 1, 8, False, 0.0
+            while not done:
+                guess = (lo + hi) // 2
+                out, reward, done, _, _ = env.step(_act("act", guess=guess))
+                total, hint = total + reward, out.messages[0].content
+                lo, hi = (guess + 1, hi) if hint == "higher" else (lo, guess - 1)
+            assert total == 1.0 and hint == "correct"
+        finally:
+            env.close()
+    finally:
+        server.terminate()
+        server.wait(timeout=30)
