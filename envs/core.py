@@ -63,6 +63,15 @@ class MessagesSpace(gym.Space[Any]):
     def is_np_flattenable(self) -> bool:
         return False
 
+    def __eq__(self, other: object) -> bool:  # by value: vector envs compare copies
+        return isinstance(other, MessagesSpace) and (self.kind, self.max_chars) == (
+            other.kind,
+            other.max_chars,
+        )
+
+    def __hash__(self) -> int:
+        return hash((type(self), self.kind, self.max_chars))
+
 
 class AgentEnv(gym.Env[Observation, Message]):
     """Base class for agentrl envs. Subclasses implement `reset` and `step`.

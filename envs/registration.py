@@ -5,10 +5,20 @@ Three ways in, all ending in `register`:
 * installed packages declare an `agentrl.envs` entry point whose target is a callable (or a
   module) that calls `register`; these load lazily on the first lookup;
 * a user file passed as `--env-module path.py` is imported by `load_env_module`.
+
+Ids with a family prefix (`textarena:`, `skyrl:`, `openenv:`, `verifiers:`) are not registered:
+`agentrl.envs.interop` resolves them on lookup into adapters over those packages' envs.
+
+Every id registered here is also registered in Gymnasium's registry, so once `agentrl.envs` is
+imported (or with the `"agentrl.envs:math/calc-v0"` form, which imports it) `gymnasium.make`,
+its wrappers (`TimeLimit` via `max_episode_steps=`, `RecordEpisodeStatistics`) and
+`gymnasium.make_vec` build agentrl envs like any other. Plugin ids join it when plugins load
+(on the first agentrl lookup, or `all_specs()`).
 """
 
 from __future__ import annotations
 
+import functools
 import importlib
 import importlib.metadata
 import importlib.util
@@ -18,6 +28,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+
+import gymnasium
 
 _ID_RE = re.compile(r"^[a-z0-9_\-]+(/[A-Za-z0-9_.\-]+)+-v\d+$")
 
@@ -60,7 +72,26 @@ def register(
         description = (getattr(entry_point, "description", "") or "").strip()
     spec = EnvSpec(id, entry_point, kwargs, family or id.split("/")[0], description)
     registry[id] = spec
+    _register_in_gymnasium(id)
     return spec
+
+
+def _make_for_gymnasium(id: str, **kwargs: Any) -> Any:
+    """Gymnasium's entry point for an agentrl id: module-level, so vector envs can pickle it."""
+    return make(id, **kwargs)
+
+
+def _register_in_gymnasium(id: str) -> None:
+    """Mirror `id` into Gymnasium's registry. An id Gymnasium already has from elsewhere is
+    left alone; agentrl's own entry is replaced silently when a module registers again."""
+    theirs = gymnasium.registry.get(id)
+    ours = functools.partial(_make_for_gymnasium, id)
+    if theirs is not None:
+        creator = theirs.entry_point
+        if not (isinstance(creator, functools.partial) and creator.func is _make_for_gymnasium):
+            return
+        del gymnasium.registry[id]
+    gymnasium.register(id, entry_point=ours)
 
 
 def load_plugins() -> None:
@@ -99,6 +130,11 @@ def load_env_module(path: str | Path) -> None:
 def spec(id: str) -> EnvSpec:
     load_plugins()
     if id not in registry:
+        from .interop import resolve  # `textarena:...`, `skyrl:...`: other stacks' envs
+
+        foreign = resolve(id)
+        if foreign is not None:
+            return foreign
         close = [k for k in registry if k.split("/")[0] == id.split("/")[0]] or sorted(registry)
         raise KeyError(f"unknown env id {id!r}; known: {', '.join(sorted(close)[:20])}")
     return registry[id]

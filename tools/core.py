@@ -1,7 +1,8 @@
 """Tools: typed Python functions the model can call.
 
 A tool is declared with `@tool`. Its OpenAI function schema comes from the type hints and the
-Google-style docstring, so what the model is told always matches what the code accepts.
+Google-style docstring via `transformers.utils.get_json_schema` (the same schema HF chat
+templates are written for), so what the model is told always matches what the code accepts.
 Arguments are validated against that schema *before* the call; the call runs with a timeout;
 exceptions, timeouts and oversized outputs become an error `ToolResult` the model sees, so a
 bad call never ends the episode.
@@ -14,67 +15,120 @@ from __future__ import annotations
 
 import asyncio
 import copy
+import enum
 import functools
 import inspect
-import re
 import threading
 import time
 import types
 import typing
 from collections.abc import Callable
-from dataclasses import dataclass
-from typing import Any, Literal
+from dataclasses import dataclass, field
+from typing import Any
 
 import jsonschema
+from transformers.utils import get_json_schema
+from transformers.utils.chat_template_utils import (
+    DocstringParsingException,
+    TypeHintParsingException,
+    parse_google_format_docstring,
+)
 
 from agentrl.types import ToolCall, ToolResult
 
-_PY_TO_JSON: dict[Any, str] = {
-    str: "string",
-    int: "integer",
-    float: "number",
-    bool: "boolean",
-    dict: "object",
-    list: "array",
-}
+
+def _documented(fn: Callable[..., Any]) -> Callable[..., Any]:
+    """`fn`, or a stand-in whose docstring names every argument: transformers requires a
+    description per argument, agentrl lets one be left out (the schema then has none)."""
+    doc = inspect.getdoc(fn)
+    if not doc:
+        raise TypeError(
+            f"tool {getattr(fn, '__name__', fn)!r} needs a docstring: the model reads it"
+        )
+    summary, arg_docs, returns = parse_google_format_docstring(doc.strip())
+    params = [p for p in inspect.signature(fn).parameters if p != "self"]
+    missing = [p for p in params if p not in (arg_docs or {})]
+    if not missing:
+        return fn
+    arg_docs = {**(arg_docs or {}), **{p: _UNDOCUMENTED for p in missing}}
+    lines = [summary or "", "", "Args:", *(f"    {p}: {arg_docs[p]}" for p in params)]
+    if returns:
+        lines += ["", "Returns:", f"    {returns}"]
+
+    @functools.wraps(fn)
+    def stand_in(*args: Any, **kwargs: Any) -> Any:
+        return fn(*args, **kwargs)
+
+    stand_in.__doc__ = "\n".join(lines)
+    return stand_in
 
 
-def _json_type(tp: Any) -> dict[str, Any]:
-    origin = typing.get_origin(tp)
-    args = typing.get_args(tp)
-    if tp in _PY_TO_JSON:
-        return {"type": _PY_TO_JSON[tp]}
-    if origin is Literal:
-        return {"type": _PY_TO_JSON[type(args[0])], "enum": list(args)}
-    if origin in (list, tuple) or tp in (list, tuple):
-        item = _json_type(args[0]) if args else {}
-        return {"type": "array", "items": item} if item else {"type": "array"}
-    if origin is dict:
-        return {"type": "object"}
-    if origin in (typing.Union, types.UnionType):
-        non_none = [a for a in args if a is not type(None)]
-        if len(non_none) == 1:
-            return _json_type(non_none[0])
-        return {"anyOf": [_json_type(a) for a in non_none]}
-    raise TypeError(f"unsupported tool argument type: {tp!r}")
+_UNDOCUMENTED = "\x00undocumented"
 
 
-def _parse_docstring(doc: str) -> tuple[str, dict[str, str]]:
-    """Split a Google-style docstring into (summary, {arg: description})."""
-    doc = inspect.cleandoc(doc or "")
-    summary = doc.split("\n\n")[0].replace("\n", " ").strip()
-    args: dict[str, str] = {}
-    m = re.search(r"^Args:\s*\n(.*?)(?:\n\S|\Z)", doc, re.S | re.M)
-    if m:
-        current = None
-        for line in m.group(1).splitlines():
-            hit = re.match(r"\s+(\w+)(?:\s*\(.*?\))?:\s*(.*)", line)
-            if hit and (current is None or len(line) - len(line.lstrip()) <= 4):
-                current = hit.group(1)
-                args[current] = hit.group(2).strip()
-            elif current and line.strip():
-                args[current] += " " + line.strip()
-    return summary, args
+def build_schema(fn: Callable[..., Any], name: str | None = None) -> dict[str, Any]:
+    """OpenAI function schema for `fn`, built by `transformers.utils.get_json_schema` from its
+    type hints and Google-style docstring (Enum and Literal as `enum`, `Optional[X]` as
+    `nullable`, `(choices: [...])` at the end of an argument's description), so what the model
+    is told matches what chat templates render for HF tools. agentrl adds `default`s and
+    `additionalProperties: false`; jsonschema checks every call against it (`validation_schema`).
+    """
+    try:
+        schema = get_json_schema(_documented(fn))
+    except (TypeHintParsingException, DocstringParsingException) as e:
+        raise TypeError(f"tool {getattr(fn, '__name__', fn)!r}: {e}") from None
+    function = schema["function"]
+    function.pop("return", None)  # the model never writes it; templates ignore it
+    function["name"] = name or fn.__name__
+    params = function["parameters"]
+    params.setdefault("required", [])
+    for pname, p in inspect.signature(fn).parameters.items():
+        prop = params["properties"].get(pname)
+        if prop is None:
+            continue
+        if prop.get("description") == _UNDOCUMENTED:
+            del prop["description"]
+        default = p.default.value if isinstance(p.default, enum.Enum) else p.default
+        if default is not inspect.Parameter.empty:
+            prop["default"] = default
+    params["additionalProperties"] = False
+    return {"type": "function", "function": function}
+
+
+def validation_schema(schema: Any) -> Any:
+    """The JSON Schema a call's arguments are checked against: OpenAPI's `nullable: true`
+    (which chat templates and transformers use) becomes "or null", which jsonschema knows."""
+    if isinstance(schema, list):
+        return [validation_schema(s) for s in schema]
+    if not isinstance(schema, dict):
+        return schema
+    out = {k: validation_schema(v) for k, v in schema.items() if k != "nullable"}
+    if schema.get("nullable") is True:
+        if "enum" in out and None not in out["enum"]:
+            out["enum"] = [*out["enum"], None]
+        return {"anyOf": [out, {"type": "null"}]}
+    return out
+
+
+def _enum_converters(fn: Callable[..., Any]) -> dict[str, Callable[[Any], Any]]:
+    """Arguments typed as an Enum arrive as their JSON values; the tool gets the member."""
+    out: dict[str, Callable[[Any], Any]] = {}
+    for pname, hint in typing.get_type_hints(fn).items():
+        args = [a for a in typing.get_args(hint) if a is not type(None)]
+        if typing.get_origin(hint) in (typing.Union, types.UnionType) and len(args) == 1:
+            hint = args[0]
+        if isinstance(hint, type) and issubclass(hint, enum.Enum):
+            out[pname] = lambda v, e=hint: v if v is None else e(v)
+        elif typing.get_origin(hint) is list:
+            (item,) = typing.get_args(hint) or (None,)
+            if isinstance(item, type) and issubclass(item, enum.Enum):
+                out[pname] = lambda v, e=item: v if v is None else [e(x) for x in v]
+    return out
+
+
+class ToolError(Exception):
+    """Raised by a tool to report a failure whose message the model sees as is (other
+    exceptions are shown as `Type: message`)."""
 
 
 @dataclass
@@ -86,6 +140,8 @@ class ToolSpec:
     schema: dict[str, Any]
     timeout_s: float
     max_output_chars: int
+    # per-argument conversions from JSON values to what `fn` is typed to take (Enum members)
+    converters: dict[str, Callable[[Any], Any]] = field(default_factory=dict)
 
     @property
     def parameters(self) -> dict[str, Any]:
@@ -94,38 +150,8 @@ class ToolSpec:
     @functools.cached_property
     def validator(self) -> jsonschema.protocols.Validator:
         """Built once: `jsonschema.validate` re-checks the schema itself on every call."""
-        cls = jsonschema.validators.validator_for(self.parameters)
-        return cls(self.parameters)
-
-
-def build_schema(fn: Callable[..., Any], name: str | None = None) -> dict[str, Any]:
-    """OpenAI function schema for `fn` from its signature and docstring."""
-    sig = inspect.signature(fn)
-    hints = typing.get_type_hints(fn)
-    summary, arg_docs = _parse_docstring(fn.__doc__ or "")
-    if not summary:
-        raise TypeError(f"tool {fn.__name__!r} needs a docstring: the model reads it")
-    props: dict[str, Any] = {}
-    required: list[str] = []
-    for pname, p in sig.parameters.items():
-        if pname == "self":
-            continue
-        if pname not in hints:
-            raise TypeError(f"tool {fn.__name__!r}: argument {pname!r} needs a type hint")
-        prop = _json_type(hints[pname])
-        if pname in arg_docs:
-            prop["description"] = arg_docs[pname]
-        if p.default is inspect.Parameter.empty:
-            required.append(pname)
-        else:
-            prop["default"] = p.default
-        props[pname] = prop
-    params = {"type": "object", "properties": props, "required": required}
-    params["additionalProperties"] = False
-    return {
-        "type": "function",
-        "function": {"name": name or fn.__name__, "description": summary, "parameters": params},
-    }
+        schema = validation_schema(self.parameters)
+        return jsonschema.validators.validator_for(schema)(schema)
 
 
 def tool(
@@ -148,10 +174,15 @@ def tool(
     return wrap(fn) if fn is not None else wrap
 
 
-_SCHEMAS: dict[tuple[Any, str], dict[str, Any]] = {}
+_Built = tuple[dict[str, Any], dict[str, Callable[[Any], Any]]]
+_SCHEMAS: dict[tuple[Any, str], _Built] = {}
 
 
-def _cached_schema(fn: Callable[..., Any], name: str) -> dict[str, Any]:
+def _build(fn: Callable[..., Any], name: str) -> _Built:
+    return build_schema(fn, name), _enum_converters(fn)
+
+
+def _cached_schema(fn: Callable[..., Any], name: str) -> _Built:
     """Every episode builds its env's ToolSet: read each function's hints and docstring once.
     Bound methods share their function's entry (built from the bound method, so its first
     parameter is left out whatever it is called); unhashable callables are built each time."""
@@ -159,11 +190,11 @@ def _cached_schema(fn: Callable[..., Any], name: str) -> dict[str, Any]:
     try:
         hit = _SCHEMAS.get(key)
     except TypeError:
-        return build_schema(fn, name)
+        return _build(fn, name)
     if hit is None:
         if len(_SCHEMAS) >= 4096:  # per-episode closures must not grow it without bound
             _SCHEMAS.clear()
-        hit = _SCHEMAS[key] = build_schema(fn, name)
+        hit = _SCHEMAS[key] = _build(fn, name)
     return hit
 
 
@@ -173,12 +204,14 @@ def _spec_for(fn: Callable[..., Any]) -> ToolSpec:
         "timeout_s": 10.0,
         "max_output_chars": 8192,
     }
+    schema, converters = _cached_schema(fn, meta["name"])
     return ToolSpec(
         name=meta["name"],
         fn=fn,
-        schema=copy.deepcopy(_cached_schema(fn, meta["name"])),
+        schema=copy.deepcopy(schema),
         timeout_s=meta["timeout_s"],
         max_output_chars=meta["max_output_chars"],
+        converters=converters,
     )
 
 
@@ -258,13 +291,16 @@ class ToolSet:
             return self._error(call, problem, t0)
         spec = self._specs[call.name]
         try:
+            kwargs = {k: spec.converters.get(k, _same)(v) for k, v in call.arguments.items()}
             if inspect.iscoroutinefunction(spec.fn):
-                coro = spec.fn(**call.arguments)
+                coro = spec.fn(**kwargs)
             else:
-                coro = _in_daemon_thread(spec.fn, call.arguments)
+                coro = _in_daemon_thread(spec.fn, kwargs)
             value = await asyncio.wait_for(coro, timeout=spec.timeout_s)
         except asyncio.TimeoutError:
             return self._error(call, f"tool {call.name!r} timed out after {spec.timeout_s}s", t0)
+        except ToolError as e:  # the tool's own message, meant for the model
+            return self._error(call, str(e), t0)
         except Exception as e:  # noqa: BLE001 - any tool failure is shown to the model
             return self._error(call, f"{type(e).__name__}: {e}", t0)
         return self._result(call, value, t0)
@@ -272,6 +308,10 @@ class ToolSet:
     def call(self, call: ToolCall) -> ToolResult:
         """Synchronous `acall` for sync envs and tests."""
         return _run_sync(self.acall(call))
+
+
+def _same(value: Any) -> Any:
+    return value
 
 
 def _in_daemon_thread(fn: Callable[..., Any], kwargs: dict[str, Any]) -> asyncio.Future[Any]:

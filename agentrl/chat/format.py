@@ -68,8 +68,13 @@ class ChatFormat:
             self.chat_template = getattr(self.tokenizer, "chat_template", None)
         if not self.chat_template:
             raise ValueError("tokenizer has no chat template; pass chat_template=")
+        # transformers 5: a tokenizer may declare how its responses parse (`response_template`)
+        self.response_template = getattr(self.tokenizer, "response_template", None)
+        self._fallback_format = detect_format(self.chat_template)
         if self.tool_format == "auto":
-            self.tool_format = detect_format(self.chat_template)
+            self.tool_format = (
+                "response_template" if self.response_template else self._fallback_format
+            )
         self._close_cache: dict[str, list[int]] = {}
         self._ids_cache: collections.OrderedDict[str, list[int]] = collections.OrderedDict()
         # A template that reads the clock (Llama 3's date line) must render every time.
@@ -209,10 +214,13 @@ class ChatFormat:
         return self.decode([i for i in ids if i not in stops])
 
     # -- parsing -----------------------------------------------------------------------
-    def parse(self, text: str) -> tuple[str, list[ToolCall]]:
-        """Sampled text -> (content without reasoning, tool calls)."""
+    def parse(
+        self, text: str, tools: list[dict[str, Any]] | None = None
+    ) -> tuple[str, list[ToolCall]]:
+        """Sampled text -> (content without reasoning, tool calls); `tools` are the schemas
+        the prompt showed (formats with text arguments cast them to the declared types)."""
         _, rest = split_reasoning(text)
-        return parse(rest, self.tool_format)
+        return parse(rest, self.tool_format, tools, self.response_template, self._fallback_format)
 
     def _stop_tokens(self) -> list[int]:
         tok = self.tokenizer

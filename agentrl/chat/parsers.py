@@ -11,21 +11,39 @@ Formats:
   any number per message.
 * `llama3`: Llama-3.x bare JSON `{"name": ..., "parameters": {...}}`, optionally after
   `<|python_tag|>`, several separated by `;`.
+* `qwen3_coder`: Qwen3-Coder / Qwen3.5 XML,
+  `<tool_call><function=NAME><parameter=KEY>VALUE</parameter>...</function></tool_call>`.
+  Values are text; given the tool schemas they are cast to the declared types (as vLLM's
+  `qwen3_coder` parser does), else a value that is a JSON number/bool/null/array/object is
+  decoded and anything else stays a string.
+* `mistral`: `[TOOL_CALLS]` followed by a JSON list of calls (v3 tokenizers) or by
+  `NAME[ARGS]{...}` (v11+, optionally `NAME[CALL_ID]ID[ARGS]{...}`). Calls without an id get a
+  9-character alphanumeric one, the only form Mistral's templates accept back.
+* `response_template`: the tokenizer declares a `response_template` (transformers 5): its own
+  `parse_response` does the parsing; text it cannot parse falls back to the parser the chat
+  template implies.
 * `json`: plain-text fallback: any JSON object in the text with a `name` and
   `arguments`/`parameters`.
 * `none`: no tool calls; the whole text is content.
+
+`detect_format` picks one from the chat template's text, `auto` in configs.
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
 import re
 from typing import Any, Literal
 
 from agentrl.types import ToolCall
 
-ToolFormat = Literal["hermes", "llama3", "json", "none"]
-FORMATS: tuple[str, ...] = ("hermes", "llama3", "json", "none")
+ToolFormat = Literal[
+    "hermes", "llama3", "qwen3_coder", "mistral", "response_template", "json", "none"
+]
+FORMATS: tuple[str, ...] = (
+    "hermes", "llama3", "qwen3_coder", "mistral", "response_template", "json", "none"
+)  # fmt: skip
 
 _HERMES = re.compile(r"<tool_call>(.*?)(</tool_call>|\Z)", re.S)
 _THINK = re.compile(r"^\s*(?:<think>)?(.*?)</think>\s*", re.S)
@@ -136,8 +154,180 @@ def parse_json(text: str) -> tuple[str, list[ToolCall]]:
     return content.strip(), calls
 
 
-def parse(text: str, format: str = "hermes") -> tuple[str, list[ToolCall]]:
-    """Split sampled text into (content, tool calls). Unknown formats raise ValueError."""
+_XML_FUNCTION = re.compile(r"^\s*<function=([^>\n]*)>(.*?)(</function>\s*$|\Z)", re.S)
+_XML_PARAM = re.compile(r"<parameter=([^>\n]+)>\n?(.*?)\n?(</parameter>|(?=<parameter=)|\Z)", re.S)
+
+
+def parse_qwen3_coder(
+    text: str, tools: list[dict[str, Any]] | None = None
+) -> tuple[str, list[ToolCall]]:
+    calls: list[ToolCall] = []
+    for m in _HERMES.finditer(text):
+        raw, closed = m.group(1).strip(), bool(m.group(2))
+        fm = _XML_FUNCTION.match(raw)
+        if fm is None:  # hermes JSON inside <tool_call> (some checkpoints mix the two)
+            calls.append(
+                _loads_call(raw)
+                if raw.startswith("{") and closed
+                else ToolCall("", raw=raw, parse_error="no <function=NAME> in <tool_call>")
+            )
+            continue
+        name, body = fm.group(1).strip(), fm.group(2)
+        if not name:
+            calls.append(ToolCall("", raw=raw, parse_error="empty function name"))
+        elif not closed or not fm.group(3):
+            calls.append(ToolCall(name, raw=raw, parse_error="unterminated <tool_call> block"))
+        else:
+            calls.append(_xml_call(name, body, raw, _properties(tools, name)))
+    content = _HERMES.sub("", text).strip() if calls else text.strip()
+    return content, calls
+
+
+def _xml_call(name: str, body: str, raw: str, props: dict[str, Any]) -> ToolCall:
+    args: dict[str, Any] = {}
+    for pm in _XML_PARAM.finditer(body):
+        key = pm.group(1).strip()
+        if pm.group(3) != "</parameter>":
+            return ToolCall(name, raw=raw, parse_error=f"parameter {key!r} is not closed")
+        args[key] = _cast(pm.group(2), props.get(key))
+    return ToolCall(name, args, raw=raw)
+
+
+def _properties(tools: list[dict[str, Any]] | None, name: str) -> dict[str, Any]:
+    for t in tools or []:
+        fn = t.get("function", t)
+        if fn.get("name") == name:
+            return (fn.get("parameters") or {}).get("properties") or {}
+    return {}
+
+
+def _types(schema: Any) -> list[str]:
+    if not isinstance(schema, dict):
+        return []
+    declared = schema.get("type")
+    out = [declared] if isinstance(declared, str) else list(declared or [])
+    for key in ("anyOf", "oneOf"):
+        for sub in schema.get(key) or []:
+            out += _types(sub)
+    if "enum" in schema and not out:
+        out = sorted({type(v).__name__ for v in schema["enum"]})
+    return out
+
+
+def _cast(raw: str, schema: Any) -> Any:
+    """A parameter's text as the value its schema declares (else: JSON if it is JSON)."""
+    types = _types(schema)
+    if "string" in types or "str" in types:
+        if not ({"null"} & set(types) and raw.strip() in ("null", "None")):
+            return raw
+    try:
+        value = json.loads(raw)
+    except json.JSONDecodeError:
+        lowered = raw.strip()
+        if "boolean" in types and lowered in ("True", "False"):  # jinja's `true | string`
+            return lowered == "True"
+        if "null" in types and lowered == "None":
+            return None
+        return raw
+    if types and isinstance(value, str):
+        return raw
+    return value
+
+
+_MISTRAL = "[TOOL_CALLS]"
+_MISTRAL_ARGS = re.compile(r"\s*([^\[\]\s{]+)\s*(?:\[CALL_ID\]\s*([A-Za-z0-9]+)\s*)?\[ARGS\]", re.S)
+
+
+def _mistral_id(raw: str, i: int) -> str:
+    return hashlib.sha1(f"{i}:{raw}".encode()).hexdigest()[:9]
+
+
+def parse_mistral(text: str) -> tuple[str, list[ToolCall]]:
+    head, sep, rest = text.partition(_MISTRAL)
+    if not sep:
+        return text.strip(), []
+    calls: list[ToolCall] = []
+    for chunk in rest.split(_MISTRAL):
+        body = chunk.strip()
+        if body.startswith("["):  # v3: a JSON list of {"name", "arguments"[, "id"]}
+            try:
+                items, _ = _DECODER.raw_decode(body)
+            except json.JSONDecodeError as e:
+                calls.append(ToolCall("", raw=body, parse_error=f"invalid JSON: {e}"))
+                continue
+            if not isinstance(items, list):
+                items = [items]
+            for obj in items:
+                call = call_from_obj(obj, json.dumps(obj))
+                if isinstance(obj, dict) and isinstance(obj.get("id"), str):
+                    call.id = obj["id"]
+                calls.append(call)
+            continue
+        pos = 0
+        while pos < len(body):  # v11+: NAME[ARGS]{...}, possibly several
+            m = _MISTRAL_ARGS.match(body, pos)
+            if not m:
+                calls.append(ToolCall("", raw=body[pos:], parse_error="expected NAME[ARGS]{...}"))
+                break
+            try:
+                args, end = _DECODER.raw_decode(body, m.end())
+            except json.JSONDecodeError as e:
+                calls.append(ToolCall(m.group(1), raw=body[pos:], parse_error=f"invalid JSON: {e}"))
+                break
+            call = call_from_obj({"name": m.group(1), "arguments": args}, body[pos:end])
+            call.id = m.group(2) or ""
+            calls.append(call)
+            pos = end
+            while pos < len(body) and body[pos].isspace():
+                pos += 1
+    for i, c in enumerate(calls):
+        c.id = c.id or _mistral_id(c.raw, i)
+    return head.strip(), calls
+
+
+def parse_response_template(
+    text: str, template: dict[str, Any], tools: list[dict[str, Any]] | None = None
+) -> tuple[str, list[ToolCall]] | None:
+    """transformers' `parse_response` driven by the tokenizer's `response_template`;
+    None when it cannot parse the text."""
+    from transformers.utils.chat_parsing import parse_response
+
+    try:
+        message = parse_response(text, template, prefix="", tools=tools or None)
+    except Exception:  # noqa: BLE001 - the caller falls back to the template's own format
+        return None
+    calls = []
+    for raw in message.get("tool_calls") or []:
+        fn = raw.get("function", raw) if isinstance(raw, dict) else raw
+        call = call_from_obj(fn, json.dumps(fn, default=str))
+        if isinstance(raw, dict) and isinstance(raw.get("id"), str):
+            call.id = raw["id"]
+        calls.append(call)
+    content = message.get("content")
+    return (content.strip() if isinstance(content, str) else ""), calls
+
+
+def parse(
+    text: str,
+    format: str = "hermes",
+    tools: list[dict[str, Any]] | None = None,
+    response_template: dict[str, Any] | None = None,
+    fallback: str = "hermes",
+) -> tuple[str, list[ToolCall]]:
+    """Split sampled text into (content, tool calls). Unknown formats raise ValueError.
+
+    `tools` (the schemas the prompt showed) let formats whose arguments are text cast them;
+    `response_template`/`fallback` serve the `response_template` format (without a template,
+    or on text it cannot parse, `fallback` parses)."""
+    if format == "response_template":
+        parsed = None
+        if response_template is not None:
+            parsed = parse_response_template(text, response_template, tools)
+        return parsed if parsed is not None else parse(text, fallback, tools)
+    if format == "qwen3_coder":
+        return parse_qwen3_coder(text, tools)
+    if format == "mistral":
+        return parse_mistral(text)
     if format == "hermes":
         return parse_hermes(text)
     if format == "llama3":
@@ -152,6 +342,10 @@ def parse(text: str, format: str = "hermes") -> tuple[str, list[ToolCall]]:
 def detect_format(chat_template: str | None) -> str:
     """Pick the parser a chat template implies (`auto`)."""
     tpl = chat_template or ""
+    if _MISTRAL in tpl:
+        return "mistral"
+    if "<function=" in tpl and "<parameter=" in tpl:
+        return "qwen3_coder"
     if "<tool_call>" in tpl:
         return "hermes"
     if "<|python_tag|>" in tpl or ("<|start_header_id|>" in tpl and "parameters" in tpl):

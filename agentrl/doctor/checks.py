@@ -152,7 +152,8 @@ def check_tool_parser(tokenizer: Any, tools: list[dict[str, Any]], tool_format: 
     lost = []
     works: dict[str, int] = {}
     for n in names:
-        text = _assistant_text(tokenizer, ToolCall(n, {"x": 1}, id="call_0"))
+        # the id is 9 alphanumerics: Mistral's templates reject any other
+        text = _assistant_text(tokenizer, ToolCall(n, {"x": 1}, id="call00000"))
         if n not in text:
             lost.append(f"{n} (template does not render assistant tool_calls)")
             continue

@@ -165,7 +165,7 @@ async def _turn(
     start = len(traj.response_ids)
     traj.append(list(out.token_ids), trained=True, logprobs=list(out.logprobs))
     text = chat.sampled_text(out.token_ids)
-    content, calls = chat.parse(text)
+    content, calls = chat.parse(text, state.tools)
     for i, c in enumerate(calls):
         c.id = c.id or f"call_{turn_no}_{i}"
     turn = Turn(

@@ -49,7 +49,10 @@ class GymTextEnv(AgentEnv):
         max_turns: int | None = None,
     ) -> None:
         if isinstance(env, str):
-            env = gym.make(env, render_mode="ansi", **(env_kwargs or {}))
+            kwargs = dict(env_kwargs or {})
+            if "render_mode" not in kwargs and _renders_ansi(env):
+                kwargs["render_mode"] = "ansi"
+            env = gym.make(env, **kwargs)
         self.env: gym.Env = env if isinstance(env, gym.Env) else env()
         space = self.env.action_space
         if not isinstance(space, (gym.spaces.Discrete, gym.spaces.Text)):
@@ -169,6 +172,14 @@ class GymTextEnv(AgentEnv):
 
     def close(self) -> None:
         self.env.close()
+
+
+def _renders_ansi(env_id: str) -> bool:
+    """Whether a registered Gymnasium env declares an ANSI render. Asking one that does not
+    (Blackjack-v1) only warns, then fails at the first render: such envs use `repr(obs)`."""
+    creator = gym.envs.registration.load_env_creator(gym.spec(env_id).entry_point)
+    modes = getattr(creator, "metadata", {}).get("render_modes", [])
+    return "ansi" in modes
 
 
 def _call_arg(call: ToolCall) -> Any:

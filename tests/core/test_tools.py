@@ -1,7 +1,11 @@
+import enum
 import time
+from typing import Literal, Optional
 
+import pytest
 from agentrl.tools import ToolSet, build_schema, tool
 from agentrl.tools.calculator import calculator
+from transformers.utils import get_json_schema
 
 from agentrl.types import ToolCall
 
@@ -88,3 +92,83 @@ def test_toolset_schemas_are_cached_per_function_but_independent() -> None:
     assert list(first[0]["function"]["parameters"]["properties"]) == ["a", "b"]
     first[0]["function"]["name"] = "changed"
     assert Adder().schemas[0]["function"]["name"] == "add"
+
+
+class Color(enum.Enum):
+    RED = "red"
+    GREEN = "green"
+
+
+@tool
+def paint(color: Color, tags: Optional[list[str]] = None, size: Literal[1, 2] = 1) -> str:
+    """Paint something.
+
+    Args:
+        color: the colour to use.
+        tags: labels to attach, or null for none.
+        size: brush size.
+    """
+    assert isinstance(color, Color)
+    return f"{color.name} {tags} {size}"
+
+
+@tool
+def drink(beverage: str, sugar: int | None = None) -> str:
+    """Order a drink.
+
+    Args:
+        beverage (str): what to drink (choices: ["tea", "coffee"])
+    """
+    return beverage
+
+
+def test_schema_is_transformers_get_json_schema_plus_agentrl_keys() -> None:
+    """The schema is what `transformers.utils.get_json_schema` builds (so chat templates render
+    it as they do HF tools), plus defaults and `additionalProperties: false`."""
+    ours = build_schema(paint)["function"]
+    theirs = get_json_schema(paint)["function"]
+    assert ours["description"] == theirs["description"] == "Paint something."
+    for name, prop in theirs["parameters"]["properties"].items():
+        assert {
+            k: v for k, v in ours["parameters"]["properties"][name].items() if k != "default"
+        } == prop
+    assert ours["parameters"]["properties"]["color"]["enum"] == ["red", "green"]
+    assert ours["parameters"]["properties"]["tags"]["nullable"] is True
+    assert ours["parameters"]["additionalProperties"] is False
+    d = build_schema(drink)["function"]["parameters"]["properties"]
+    assert (
+        d["beverage"]["enum"] == ["tea", "coffee"]
+        and d["beverage"]["description"] == "what to drink"
+    )
+    assert "description" not in d["sugar"] and d["sugar"]["nullable"] is True
+
+
+def test_enum_optional_and_choices_validate_and_convert() -> None:
+    ts = ToolSet.of(paint, drink)
+    ok = ts.call(ToolCall("paint", {"color": "green", "tags": None}, id="1"))
+    assert (ok.content, ok.is_error) == ("GREEN None 1", False)
+    assert ts.call(ToolCall("paint", {"color": "red", "tags": ["a"], "size": 2})).content == (
+        "RED ['a'] 2"
+    )
+    bad = ts.call(ToolCall("paint", {"color": "blue"}))
+    assert bad.is_error and "color" in bad.content and "'blue'" in bad.content
+    assert ts.call(ToolCall("paint", {"color": "red", "tags": [1]})).is_error
+    assert ts.call(ToolCall("paint", {"color": "red", "size": 3})).is_error
+    assert ts.call(ToolCall("drink", {"beverage": "tea", "sugar": None})).content == "tea"
+    assert ts.call(ToolCall("drink", {"beverage": "beer"})).is_error
+
+
+def test_unsupported_hint_names_the_tool() -> None:
+    class Custom:
+        pass
+
+    def weird(x: Custom) -> str:
+        """Bad.
+
+        Args:
+            x: a thing.
+        """
+        return ""
+
+    with pytest.raises(TypeError, match="weird"):
+        build_schema(weird)

@@ -7,6 +7,8 @@ from typing import Any
 
 import httpx
 import pytest
+
+pytest.importorskip("fastapi", reason="agentrl serve needs the `serve` extra (fastapi, uvicorn)")
 from agentrl.tools.calculator import calculator
 from agentrl.tools.core import build_schema
 from live_server import live_server
