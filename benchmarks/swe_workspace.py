@@ -58,9 +58,19 @@ def reset_costs(task) -> dict:
 def command_costs(backend: str, task) -> dict:
     ws = Workspace(grading.workspace_tree(task), backend)
     sandboxed = _median(lambda: ws.run("ls > /dev/null; echo ok"), 10)
-    host = _median(lambda: subprocess.run(["bash", "-c", "ls > /dev/null; echo ok"], check=True), 10)
+    host = _median(
+        lambda: subprocess.run(
+            ["bash", "-c", "ls > /dev/null; echo ok"], check=True, capture_output=True
+        ),
+        10,
+    )
     grade = _median(lambda: grading.grade(task, ws.files(), backend), 3)
-    return {"bash_s": sandboxed, "host_bash_s": host, "isolation_x": sandboxed / host, "grade_s": grade}
+    return {
+        "bash_s": sandboxed,
+        "host_bash_s": host,
+        "isolation_x": sandboxed / host,
+        "grade_s": grade,
+    }
 
 
 async def _episode(env_id: str, backend: str, seed: int) -> float:
@@ -80,8 +90,12 @@ async def concurrency(env_id: str, backend: str, episodes: int) -> dict:
     t0 = time.perf_counter()
     rewards = await asyncio.gather(*(_episode(env_id, backend, s) for s in range(episodes)))
     wall = time.perf_counter() - t0
-    return {"episodes": episodes, "wall_s": wall, "episodes_per_s": episodes / wall,
-            "mean_reward": sum(rewards) / len(rewards)}
+    return {
+        "episodes": episodes,
+        "wall_s": wall,
+        "episodes_per_s": episodes / wall,
+        "mean_reward": sum(rewards) / len(rewards),
+    }
 
 
 def main() -> None:
@@ -94,8 +108,11 @@ def main() -> None:
     tasks = load_tasks()
     task = next(t for t in tasks if t.package == "minilib")
     real = next((t for t in tasks if t.spec.archive), None)
-    out: dict = {"machine": platform.node(), "date": time.strftime("%Y-%m-%d %H:%M"),
-                 "load": open("/proc/loadavg").read().split()[:3]}
+    out: dict = {
+        "machine": platform.node(),
+        "date": time.strftime("%Y-%m-%d %H:%M"),
+        "load": open("/proc/loadavg").read().split()[:3],
+    }
     out["reset_minilib"] = reset_costs(task)
     if real is not None:
         out[f"reset_{real.package}"] = reset_costs(real)
