@@ -22,5 +22,17 @@ def _packages() -> list[str]:
 setup(
     packages=_packages(),
     package_dir=_MAP,
-    package_data={"": ["*.json", "*.jsonl", "*.tar.gz", "*.jinja", "*.txt", "*.yaml", "*.html", "*.js", "*.css"]},
+    package_data={
+        "": [
+            "*.json",
+            "*.jsonl",
+            "*.tar.gz",
+            "*.jinja",
+            "*.txt",
+            "*.yaml",
+            "*.html",
+            "*.js",
+            "*.css",
+        ]
+    },
 )

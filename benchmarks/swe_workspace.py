@@ -77,9 +77,10 @@ async def _episode(env_id: str, backend: str, seed: int) -> float:
     env = make(env_id, backend=backend)
     await env.areset(seed=seed)
     task = env.task.answer
+    fix = env.oracle_action()  # the oracle's edit must be its first action
     view = ToolCall("view", {"path": task.mutation.file}, id="v")
     await env.astep(Message("assistant", "", tool_calls=[view]))
-    await env.astep(env.oracle_action())
+    await env.astep(fix)
     ls = ToolCall("bash", {"command": "ls"}, id="b")
     await env.astep(Message("assistant", "", tool_calls=[ls]))
     _, reward, *_ = await env.astep(env.oracle_action())
