@@ -23,6 +23,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from agentrl.chat.inject import inject_tools, template_renders_tools
 from agentrl.chat.parsers import detect_format, parse, split_reasoning
 from agentrl.types import Message, ToolCall
 
@@ -62,14 +63,20 @@ class ChatFormat:
     # A `agentrl.multimodal.VisionProcessor` for vision-language models: the rollout uses it to
     # expand image placeholders in rendered ids and to record pixel inputs. None = text only.
     vision: Any = None
+    # Whether tools are injected into the messages (hermes style, `agentrl.chat.inject`)
+    # because the template ignores `tools`; None = decide by rendering a probe tool.
+    inject: bool | None = None
 
     def __post_init__(self) -> None:
         if self.chat_template is None:
             self.chat_template = getattr(self.tokenizer, "chat_template", None)
         if not self.chat_template:
             raise ValueError("tokenizer has no chat template; pass chat_template=")
+        if self.inject is None:
+            self.inject = False
+            self.inject = not template_renders_tools(self.render)
         if self.tool_format == "auto":
-            self.tool_format = detect_format(self.chat_template)
+            self.tool_format = "hermes" if self.inject else detect_format(self.chat_template)
         self._close_cache: dict[str, list[int]] = {}
         self._ids_cache: collections.OrderedDict[str, list[int]] = collections.OrderedDict()
         # A template that reads the clock (Llama 3's date line) must render every time.
@@ -90,9 +97,13 @@ class ChatFormat:
         *,
         add_generation_prompt: bool = False,
     ) -> str:
-        """The template's text for a conversation (tools omitted when empty)."""
+        """The template's text for a conversation (tools omitted when empty; injected into
+        the messages when the template ignores them)."""
+        chat = to_chat(messages)
+        if tools and self.inject:
+            chat, tools = inject_tools(chat, tools), None
         return self.tokenizer.apply_chat_template(
-            to_chat(messages),
+            chat,
             tools=tools or None,
             chat_template=self.chat_template,
             tokenize=False,
