@@ -121,7 +121,7 @@ def _rollout(model, tok, env_id: str, seeds: list[int]) -> list:
         HFEngine(model, tok, max_batch_size=8),
         ChatFormat(tok),
         lambda: make(env_id),
-        RolloutConfig(n=2, max_turns=3, max_total_tokens=768),
+        RolloutConfig(n=2, max_turns=3, max_total_tokens=768, episode_timeout_s=900),
         SamplingConfig(max_new_tokens=20),
         seed=0,
     )
