@@ -238,3 +238,15 @@ class ChatFormat:
         if close and close[0] in set(tok.all_special_ids) | set(ids):
             ids.append(close[0])
         return sorted(set(ids))
+
+
+_FORMATS: dict[int, tuple[Any, ChatFormat]] = {}
+
+
+def chat_format_for(tokenizer: Any) -> ChatFormat:
+    """The default `ChatFormat` of `tokenizer`, built once per tokenizer object: diagnostics
+    (doctor, viewer) render exactly as the rollout does, tool injection included."""
+    key = id(tokenizer)
+    if key not in _FORMATS or _FORMATS[key][0] is not tokenizer:
+        _FORMATS[key] = (tokenizer, ChatFormat(tokenizer))
+    return _FORMATS[key][1]

@@ -82,24 +82,14 @@ def render_ids(t: Trajectory, tokenizer: Any) -> list[int]:
         raise ValueError("trajectory has no messages to re-render")
     # ChatFormat renders like the rollout did: a template that ignores `tools` gets them
     # injected hermes style (agentrl.chat.inject), else it is the plain template render.
-    text = _chat_format(tokenizer).render(
+    from agentrl.chat import chat_format_for
+
+    text = chat_format_for(tokenizer).render(
         t.messages,
         episode_tools(t) or None,
         add_generation_prompt=t.messages[-1].role != "assistant",
     )
     return list(tokenizer(text, add_special_tokens=False)["input_ids"])
-
-
-def _chat_format(tokenizer: Any) -> Any:
-    from agentrl.chat import ChatFormat
-
-    key = id(tokenizer)
-    if key not in _FORMATS or _FORMATS[key][0] is not tokenizer:
-        _FORMATS[key] = (tokenizer, ChatFormat(tokenizer))
-    return _FORMATS[key][1]
-
-
-_FORMATS: dict[int, tuple[Any, Any]] = {}
 
 
 def locate(t: Trajectory, pos: int) -> str:
