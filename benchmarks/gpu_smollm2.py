@@ -56,7 +56,7 @@ def parse(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--cache-dir", default=str(ROOT / "runs" / "agentrl-cache"))
     p.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
     p.add_argument("--episodes", type=int, default=256, help="held-out episodes per eval")
-    p.add_argument("--budget-s", type=float, default=480.0, help="train: stop and checkpoint")
+    p.add_argument("--budget-s", type=float, default=420.0, help="train: stop and checkpoint")
     p.add_argument("--set", nargs="*", default=[], help="config overrides key=value")
     p.add_argument("--batches", default="1,64,256", help="bench: batch sizes")
     p.add_argument("--prompt-len", type=int, default=256, help="bench: prompt tokens")
