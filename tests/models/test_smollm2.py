@@ -116,25 +116,25 @@ def test_engine_and_fast_path_greedy_equal_generate_fp32(smol) -> None:
     assert fast == ref
 
 
-def _rollout(model, tok, env_id: str, seeds: list[int]) -> list:
+def _rollout(model, tok, env_id: str, n: int) -> list:
     runner = RolloutRunner(
         HFEngine(model, tok, max_batch_size=8),
         ChatFormat(tok),
         lambda: make(env_id),
-        RolloutConfig(n=2, max_turns=3, max_total_tokens=768, episode_timeout_s=900),
-        SamplingConfig(max_new_tokens=20),
+        RolloutConfig(n=n, max_turns=2, max_total_tokens=768, episode_timeout_s=900),
+        SamplingConfig(max_new_tokens=16),
         seed=0,
     )
     try:
-        return runner.collect_sync(seeds, 2)
+        return runner.collect_sync([0], n)
     finally:
         runner.close(close_engine=True)
 
 
 def test_multi_turn_rollouts_rescore_exactly_and_do_not_drift(smol) -> None:
     _, tok, model = smol
-    groups = _rollout(model, tok, "games/guess-number-v0", [0, 1])
-    groups += _rollout(model, tok, "math/calc-mul-v0", [0])
+    groups = _rollout(model, tok, "games/guess-number-v0", 2)  # hints: a user turn per guess
+    groups += _rollout(model, tok, "math/calc-mul-v0", 1)  # the injected-tools prompt
     trajs = [t for g in groups for t in g.trajectories]
     assert max(len(t.turns) for t in trajs) >= 2, "no multi-turn episode"
     batch = collate(groups, tok.pad_token_id)
