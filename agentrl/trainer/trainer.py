@@ -307,6 +307,10 @@ class Trainer:
         when `trainer.save_hf` is off). The weights are gathered here, on every rank."""
         if not self.cfg.trainer.save_hf:
             return None
+        if not isinstance(self.actor, Actor):  # a Ray worker holds the model: not exported yet
+            if self.c.backend.is_main:
+                self.logger.console.print("[yellow]trainer.save_hf: skipped (Ray placement)[/]")
+            return None
         weights = dict(self.actor.named_weights())
         return lambda path: export_hf(self.actor.model, weights, self.c.tokenizer, path)
 
