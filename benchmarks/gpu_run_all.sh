@@ -39,5 +39,12 @@ part grpo-1.5b 300 python3 "$B/gpu_grpo.py" --shape qwen2.5-1.5b --micro 64 --ma
 part prefill 90 python3 "$B/gpu_prefill_attention.py" --json "$OUT/gpu_prefill_attention.json"
 part weight-sync 60 python3 "$B/gpu_weight_sync.py" --json "$OUT/gpu_weight_sync.json"
 part megatron 90 python3 "$B/gpu_megatron.py" --json "$OUT/gpu_megatron.json"
+# SmolLM2-135M-Instruct learns the calculator (gpu_smollm2.py): the GGUF file (or HF dir) in
+# AGENTRL_SMOLLM2, the gguf package importable. `train` resumes across calls until done.
+SM=(--model "${AGENTRL_SMOLLM2:-smollm2-135m-instruct}" --out "$OUT/smollm2")
+part smollm2-eval-base 400 python3 "$B/gpu_smollm2.py" --part eval_base "${SM[@]}"
+part smollm2-train 590 python3 "$B/gpu_smollm2.py" --part train "${SM[@]}"
+part smollm2-eval-after 300 python3 "$B/gpu_smollm2.py" --part eval_after "${SM[@]}"
+part smollm2-bench 400 python3 "$B/gpu_smollm2.py" --part bench "${SM[@]}"
 part tests 120 python3 -m pytest -q -p no:cacheprovider -m gpu "$R/tests"
 grep -E "^== |Error" "$L" | tail -40

@@ -23,6 +23,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from agentrl.chat.inject import inject_tools, template_renders_tools
 from agentrl.chat.parsers import detect_format, parse, split_reasoning
 from agentrl.types import Message, ToolCall
 
@@ -62,19 +63,24 @@ class ChatFormat:
     # A `agentrl.multimodal.VisionProcessor` for vision-language models: the rollout uses it to
     # expand image placeholders in rendered ids and to record pixel inputs. None = text only.
     vision: Any = None
+    # Whether tools are injected into the messages (hermes style, `agentrl.chat.inject`)
+    # because the template ignores `tools`; None = decide by rendering a probe tool.
+    inject: bool | None = None
 
     def __post_init__(self) -> None:
         if self.chat_template is None:
             self.chat_template = getattr(self.tokenizer, "chat_template", None)
         if not self.chat_template:
             raise ValueError("tokenizer has no chat template; pass chat_template=")
+        if self.inject is None:
+            self.inject = False
+            self.inject = not template_renders_tools(self.render)
         # transformers 5: a tokenizer may declare how its responses parse (`response_template`)
         self.response_template = getattr(self.tokenizer, "response_template", None)
-        self._fallback_format = detect_format(self.chat_template)
+        self._fallback_format = "hermes" if self.inject else detect_format(self.chat_template)
         if self.tool_format == "auto":
-            self.tool_format = (
-                "response_template" if self.response_template else self._fallback_format
-            )
+            use_template = self.response_template and not self.inject
+            self.tool_format = "response_template" if use_template else self._fallback_format
         self._close_cache: dict[str, list[int]] = {}
         self._ids_cache: collections.OrderedDict[str, list[int]] = collections.OrderedDict()
         # A template that reads the clock (Llama 3's date line) must render every time.
@@ -95,9 +101,13 @@ class ChatFormat:
         *,
         add_generation_prompt: bool = False,
     ) -> str:
-        """The template's text for a conversation (tools omitted when empty)."""
+        """The template's text for a conversation (tools omitted when empty; injected into
+        the messages when the template ignores them)."""
+        chat = to_chat(messages)
+        if tools and self.inject:
+            chat, tools = inject_tools(chat, tools), None
         return self.tokenizer.apply_chat_template(
-            to_chat(messages),
+            chat,
             tools=tools or None,
             chat_template=self.chat_template,
             tokenize=False,
@@ -235,3 +245,15 @@ class ChatFormat:
         if close and close[0] in set(tok.all_special_ids) | set(ids):
             ids.append(close[0])
         return sorted(set(ids))
+
+
+_FORMATS: dict[int, tuple[Any, ChatFormat]] = {}
+
+
+def chat_format_for(tokenizer: Any) -> ChatFormat:
+    """The default `ChatFormat` of `tokenizer`, built once per tokenizer object: diagnostics
+    (doctor, viewer) render exactly as the rollout does, tool injection included."""
+    key = id(tokenizer)
+    if key not in _FORMATS or _FORMATS[key][0] is not tokenizer:
+        _FORMATS[key] = (tokenizer, ChatFormat(tokenizer))
+    return _FORMATS[key][1]

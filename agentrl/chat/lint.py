@@ -3,8 +3,8 @@ GPU time is spent.
 
 Checks, each reported OK / WARN / FAIL with a plain fix:
 
-* `tools_rendered`: does the template show `tools` to the model at all? If not, the model is
-  never told a tool exists and tools never fire.
+* `tools_rendered`: does the template show `tools` to the model at all? If not, agentrl
+  injects them hermes style (`agentrl.chat.inject`) and the finding says so.
 * `tool_calls_rendered` / `tool_results_rendered`: assistant `tool_calls` and `tool` messages
   appear in the rendered history.
 * `end_of_turn`: assistant turns end with a special token the engine can stop on.
@@ -140,7 +140,19 @@ def lint_template(
 def _check_tools(chat: ChatFormat, report: LintReport) -> None:
     user = [Message("user", "hi")]
     with_tools = chat.render(user, [_TOOL], add_generation_prompt=True)
-    if "lookup_zq" not in with_tools:
+    if chat.inject:
+        ok = "lookup_zq" in with_tools
+        report.add(
+            "tools_rendered",
+            "WARN" if ok else "FAIL",
+            "the template ignores `tools`; agentrl injects the schemas into the system "
+            "message (hermes style: <tool_call> calls, <tool_response> results as user turns) "
+            f"and parses calls with {chat.tool_format!r}"
+            + ("" if ok else ", but the injected schemas do not appear in the render"),
+            "nothing to do if the model can follow the injected format; pass a tool-capable "
+            "template to use the model's own",
+        )
+    elif "lookup_zq" not in with_tools:
         report.add(
             "tools_rendered",
             "FAIL",

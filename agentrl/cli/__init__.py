@@ -22,6 +22,7 @@ SUBCOMMANDS = [
     "agentrl.cli.selfplay",
     "agentrl.cli.view",
     "agentrl.cli.runs",
+    "agentrl.cli.export",
     "agentrl.cli.doctor",
     "agentrl.cli.rollout",
     "agentrl.cli.serve",

@@ -232,6 +232,9 @@ class TrainerConfig:
     seed: int = 0
     out_dir: str = "runs/default"
     save_every: int = 0
+    # Beside each checkpoint's resumable state, and as `final/` at the end: an HF directory
+    # (merged weights, tokenizer, chat template; plus `adapter/` for LoRA) anyone can load.
+    save_hf: bool = True
     eval_every: int = 0
     # Every N steps, write that step's trajectories (with the trainer's per-token log-probs)
     # to out_dir/rollouts/step_N.jsonl for `agentrl view`; 0 = never.

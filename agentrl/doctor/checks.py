@@ -37,12 +37,11 @@ def tool_names(tools: list[dict[str, Any]]) -> list[str]:
 
 
 def render_prompt(tokenizer: Any, messages: list[Message], tools: list[dict[str, Any]]) -> str:
-    return tokenizer.apply_chat_template(
-        [m.to_chat() for m in messages],
-        tools=tools or None,
-        tokenize=False,
-        add_generation_prompt=True,
-    )
+    """The first prompt as the rollout renders it (tools injected if the template ignores
+    them, see agentrl.chat.inject)."""
+    from agentrl.chat import chat_format_for
+
+    return chat_format_for(tokenizer).render(messages, tools, add_generation_prompt=True)
 
 
 def count_tokens(tokenizer: Any, text: str) -> int:
@@ -132,23 +131,28 @@ def check_tools_rendered(prompt: str, tools: list[dict[str, Any]]) -> Finding:
 
 def _assistant_text(tokenizer: Any, call: ToolCall) -> str:
     """What the template writes for one assistant tool call (the text after the gen prompt)."""
+    from agentrl.chat import chat_format_for
+
+    chat = chat_format_for(tokenizer)
+    tools = [{"type": "function", "function": {"name": call.name, "parameters": {}}}]
     user = [{"role": "user", "content": "hi"}]
-    prefix = tokenizer.apply_chat_template(user, tokenize=False, add_generation_prompt=True)
-    msgs = [*user, Message("assistant", "", tool_calls=[call]).to_chat()]
-    full = tokenizer.apply_chat_template(msgs, tokenize=False)
+    prefix = chat.render(user, tools, add_generation_prompt=True)
+    full = chat.render([*user, Message("assistant", "", tool_calls=[call])], tools)
     return full[len(prefix) :] if full.startswith(prefix) else full
 
 
 def check_tool_parser(tokenizer: Any, tools: list[dict[str, Any]], tool_format: str) -> Finding:
     """The configured parser must read back the calls this template writes, for each tool."""
     try:
-        from agentrl.chat import FORMATS, detect_format, parse
+        from agentrl.chat import FORMATS, parse
     except ImportError:
         return Finding("WARN", "tool-call parser unavailable", "agentrl.chat is not importable")
     names = [n for n in tool_names(tools) if n]
     if not names:
         return Finding("OK", "no tools to parse")
-    fmt = detect_format(tokenizer.chat_template) if tool_format == "auto" else tool_format
+    from agentrl.chat import chat_format_for
+
+    fmt = chat_format_for(tokenizer).tool_format if tool_format == "auto" else tool_format
     lost = []
     works: dict[str, int] = {}
     for n in names:

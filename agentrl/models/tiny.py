@@ -274,11 +274,16 @@ def build_tiny(preset: str = "qwen2", cache_dir: str | None = None, seed: int = 
 
 
 def resolve_model_path(path: str, cache_dir: str | None = None) -> str:
-    """`tiny:<preset>` → a built checkpoint directory; anything else is returned unchanged."""
+    """`tiny:<preset>` → a built checkpoint directory; a GGUF file or preset (`agentrl.models.gguf`)
+    → its converted directory; anything else is returned unchanged."""
     if path.startswith("tiny:"):
         return str(build_tiny(path.split(":", 1)[1], cache_dir))
     if path.startswith("tiny-vlm:"):  # a tiny Qwen VLM with its processor (see tiny_vlm)
         from .tiny_vlm import build_tiny_vlm
 
         return str(build_tiny_vlm(path.split(":", 1)[1], cache_dir))
+    from .gguf import is_gguf, resolve_gguf
+
+    if is_gguf(path):  # a GGUF file or preset name: converted once to a cached HF directory
+        return str(resolve_gguf(path, cache_dir))
     return path

@@ -10,6 +10,7 @@ from __future__ import annotations
 import os
 import random
 import shutil
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -48,13 +49,18 @@ class Checkpointer:
         path = self.root / pointer.read_text().strip()
         return path if (path / "state.pt").exists() else None
 
-    def save(self, step: int, state: dict[str, Any]) -> Path:
+    def save(
+        self, step: int, state: dict[str, Any], extra: Callable[[Path], Any] | None = None
+    ) -> Path:
+        """Write `state` (and whatever `extra(dir)` adds, e.g. an HF export) atomically."""
         self.root.mkdir(parents=True, exist_ok=True)
         final = self.root / f"step_{step:06d}"
         tmp = self.root / f".tmp_step_{step:06d}"
         shutil.rmtree(tmp, ignore_errors=True)
         tmp.mkdir()
         torch.save({**state, "rng": rng_state(), "step": step}, tmp / "state.pt")
+        if extra is not None:
+            extra(tmp)
         shutil.rmtree(final, ignore_errors=True)
         os.replace(tmp, final)
         pointer_tmp = self.root / "latest.tmp"

@@ -29,6 +29,7 @@ from .actor import Actor, single_on_policy_pass
 from .batch import TrainBatch
 from .build import Components
 from .checkpoint import Checkpointer
+from .export import FINAL_DIR, HF_DIR, export_hf, write_config
 from .logger import MetricsLogger
 
 
@@ -50,6 +51,8 @@ class Trainer:
             enabled=main,
         )
         self.checkpointer = Checkpointer(self.out)
+        if main:
+            write_config(cfg, self.out)
         self.step = 0
         # Rollout stats of the step's first collect (DAPO refills would overwrite them).
         self._raw_stats: dict[str, float] = {}
@@ -81,6 +84,7 @@ class Trainer:
                 self.evaluate("eval")
         result = self.evaluate("after")
         self.report_held_out(result)
+        self.export_final()
         self.finish()
         return result
 
@@ -322,8 +326,32 @@ class Trainer:
 
     def save_checkpoint(self) -> None:
         state = self.state()
+        export = self.hf_exporter()
         if self.c.backend.is_main:
-            self.checkpointer.save(self.step, state)
+            extra = None if export is None else lambda d: export(d / HF_DIR)
+            self.checkpointer.save(self.step, state, extra)
+        self.c.backend.barrier()
+
+    def hf_exporter(self) -> Any:
+        """A function writing the current policy as an HF directory at a given path (None
+        when `trainer.save_hf` is off). The weights are gathered here, on every rank."""
+        if not self.cfg.trainer.save_hf:
+            return None
+        if not isinstance(self.actor, Actor):  # a Ray worker holds the model: not exported yet
+            if self.c.backend.is_main:
+                self.logger.console.print("[yellow]trainer.save_hf: skipped (Ray placement)[/]")
+            return None
+        weights = dict(self.actor.named_weights())
+        return lambda path: export_hf(self.actor.model, weights, self.c.tokenizer, path)
+
+    def export_final(self) -> None:
+        """`final/`: the last step's policy as an HF directory (see `agentrl.trainer.export`)."""
+        export = self.hf_exporter()
+        if export is not None and self.c.backend.is_main:
+            import shutil
+
+            shutil.rmtree(self.out / FINAL_DIR, ignore_errors=True)
+            export(self.out / FINAL_DIR)
         self.c.backend.barrier()
 
     def load_checkpoint(self) -> None:

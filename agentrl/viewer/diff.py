@@ -80,10 +80,13 @@ def render_ids(t: Trajectory, tokenizer: Any) -> list[int]:
     """
     if not t.messages:
         raise ValueError("trajectory has no messages to re-render")
-    text = tokenizer.apply_chat_template(
-        [m.to_chat() for m in t.messages],
-        tools=episode_tools(t) or None,
-        tokenize=False,
+    # ChatFormat renders like the rollout did: a template that ignores `tools` gets them
+    # injected hermes style (agentrl.chat.inject), else it is the plain template render.
+    from agentrl.chat import chat_format_for
+
+    text = chat_format_for(tokenizer).render(
+        t.messages,
+        episode_tools(t) or None,
         add_generation_prompt=t.messages[-1].role != "assistant",
     )
     return list(tokenizer(text, add_special_tokens=False)["input_ids"])

@@ -16,6 +16,15 @@ register(
     max_value=20,
 )
 register(
+    "math/calc-mul-v0",
+    "agentrl.envs.math.calc:CalcEnv",
+    description="Two-digit multiplication with a calculator tool (small real models fail it alone)",
+    n_operands=2,
+    min_value=10,
+    max_value=99,
+    ops="*",
+)
+register(
     "math/boxed-v0",
     "agentrl.envs.math.boxed:BoxedMathEnv",
     description="Single-turn \\boxed{} math verified by math-verify (generated, or data_path=)",

@@ -35,8 +35,8 @@ from agentrl.trainer import checkpoint, logger
 
 if os.environ["KILL_AT"] == "after_checkpoint_2":
     save = checkpoint.Checkpointer.save
-    def save_then_die(self, step, state):
-        out = save(self, step, state)
+    def save_then_die(self, step, state, *args, **kwargs):
+        out = save(self, step, state, *args, **kwargs)
         if step == 2:
             os.kill(os.getpid(), signal.SIGKILL)
         return out
