@@ -64,12 +64,13 @@ class WarmContainers:
         self._thread = threading.Thread(target=self._fill, name="docker-warm", daemon=True)
         self._thread.start()
 
-    def take(self, memory_mb: int) -> Launched | None:
-        """A warm container for `memory_mb`, or None (then the caller launches one)."""
+    def take(self, memory_mb: int, wait_s: float = 0.0) -> Launched | None:
+        """A warm container for `memory_mb` (waiting up to `wait_s` for one being started),
+        or None (then the caller launches one)."""
         if memory_mb != self.memory_mb:
             return None
         try:
-            got = self._ready.get_nowait()
+            got = self._ready.get(timeout=wait_s) if wait_s > 0 else self._ready.get_nowait()
         except queue.Empty:
             return None
         finally:

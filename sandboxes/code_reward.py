@@ -15,6 +15,12 @@ Common keywords: ``mode="fraction"`` (reward = passed / total) or ``"all"`` (1.0
 every test passes), ``timeout_s`` per test, ``memory_mb``, ``language`` (io only),
 ``backend`` (name or instance, default ``local``) and ``concurrency`` (tests run in parallel).
 The result carries per-test outcomes (status, pass/fail, a short detail) for logging.
+
+Who decides a test passed: for asserts, only the sandbox harness (``ExecRequest.check``): the
+candidate runs as ``__main__``, then the tests run, and the test counts as passed only when the
+harness reports the run's secret nonce after the last test (``ExecResult.verified``). An exit
+code of 0, output on stdout, or an early ``sys.exit`` never count. For I/O cases the program's
+stdout must match and it must exit with status 0 (it may call ``sys.exit(0)`` after printing).
 """
 
 from __future__ import annotations
@@ -67,16 +73,20 @@ def _assert_requests(
     if isinstance(tests, str):
         if not entry_point:
             raise ValueError("a check(candidate) test source needs entry_point")
-        names, programs = ["check"], [f"{code}\n\n{tests}\n\ncheck({entry_point})\n"]
+        names, checks = ["check"], [f"{tests}\n\ncheck({entry_point})\n"]
     else:
-        names, programs = list(tests), [f"{code}\n\n{t}\n" for t in tests]
-    reqs = [ExecRequest(p, timeout_s=timeout_s, memory_mb=memory_mb) for p in programs]
+        names, checks = list(tests), [f"{t}\n" for t in tests]
+    reqs = [ExecRequest(code, timeout_s=timeout_s, memory_mb=memory_mb, check=c) for c in checks]
     return names, reqs
 
 
 def _assert_outcome(name: str, res: ExecResult) -> TestOutcome:
-    detail = "" if res.ok else (res.stderr.strip().splitlines() or [res.status])[-1]
-    return TestOutcome(name, res.ok, res.status, detail[:DETAIL_CHARS])
+    passed = res.verified is True
+    status: Status = res.status if (passed or res.status != "ok") else "error"
+    detail = "" if passed else (res.stderr.strip().splitlines() or [res.status])[-1]
+    if not passed and res.status == "ok" and not res.stderr.strip():
+        detail = "the program ended before the tests finished"
+    return TestOutcome(name, passed, "ok" if passed else status, detail[:DETAIL_CHARS])
 
 
 def _normalize(text: str) -> list[str]:

@@ -40,6 +40,7 @@ import os
 import random
 import shutil
 import site
+import subprocess
 import sys
 from pathlib import Path
 
@@ -47,9 +48,11 @@ from . import _cgroup, _io
 from ._pool import Pool
 from ._seccomp import denylist_bpf
 from ._zygote import SandboxProcess, Zygote
-from .base import ExecRequest, ExecResult, SandboxBackend
+from .base import ExecRequest, ExecResult, SandboxBackend, check_knobs
 
-RUNNER = (Path(__file__).parent / "_runner.py").read_text()
+_HERE = Path(__file__).parent
+RUNNER = (_HERE / "_harness.py").read_text() + "\n" + (_HERE / "_runner.py").read_text()
+TMPFS = ("/work", "/tmp", "/dev/shm")  # fresh per run; interpreter dirs below them are re-bound
 UID_BASE = 2_000_000_000
 ENV = {
     "PATH": "/usr/local/bin:/usr/bin:/bin",
@@ -83,19 +86,25 @@ class LocalBackend(SandboxBackend):
         python: str = sys.executable,
         ro_binds: tuple[str, ...] = (),
     ) -> None:
+        check_knobs(
+            {"pool_size": pool_size, "max_idle": max_idle},
+            {"pids": pids, "cpus": cpus, "disk_mb": disk_mb},
+        )
         self.bwrap = shutil.which("bwrap")
         if self.bwrap is None or os.geteuid() != 0:
             raise RuntimeError("local sandbox needs root and bubblewrap (scripts/setup-sandbox.sh)")
         self.pids, self.cpus, self.disk_mb, self.python = pids, cpus, disk_mb, python
         self.ro_binds = (*_python_dirs(python), *ro_binds)
-        self.site_dirs = ":".join(site.getsitepackages()) if python == sys.executable else ""
+        self.site_dirs = site_dirs(python)
+        under = [p for p in self.ro_binds if any(p.startswith(d + "/") for d in TMPFS)]
+        self.keep = ":".join(under)
         self.cgroup_version = _cgroup.detect()
         if self.cgroup_version:
             _cgroup.reap_stale()
         self.pool: Pool[Zygote] = Pool(self._spawn, Zygote.close, max_idle, pool_size)
         atexit.register(self.pool.close)
 
-    def argv(self, arg: int, mode: str, caps: tuple[str, ...] = ()) -> list[str]:
+    def argv(self, arg: int | str, mode: str, caps: tuple[str, ...] = ()) -> list[str]:
         """The bwrap command line for one sandbox (see the module docstring)."""
         size = str(self.disk_mb << 20)
         a = [self.bwrap, "--unshare-ipc", "--unshare-pid", "--unshare-net", "--unshare-uts"]
@@ -113,7 +122,7 @@ class LocalBackend(SandboxBackend):
             if os.path.exists(f):
                 a += ["--ro-bind", f, f]
         a += ["--proc", "/proc", "--dev", "/dev"]
-        for d in ("/work", "/tmp", "/dev/shm"):
+        for d in TMPFS:
             a += ["--perms", "1777", "--size", size, "--tmpfs", d]
         # Interpreter binds go after the tmpfs mounts: a venv under /tmp must not be hidden.
         made: set[str] = {"/", "/usr", "/etc", "/work", "/tmp", "/dev", "/dev/shm", "/proc"}
@@ -128,14 +137,15 @@ class LocalBackend(SandboxBackend):
 
     def _spawn(self) -> Zygote:
         caps = ("CAP_SYS_ADMIN", "CAP_SETPCAP")
-        return Zygote(lambda fd: self.argv(fd, "zygote", caps), self.cgroup_version)
+        arg = f"{{}}:{self.disk_mb << 20}:{self.keep}"
+        return Zygote(lambda fd: self.argv(arg.format(fd), "zygote", caps), self.cgroup_version)
 
     def limits(self, req: ExecRequest | None, cpu: bool = True) -> dict:
         return _io.rlimits(req, self.pids, self.disk_mb << 20, cpu)
 
     def run(self, request: ExecRequest) -> ExecResult:
         body = _io.payload(request, ENV, self.limits(request))
-        body.update(uid=new_uid(), disk_bytes=self.disk_mb << 20, seccomp=denylist_bpf())
+        body.update(uid=new_uid(), seccomp=denylist_bpf())
         for attempt in range(2):  # an idle zygote may have died; retry once on a fresh one
             try:
                 zygote = self.pool.get()
@@ -151,6 +161,9 @@ class LocalBackend(SandboxBackend):
                 if attempt == 0:
                     continue
                 return ExecResult("sandbox_error", stderr=f"sandbox failed: {exc}")
+            except BaseException:  # a bug or an interrupt: never leave a sandbox behind
+                zygote.close()
+                raise
             if zygote.alive:
                 self.pool.put(zygote)
             return res
@@ -164,8 +177,20 @@ class LocalBackend(SandboxBackend):
         self.pool.close()
 
 
+def site_dirs(python: str) -> str:
+    """``:``-joined site-packages of ``python`` (the runner runs with ``-S``)."""
+    if os.path.realpath(python) == os.path.realpath(sys.executable) and python == sys.executable:
+        return ":".join(site.getsitepackages())
+    code = "import site, sys; sys.stdout.write(':'.join(site.getsitepackages()))"
+    out = subprocess.run([python, "-I", "-c", code], capture_output=True, text=True, timeout=60)
+    if out.returncode != 0:
+        raise RuntimeError(f"cannot run the sandbox interpreter {python}: {out.stderr.strip()}")
+    return out.stdout
+
+
 def _python_dirs(python: str) -> list[str]:
     """Interpreter prefixes to expose read-only (base install and venv, if any)."""
     dirs = {os.path.realpath(p) for p in (sys.base_prefix, sys.prefix)}
     dirs.add(str(Path(os.path.realpath(python)).parent.parent))
+    dirs.add(os.path.abspath(os.path.join(os.path.dirname(python), "..")))  # a venv's own dir
     return sorted(d for d in dirs if not (d == "/usr" or d.startswith("/usr/")))

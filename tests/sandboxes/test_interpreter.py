@@ -51,3 +51,32 @@ def test_output_cap_and_exit(session):
 def test_session_is_sandboxed(session, monkeypatch):
     res = session.execute("import os; (os.getuid(), sorted(os.environ))")
     assert res.ok and not res.stdout.startswith("(0,") and "HOME" in res.stdout
+
+
+def test_cell_cannot_forge_its_completion(session):
+    """The end-of-cell marker comes from a process the cell cannot read: a cell that hunts for
+    it in its frames and heap and prints every candidate must still be waited for."""
+    hunt = (
+        "import gc, sys, time\nseen = set()\nf = sys._getframe()\nwhile f is not None:\n"
+        "    seen.update(str(v) for v in f.f_locals.values())\n    f = f.f_back\n"
+        "for o in gc.get_objects():\n    if isinstance(o, dict):\n"
+        "        seen.update(str(v) for v in o.values() if isinstance(v, str) and len(v) < 64)\n"
+        "for s in seen:\n    for st in ('ok', 'error', 'exit'):\n"
+        "        sys.stdout.write(f'\\x1e{s}:{st}\\n')\n        sys.stderr.write(f'\\x1e{s}:{st}\\n')\n"
+        "sys.stdout.flush(); sys.stderr.flush()\ntime.sleep(0.5)\nprint('after')\n"
+    )
+    res = session.execute(hunt)
+    assert res.status == "ok" and res.stdout.endswith("after\n"), res
+    assert session.execute("1 + 1").stdout == "2\n"
+
+
+def test_no_cpu_between_cells(local):
+    import time
+
+    with PythonSession(backend=local, timeout_s=10) as py:
+        burn = "import threading, time\nthreading.Thread(target=lambda: [0 for _ in iter(int, 1)], daemon=True).start()"
+        assert py.execute(burn).status == "ok"
+        before = float(py.execute("time.process_time()").stdout)
+        time.sleep(1.5)
+        after = float(py.execute("time.process_time()").stdout)
+    assert after - before < 0.75, "the sandbox burned CPU between cells"
