@@ -1,5 +1,8 @@
 """Per-sandbox cgroups (v1 or v2) for memory, pids and CPU quota, plus kill and accounting.
 
+The freezer stops a whole sandbox (threads, children, daemons) between interpreter cells, so
+nothing a cell left running burns CPU outside its own time limit.
+
 Limits are set by the host before the untrusted code starts; the sandbox never sees the
 cgroup filesystem. When no writable cgroup hierarchy exists, :func:`detect` returns ``None``
 and callers fall back to rlimits only.
@@ -57,6 +60,22 @@ class Cgroup:
         self._write("cpu", "cpu.cfs_period_us", str(period))
         self._write("cpu", "cpu.cfs_quota_us", str(int(cpus * period)))
 
+    def freeze(self, frozen: bool = True) -> bool:
+        """Freeze (or thaw) every process of the group; False when no freezer is available."""
+        try:
+            if self.v2:
+                self._write("cpu", "cgroup.freeze", "1" if frozen else "0")
+                return "cpu" in self.dirs
+            self._write("freezer", "freezer.state", "FROZEN" if frozen else "THAWED")
+            return "freezer" in self.dirs
+        except OSError:
+            return False
+
+    def frozen(self) -> bool:
+        if self.v2:
+            return "frozen 1" in self._read("cpu", "cgroup.events")
+        return self._read("freezer", "freezer.state").strip() in ("FROZEN", "FREEZING")
+
     def _read(self, ctrl: str, name: str) -> str:
         try:
             return (self.dirs[ctrl] / name).read_text()
@@ -92,6 +111,7 @@ class Cgroup:
 
     def kill_all(self, settle_s: float = 2.0) -> None:
         """SIGKILL every member until the group is empty (forks racing the kill lose)."""
+        self.freeze(False)  # a frozen (v1) task would hold the kill pending
         if self.v2 and "cpu" in self.dirs and (self.dirs["cpu"] / "cgroup.kill").exists():
             try:
                 (self.dirs["cpu"] / "cgroup.kill").write_text("1")
@@ -119,7 +139,7 @@ class Cgroup:
 
 
 def _v1_dirs() -> dict[str, Path] | None:
-    dirs = {c: ROOT / c for c in ("memory", "pids", "cpu", "cpuacct")}
+    dirs = {c: ROOT / c for c in ("memory", "pids", "cpu", "cpuacct", "freezer")}
     if not (dirs["memory"] / "memory.limit_in_bytes").exists():
         return None
     return {c: d for c, d in dirs.items() if d.is_dir() and os.access(d, os.W_OK)}

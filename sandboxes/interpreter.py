@@ -7,6 +7,11 @@ that times out or floods its output kills the sandbox, and the next call starts 
 ``repr`` is printed. Isolation and threat model are the ``local`` backend's (see
 ``local.py``), except that cells of one session share their process by design.
 
+Cells run in a worker process; a trusted parent in the same sandbox writes each cell's end
+marker with a per-cell token the worker never sees, so a cell cannot end itself early and
+keep running unobserved. Between cells the sandbox's cgroup is frozen: threads or children a
+cell left behind get no CPU until the next cell, whose time limit then covers them.
+
 >>> with PythonSession() as py:
 ...     _ = py.execute("x = 20")
 ...     py.execute("x + 22").stdout
@@ -68,6 +73,8 @@ class PythonSession:
         if restarted:
             self.close()
         box = self._box or self._start()
+        if box.cgroup is not None:
+            box.cgroup.freeze(False)
         token = secrets.token_hex(8)
         tail = MARK + token.encode() + b":"
         start = time.monotonic()
@@ -101,8 +108,11 @@ class PythonSession:
             if status == "ok":
                 status = "killed"
             got.err += RESTARTED.encode()
-        elif restarted:
-            got.err += RESTARTED.encode()
+        else:
+            if box.cgroup is not None:
+                box.cgroup.freeze()
+            if restarted:
+                got.err += RESTARTED.encode()
         got.out, got.err = got.out[: self.max_output_bytes], got.err[: self.max_output_bytes + 64]
         return _io.result(status, 0 if status == "ok" else None, got, wall, None)  # type: ignore[arg-type]
 

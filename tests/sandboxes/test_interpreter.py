@@ -60,7 +60,8 @@ def test_cell_cannot_forge_its_completion(session):
         "import gc, sys, time\nseen = set()\nf = sys._getframe()\nwhile f is not None:\n"
         "    seen.update(str(v) for v in f.f_locals.values())\n    f = f.f_back\n"
         "for o in gc.get_objects():\n    if isinstance(o, dict):\n"
-        "        seen.update(str(v) for v in o.values() if isinstance(v, str) and len(v) < 64)\n"
+        "        seen.update(v for v in o.values() if isinstance(v, str))\n"
+        "seen = {s for s in seen if len(s) == 16 and set(s) <= set('0123456789abcdef')}\n"
         "for s in seen:\n    for st in ('ok', 'error', 'exit'):\n"
         "        sys.stdout.write(f'\\x1e{s}:{st}\\n')\n        sys.stderr.write(f'\\x1e{s}:{st}\\n')\n"
         "sys.stdout.flush(); sys.stderr.flush()\ntime.sleep(0.5)\nprint('after')\n"
@@ -73,10 +74,13 @@ def test_cell_cannot_forge_its_completion(session):
 def test_no_cpu_between_cells(local):
     import time
 
+    if local.cgroup_version is None:
+        pytest.skip("no writable cgroup hierarchy: nothing can freeze the sandbox")
     with PythonSession(backend=local, timeout_s=10) as py:
-        burn = "import threading, time\nthreading.Thread(target=lambda: [0 for _ in iter(int, 1)], daemon=True).start()"
+        burn = "import threading, time\nthreading.Thread(target=exec, args=('while True: pass',)).start()"
         assert py.execute(burn).status == "ok"
         before = float(py.execute("time.process_time()").stdout)
-        time.sleep(1.5)
+        assert py._box is not None and py._box.cgroup is not None and py._box.cgroup.frozen()
+        time.sleep(3)
         after = float(py.execute("time.process_time()").stdout)
-    assert after - before < 0.75, "the sandbox burned CPU between cells"
+    assert after - before < 0.3, "the sandbox burned CPU between cells"

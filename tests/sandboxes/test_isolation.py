@@ -155,4 +155,3 @@ def test_venv_under_tmp_stays_visible(local_reason_skip):
 def local_reason_skip():
     if os.geteuid() != 0 or shutil.which("bwrap") is None:
         pytest.skip("local sandbox needs root and bubblewrap (scripts/setup-sandbox.sh)")
-

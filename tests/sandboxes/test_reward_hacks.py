@@ -86,7 +86,9 @@ def test_candidate_is_a_real_main_module(backend):
 
 
 def test_io_program_may_exit_after_its_output(backend):
-    code = "import sys\nn = int(input())\nprint(n * 2)\nprint('log', file=sys.stderr)\nsys.exit(0)\n"
+    code = (
+        "import sys\nn = int(input())\nprint(n * 2)\nprint('log', file=sys.stderr)\nsys.exit(0)\n"
+    )
     cases = [{"input": "2\n", "output": "4"}, {"input": "5\n", "output": "10"}]
     assert score_io(code, cases, mode="all", backend=backend).reward == 1.0
     assert score_io("import sys\nsys.exit(0)\n", cases, backend=backend).reward == 0.0
