@@ -1,13 +1,14 @@
 """In-sandbox process roles, run as ``python -I -S -c <_harness.py + this> ARG MODE SITE_DIRS``.
 
-``zygote`` (local backend; ARG is the control socket's fd): a warm interpreter that forks,
-*before* any request arrives, pid 1 of a fresh pid namespace (the run's *init*) and waits for
-it. The init receives the request itself, so the zygote never holds request bytes and no run
-can find an earlier run's code, tests, stdin, env or files in its memory. The init enters
-fresh mount and ipc namespaces, mounts new tmpfs dirs (re-binding interpreter dirs that live
-under them, e.g. a venv in ``/tmp``) and a new ``/proc``, forks the program (which drops every
-capability and its uid, then runs), reaps it and replies to the host: wait status, CPU time,
-the harness verdict (fd 3, see ``_harness.py``) and whether the disk was full.
+``zygote`` (local backend; ARG is ``ctrl_fd:disk_bytes:keep...``): a warm interpreter that
+forks, *before* any request arrives, pid 1 of a fresh pid namespace (the run's *init*) and
+waits for it. The init enters fresh mount and ipc namespaces, mounts new tmpfs dirs
+(re-binding interpreter dirs that live under them, e.g. a venv in ``/tmp``) and a new
+``/proc`` while it waits, then receives the request itself: the zygote never holds request
+bytes, so no run can find an earlier run's code, tests, stdin, env or files in its memory.
+The init forks the program (which drops every capability and its uid, then runs), reaps it
+and replies to the host: wait status, CPU time, the harness verdict (fd 3, ``_harness.py``)
+and whether the disk was full.
 
 ``once`` (docker; ARG ``-``): the same init/program split inside the container. The report
 goes to stderr after a token the host sends *after* the request, when the program has already
@@ -133,6 +134,12 @@ def _serve_one(ctrl_fd: int, done: int, disk_bytes: int, keep: list[str]) -> Non
     import socket
 
     ctrl = socket.socket(fileno=ctrl_fd)
+    failed = None
+    try:  # built while waiting: nothing here depends on the request
+        _fresh_namespaces(disk_bytes, keep)
+        _libc_call("mount", b"proc", b"/proc", b"proc", MS_NOSUID | MS_NODEV | MS_NOEXEC, None)
+    except OSError as exc:
+        failed = exc
     try:
         head, fds, _, _ = socket.recv_fds(ctrl, 32, 2)
     except OSError:
@@ -143,8 +150,8 @@ def _serve_one(ctrl_fd: int, done: int, disk_bytes: int, keep: list[str]) -> Non
         req = _read_frame(ctrl_fd, head)
         if req is None or len(fds) != 2:
             _exit(EXIT_HANGUP)
-        _fresh_namespaces(disk_bytes, keep)
-        _libc_call("mount", b"proc", b"/proc", b"proc", MS_NOSUID | MS_NODEV | MS_NOEXEC, None)
+        if failed is not None:
+            raise failed
         reply = _reap(*_fork_program(req, fds[0], fds[1], str(req.pop("uid")), True))
     except BaseException as exc:  # noqa: BLE001 - tell the host rather than dying silently
         reply = {"error": repr(exc)}
@@ -182,14 +189,21 @@ def _zygote(ctrl_fd: int, disk_bytes: int, keep: list[str]) -> None:
             gc.disable()
             _serve_one(ctrl_fd, dw, disk_bytes, keep)
         os.close(dw)
-        _, status = os.waitpid(pid, 0)
-        replied = os.read(dr, 1) == b"R"
+        replied = os.read(dr, 1) == b"R"  # or EOF: the init is gone
         os.close(dr)
-        if os.WIFEXITED(status) and os.WEXITSTATUS(status) == EXIT_HANGUP:
-            return
-        if not replied:  # the init died mid-run (e.g. killed for memory): answer for it
-            data = marshal.dumps({"error": f"the run's init died (wait status {status})"})
-            socket.socket(fileno=os.dup(ctrl_fd)).sendall(str(len(data)).encode() + b"\n" + data)
+        while True:  # reap finished inits without waiting for the one still tearing down
+            try:
+                done, status = os.waitpid(-1, 0 if not replied else os.WNOHANG)
+            except ChildProcessError:
+                break
+            if done == 0:
+                break
+            if done == pid and os.WIFEXITED(status) and os.WEXITSTATUS(status) == EXIT_HANGUP:
+                return
+            if done == pid and not replied:  # the init died mid-run (e.g. OOM): answer for it
+                data = marshal.dumps({"error": f"the run's init died (wait status {status})"})
+                socket.socket(fileno=os.dup(ctrl_fd)).sendall(b"%d\n" % len(data) + data)
+                break
 
 
 def _once() -> None:
