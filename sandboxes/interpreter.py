@@ -45,9 +45,11 @@ class PythonSession:
         files: dict[str, str | bytes] | None = None,
         env: dict[str, str] | None = None,
     ) -> None:
+        # ExecRequest validates every limit, naming the bad one, before a sandbox starts.
+        ExecRequest("", timeout_s=timeout_s, max_output_bytes=max_output_bytes)
+        self._setup = ExecRequest("", memory_mb=memory_mb, files=files or {}, env=env or {})
         self.backend = backend or LocalBackend()
         self.timeout_s, self.max_output_bytes = timeout_s, max_output_bytes
-        self._setup = ExecRequest("", memory_mb=memory_mb, files=files or {}, env=env or {})
         self._box: SandboxProcess | None = None
 
     @property
@@ -69,6 +71,8 @@ class PythonSession:
 
     def execute(self, code: str, timeout_s: float | None = None) -> ExecResult:
         """Run one cell; ``status`` is ``ok``/``error`` (exception) or a limit status."""
+        if timeout_s is not None:
+            ExecRequest("", timeout_s=timeout_s)  # nan/inf/0/negative: ValueError naming it
         restarted = self._box is not None and not self.alive
         if restarted:
             self.close()

@@ -5,16 +5,19 @@ root without a user namespace, in new mount/pid/net/ipc/uts/cgroup namespaces wh
 empty tmpfs holding only read-only binds of ``/usr`` (+ ``/bin``/``/lib`` links), the
 interpreter prefix and ``ld.so.cache``; a private ``/proc`` and a minimal ``/dev``. It sits in
 its own cgroup (memory incl. swap and tmpfs, pids, CPU quota) set by the host before each run.
-For every run the zygote forks pid 1 of a *fresh* pid namespace, which enters fresh mount and
-ipc namespaces, mounts new size-capped tmpfs ``/work`` (cwd), ``/tmp``, ``/dev/shm`` and a new
-``/proc``, and forks the program; that process drops the whole capability bounding set and
-switches to a random unused host uid (never root, ``no_new_privs`` from bwrap), applies rlimits
-(CPU, data, address space, file size, open files, processes), installs a clean environment and
-runs the code (Python in-process from the warm interpreter, bash via exec). When it exits, the
-kernel kills everything left in its pid namespace (setsid/double-forked daemons included). The
-host streams stdout/stderr with a hard cap and, on timeout or flood, SIGKILLs the zygote's
-process group and every member of its cgroup, then discards that zygote. Zygotes never run
-untrusted code, so reusing them (the warm pool) leaks no state. bwrap rather than raw unshare:
+For every run the zygote forks, before the request arrives, pid 1 of a *fresh* pid namespace
+(the run's init), which enters fresh mount and ipc namespaces, mounts new size-capped tmpfs
+``/work`` (cwd), ``/tmp``, ``/dev/shm`` (interpreter dirs under them re-bound read-only) and a
+new ``/proc``, then receives the request itself and forks the program; that process drops the
+whole capability bounding set and switches to a random unused host uid (never root,
+``no_new_privs`` from bwrap), applies rlimits (CPU, data, address space, file size, open
+files, processes), installs a clean environment and runs the code (Python in-process from the
+warm interpreter as a real ``__main__``, then the harness tests if any; bash via exec). When it
+exits, the kernel kills everything left in its pid namespace (setsid/double-forked daemons
+included). The host streams stdout/stderr with a hard cap and, on timeout or flood, SIGKILLs
+the zygote's process group and every member of its cgroup, then discards that zygote.
+Zygotes never run untrusted code and never read a request, so reusing them (the warm pool)
+leaks no state and no bytes of earlier runs. bwrap rather than raw unshare:
 audited, ~8 ms, ``--die-with-parent``. No user namespace: as root it would map the sandbox to
 host uid 0, whereas a real unprivileged uid keeps file-permission checks and RLIMIT_NPROC real.
 
@@ -25,7 +28,8 @@ loopback, used by one run at a time; the host's 127.0.0.1 is unreachable), seein
 tmpfs, fork/memory/disk bombs, CPU burners, output floods, processes outliving the run, state
 leaking between runs.
 Kernel attack surface: a seccomp denylist (``_seccomp.py``) is installed right before the code
-runs: no new namespaces, mounts, io_uring, eBPF, perf events, userfaultfd, keyring, ptrace.
+runs: no new namespaces, mounts, io_uring, eBPF, perf events, userfaultfd, keyring, ptrace,
+kcmp, modify_ldt, landlock, AF_VSOCK sockets.
 Not covered: kernel exploits through the syscalls that stay allowed (the zygote holds
 CAP_SYS_ADMIN inside its namespaces to build per-run ones, the code never does), CPU side channels, reading world-readable files
 under ``/usr`` and the interpreter prefix (e.g. installed packages), I/O and CPU contention

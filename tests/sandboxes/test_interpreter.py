@@ -84,3 +84,9 @@ def test_no_cpu_between_cells(local):
         time.sleep(3)
         after = float(py.execute("time.process_time()").stdout)
     assert after - before < 0.3, "the sandbox burned CPU between cells"
+
+
+@pytest.mark.parametrize("field,value", [("timeout_s", float("nan")), ("memory_mb", 0)])
+def test_session_limits_are_validated(field, value):
+    with pytest.raises(ValueError, match=field):
+        PythonSession(**{field: value})

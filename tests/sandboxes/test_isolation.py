@@ -155,3 +155,11 @@ def test_venv_under_tmp_stays_visible(local_reason_skip):
 def local_reason_skip():
     if os.geteuid() != 0 or shutil.which("bwrap") is None:
         pytest.skip("local sandbox needs root and bubblewrap (scripts/setup-sandbox.sh)")
+
+
+def test_close_leaves_no_sandbox_process(local_reason_skip):
+    backend = LocalBackend(pool_size=0, max_idle=2)
+    assert all(r.ok for r in run_many([ExecRequest("print(1)")] * 2, backend, concurrency=2))
+    procs = [z.box.proc for z in backend.pool._idle]
+    backend.close()
+    assert procs and all(p.poll() is not None for p in procs)
