@@ -173,8 +173,20 @@ def _fail(msg: str) -> int:
     return 1
 
 
-def _run_program(req: dict) -> int:
-    """Run the program (and its tests, if any); returns the exit code the run should have."""
+def _run_program(
+    req: dict,
+    *,
+    _exec=_exec,
+    _compile=_compile,
+    _write=_write,
+    _SystemExit=_SystemExit,
+    _BaseException=_BaseException,
+) -> int:
+    """Run the program (and its tests, if any); returns the exit code the run should have.
+
+    The private references are bound as defaults too: a candidate that reaches this module's
+    globals through its caller's frame and replaces them does not change this call.
+    """
     python = req["language"] == "python"
     path = os.path.join(WORK, "main.py" if python else "main.sh")
     with open(path, "w") as f:

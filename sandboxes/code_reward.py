@@ -57,6 +57,11 @@ class CodeReward:
         return self.total > 0 and self.passed == self.total
 
 
+def _check_mode(mode: str) -> None:
+    if mode not in ("fraction", "all"):
+        raise ValueError(f"mode must be 'fraction' or 'all', got {mode!r}")
+
+
 def _reward(outcomes: list[TestOutcome], mode: Mode) -> CodeReward:
     passed = sum(o.passed for o in outcomes)
     total = len(outcomes)
@@ -117,6 +122,7 @@ def score_asserts(
     concurrency: int = 4,
 ) -> CodeReward:
     """Score Python ``code`` against assert statements or a ``check(candidate)`` function."""
+    _check_mode(mode)
     names, reqs = _assert_requests(code, tests, entry_point, timeout_s, memory_mb)
     results = run_many(reqs, backend=backend, concurrency=concurrency)
     return _reward([_assert_outcome(n, r) for n, r in zip(names, results, strict=True)], mode)
@@ -145,6 +151,7 @@ def score_io(
     concurrency: int = 4,
 ) -> CodeReward:
     """Score a stdin/stdout program against ``[{"input": ..., "output": ...}]`` cases."""
+    _check_mode(mode)
     reqs = _io_requests(code, cases, language, timeout_s, memory_mb)
     results = run_many(reqs, backend=backend, concurrency=concurrency)
     return _reward(

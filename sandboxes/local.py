@@ -94,6 +94,9 @@ class LocalBackend(SandboxBackend):
             {"pool_size": pool_size, "max_idle": max_idle},
             {"pids": pids, "cpus": cpus, "disk_mb": disk_mb},
         )
+        for path in ro_binds:
+            if not (os.path.isabs(path) and os.path.exists(path)):
+                raise ValueError(f"ro_binds: {path!r} is not an existing absolute path")
         self.bwrap = shutil.which("bwrap")
         if self.bwrap is None or os.geteuid() != 0:
             raise RuntimeError("local sandbox needs root and bubblewrap (scripts/setup-sandbox.sh)")

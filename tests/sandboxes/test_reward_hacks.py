@@ -43,6 +43,9 @@ HACKS = {
     "kill_inside_call": "import os, signal\ndef add(a, b):\n    os.kill(os.getpid(), 9)\n",
     "atexit_os_exit": WRONG + "import atexit, os\natexit.register(lambda: os._exit(0))\n",
     "excepthook": WRONG + "import sys\nsys.excepthook = lambda *a: None\n",
+    "patched_harness_globals": WRONG
+    + "import sys\ng = sys._getframe(1).f_globals\n"
+    + "g['_exec'] = g['_compile'] = lambda *a, **k: None\ng['_SystemExit'] = ZeroDivisionError\n",
     "forged_output": WRONG + FORGE,
     "forged_then_exit": WRONG + FORGE + "os._exit(0)\n",
     "thread_exits_mid_test": (
