@@ -1,12 +1,13 @@
 """In-sandbox process roles, run as ``python -I -S -c <_harness.py + this> ARG MODE SITE_DIRS``.
 
-``zygote`` (local backend; ARG is ``ctrl_fd:disk_bytes:keep...``): a warm interpreter that
-forks, *before* any request arrives, pid 1 of a fresh pid namespace (the run's *init*) and
-waits for it. The init enters fresh mount and ipc namespaces, mounts new tmpfs dirs
-(re-binding interpreter dirs that live under them, e.g. a venv in ``/tmp``) and a new
-``/proc`` while it waits, then receives the request itself: the zygote never holds request
-bytes, so no run can find an earlier run's code, tests, stdin, env or files in its memory.
-The init forks the program (which drops every capability and its uid, then runs), reaps it
+``zygote`` (local backend; ARG is ``ctrl_fd:disk_bytes:uid_base:uid_span:keep...``): a warm
+interpreter that forks, *before* any request arrives, pid 1 of a fresh pid namespace (the
+run's *init*) and waits for it. The init enters fresh mount and ipc namespaces, mounts new
+tmpfs dirs (re-binding interpreter dirs that live under them, e.g. a venv in ``/tmp``) and a
+new ``/proc``, and forks the program process, which drops every capability and switches to a
+random unprivileged uid, all while waiting. Only then does the program process receive the
+request itself: neither the zygote nor the init ever holds request bytes, so no run can find
+an earlier run's code, tests, stdin, env or files in its memory. The init reaps the program
 and replies to the host: wait status, CPU time, the harness verdict (fd 3, ``_harness.py``)
 and whether the disk was full.
 
@@ -57,6 +58,7 @@ def _program(req: dict, out: int, err: int, verdict: int, uid: str, caps: bool) 
     os.dup2(err, 2)
     os.dup2(verdict, VERDICT_FD)
     os.closerange(VERDICT_FD + 1, 1 << 16)
+    gc.enable()  # the zygote and init run without it; user code gets normal Python
 
     def body() -> int:
         if caps:
@@ -81,6 +83,30 @@ def _fork_program(req: dict, out: int, err: int, uid: str, caps: bool) -> tuple[
         if fd > 2:
             os.close(fd)
     return pid, vr
+
+
+def _await_request(ctrl_fd: int, verdict: int, ack: int, uid: str, failed: bool) -> None:
+    """The pre-forked program process: drop privileges, then receive the request itself.
+
+    It is unprivileged before the first request byte arrives, and its init never sees the
+    request. ``ack`` tells the init a request was taken (so it must be answered).
+    """
+    import socket
+
+    try:
+        _drop_caps()
+        _drop(uid)
+        ctrl = socket.socket(fileno=ctrl_fd)  # keep a reference: collecting it closes the fd
+        head, fds, _, _ = socket.recv_fds(ctrl, 32, 2)
+        req = _read_frame(ctrl_fd, head) if head else None
+    except OSError:
+        _exit(EXIT_HANGUP)
+    if req is None or len(fds) != 2:
+        _exit(EXIT_HANGUP)
+    os.write(ack, b"G")
+    if failed:  # the run's namespaces could not be built: never run it without them
+        _exit(125)
+    _program(req, fds[0], fds[1], verdict, "-", False)
 
 
 def _reap(pid: int, vr: int) -> dict:
@@ -129,34 +155,34 @@ def _fresh_namespaces(disk_bytes: int, keep: list[str]) -> None:
         os.close(fd)
 
 
-def _serve_one(ctrl_fd: int, done: int, disk_bytes: int, keep: list[str]) -> None:
-    """The run's init (pid 1 of its pid namespace): receive one request, run it, reply."""
+def _serve_one(ctrl_fd: int, done: int, disk_bytes: int, uids: tuple[int, int], keep) -> None:
+    """The run's init (pid 1 of its pid namespace): build the run's namespaces, fork the
+    program (which takes the request itself), reap it and reply."""
     import socket
 
-    ctrl = socket.socket(fileno=ctrl_fd)
     failed = None
     try:  # built while waiting: nothing here depends on the request
         _fresh_namespaces(disk_bytes, keep)
         _libc_call("mount", b"proc", b"/proc", b"proc", MS_NOSUID | MS_NODEV | MS_NOEXEC, None)
     except OSError as exc:
         failed = exc
-    try:
-        head, fds, _, _ = socket.recv_fds(ctrl, 32, 2)
-    except OSError:
+    uid = str(uids[0] + int.from_bytes(os.urandom(4), "little") % uids[1])
+    vr, vw = os.pipe()
+    ar, aw = os.pipe()
+    pid = os.fork()
+    if pid == 0:
+        for fd in (vr, ar, done):
+            os.close(fd)
+        _await_request(ctrl_fd, vw, aw, uid, failed is not None)
+    for fd in (vw, aw):
+        os.close(fd)
+    reply = _reap(pid, vr)
+    if os.read(ar, 1) != b"G":  # hang-up, or the program died before taking a request
         _exit(EXIT_HANGUP)
-    if not head:
-        _exit(EXIT_HANGUP)
-    try:
-        req = _read_frame(ctrl_fd, head)
-        if req is None or len(fds) != 2:
-            _exit(EXIT_HANGUP)
-        if failed is not None:
-            raise failed
-        reply = _reap(*_fork_program(req, fds[0], fds[1], str(req.pop("uid")), True))
-    except BaseException as exc:  # noqa: BLE001 - tell the host rather than dying silently
-        reply = {"error": repr(exc)}
+    if failed is not None:
+        reply = {"error": f"cannot build the run's namespaces: {failed!r}"}
     data = marshal.dumps(reply)
-    ctrl.sendall(str(len(data)).encode() + b"\n" + data)
+    socket.socket(fileno=ctrl_fd).sendall(str(len(data)).encode() + b"\n" + data)
     os.write(done, b"R")
     _exit(0)
 
@@ -172,7 +198,7 @@ def _fork_in_new_pidns(own_pidns: int) -> int:
     return os.fork()
 
 
-def _zygote(ctrl_fd: int, disk_bytes: int, keep: list[str]) -> None:
+def _zygote(ctrl_fd: int, disk_bytes: int, uids: tuple[int, int], keep: list[str]) -> None:
     """Keep one init forked and waiting for the next request; never read a request itself."""
     import socket
     import traceback  # noqa: F401 - preloaded so each fork need not import it (errors are common)
@@ -187,7 +213,7 @@ def _zygote(ctrl_fd: int, disk_bytes: int, keep: list[str]) -> None:
             os.close(dr)
             os.close(own_pidns)
             gc.disable()
-            _serve_one(ctrl_fd, dw, disk_bytes, keep)
+            _serve_one(ctrl_fd, dw, disk_bytes, uids, keep)
         os.close(dw)
         replied = os.read(dr, 1) == b"R"  # or EOF: the init is gone
         os.close(dr)
@@ -264,8 +290,9 @@ def main() -> None:
         sys.prefix = sys.exec_prefix = venv
     del sys.argv[1:]
     if mode == "zygote":
-        ctrl_fd, disk, *keep = arg.split(":")
-        _zygote(int(ctrl_fd), int(disk), [p for p in keep if p])
+        ctrl_fd, disk, uid_base, uid_span, *keep = arg.split(":")
+        uids = (int(uid_base), int(uid_span))
+        _zygote(int(ctrl_fd), int(disk), uids, [p for p in keep if p])
     elif mode == "session":
         _session(arg)
     else:

@@ -8,9 +8,9 @@ its own cgroup (memory incl. swap and tmpfs, pids, CPU quota) set by the host be
 For every run the zygote forks, before the request arrives, pid 1 of a *fresh* pid namespace
 (the run's init), which enters fresh mount and ipc namespaces, mounts new size-capped tmpfs
 ``/work`` (cwd), ``/tmp``, ``/dev/shm`` (interpreter dirs under them re-bound read-only) and a
-new ``/proc``, then receives the request itself and forks the program; that process drops the
-whole capability bounding set and switches to a random unused host uid (never root,
-``no_new_privs`` from bwrap), applies rlimits (CPU, data, address space, file size, open
+new ``/proc``, and forks the program process, which drops the whole capability bounding set
+and switches to a random unused host uid (never root, ``no_new_privs`` from bwrap); only then
+does that unprivileged process receive the request itself. It applies rlimits (CPU, data, address space, file size, open
 files, processes), installs a clean environment and runs the code (Python in-process from the
 warm interpreter as a real ``__main__``, then the harness tests if any; bash via exec). When it
 exits, the kernel kills everything left in its pid namespace (setsid/double-forked daemons
@@ -57,7 +57,7 @@ from .base import ExecRequest, ExecResult, SandboxBackend, check_knobs
 _HERE = Path(__file__).parent
 RUNNER = (_HERE / "_harness.py").read_text() + "\n" + (_HERE / "_runner.py").read_text()
 TMPFS = ("/work", "/tmp", "/dev/shm")  # fresh per run; interpreter dirs below them are re-bound
-UID_BASE = 2_000_000_000
+UID_BASE, UID_SPAN = 2_000_000_000, 10**8  # runs get random uids in [BASE, BASE + SPAN)
 ENV = {
     "PATH": "/usr/local/bin:/usr/bin:/bin",
     "HOME": "/work",
@@ -72,7 +72,7 @@ _rng = random.SystemRandom()
 
 def new_uid() -> int:
     """A random host uid no account uses; unique per run so RLIMIT_NPROC is per run."""
-    return UID_BASE + _rng.randrange(10**8)
+    return UID_BASE + _rng.randrange(UID_SPAN)
 
 
 class LocalBackend(SandboxBackend):
@@ -144,7 +144,7 @@ class LocalBackend(SandboxBackend):
 
     def _spawn(self) -> Zygote:
         caps = ("CAP_SYS_ADMIN", "CAP_SETPCAP")
-        arg = f"{{}}:{self.disk_mb << 20}:{self.keep}"
+        arg = f"{{}}:{self.disk_mb << 20}:{UID_BASE}:{UID_SPAN}:{self.keep}"
         return Zygote(lambda fd: self.argv(arg.format(fd), "zygote", caps), self.cgroup_version)
 
     def limits(self, req: ExecRequest | None, cpu: bool = True) -> dict:
@@ -152,7 +152,7 @@ class LocalBackend(SandboxBackend):
 
     def run(self, request: ExecRequest) -> ExecResult:
         body = _io.payload(request, ENV, self.limits(request))
-        body.update(uid=new_uid(), seccomp=denylist_bpf())
+        body["seccomp"] = denylist_bpf()
         for attempt in range(2):  # an idle zygote may have died; retry once on a fresh one
             try:
                 zygote = self.pool.get()
