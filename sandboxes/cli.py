@@ -101,7 +101,9 @@ def build_request(args: argparse.Namespace) -> ExecRequest:
 def backend_for(name: str, memory_mb: int):
     """The backend for one CLI run; docker's warm container is made for this run's memory."""
     if name == "docker":
-        return get_backend("docker", pool_size=1, pool_memory_mb=memory_mb, pool_wait_s=30.0)
+        return get_backend(
+            "docker", pool_size=1, pool_memory_mb=memory_mb, pool_wait_s=30.0, pool_launches=1
+        )
     return get_backend(name)
 
 

@@ -76,11 +76,13 @@ class DockerBackend(SandboxBackend):
         pool_size: int = 2,
         pool_memory_mb: int | None = None,
         pool_wait_s: float = 0.0,
+        pool_launches: int | None = None,
     ) -> None:
         """`pool_size` containers are kept started ahead of need (`_docker_pool`); 0 = none.
 
         They are made for requests of `pool_memory_mb` (default: `ExecRequest`'s default);
-        `run` waits up to `pool_wait_s` for one being started (a one-shot CLI call uses it).
+        `run` waits up to `pool_wait_s` for one being started, and at most `pool_launches`
+        are started in total (a one-shot CLI call: one, made while it reads its files).
         """
         default_mb = ExecRequest("").memory_mb if pool_memory_mb is None else pool_memory_mb
         check_knobs(
@@ -99,7 +101,11 @@ class DockerBackend(SandboxBackend):
 
         self.site_dirs = ":".join(site.getsitepackages())
         self.pool_wait_s = pool_wait_s
-        self.pool = WarmContainers(self._launch, pool_size, default_mb) if pool_size else None
+        self.pool = (
+            WarmContainers(self._launch, pool_size, default_mb, pool_launches)
+            if pool_size
+            else None
+        )
         if self.pool is not None:  # warm containers must not outlive the process
             atexit.register(self.pool.close)
 

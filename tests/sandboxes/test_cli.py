@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+import time
 
 import pytest
 
@@ -78,4 +79,29 @@ def test_cli_docker_warm_container_has_the_cli_memory(monkeypatch):
     seen = {}
     monkeypatch.setattr(cli, "get_backend", lambda name, **kw: seen.update(name=name, **kw))
     cli.backend_for("docker", memory_mb=256)
-    assert seen["pool_memory_mb"] == 256 and seen["pool_size"] == 1
+    assert seen["pool_memory_mb"] == 256 and seen["pool_size"] == seen["pool_launches"] == 1
+
+
+@pytest.mark.docker
+def test_cli_docker_run_starts_exactly_one_container(tmp_path):
+    from agentrl.sandboxes.docker_backend import IMAGE, docker_status
+
+    ok, why = docker_status()
+    if not ok:
+        pytest.skip(why)
+    import docker
+
+    client = docker.from_env()
+    prog = tmp_path / "p.py"
+    prog.write_text("print('hi from docker')\nraise SystemExit(4)\n")
+    since = int(time.time()) - 1
+    out = _cli("--backend", "docker", "--memory", "256M", str(prog))
+    until = int(time.time()) + 1
+    filters = {"type": "container", "event": "create", "image": IMAGE}
+    created = [
+        e["id"] for e in client.events(since=since, until=until, decode=True, filters=filters)
+    ]
+    assert (out.returncode, out.stdout) == (4, "hi from docker\n"), out.stderr
+    assert len(created) == 1, created
+    left = client.containers.list(all=True, filters={"ancestor": IMAGE})
+    assert not [c for c in left if c.id in created]
