@@ -1,6 +1,6 @@
 """In-sandbox process roles, run as ``python -I -S -c <_harness.py + this> ARG MODE SITE_DIRS``.
 
-``zygote`` (local backend; ARG is ``ctrl_fd:disk_bytes:uid_base:uid_span:keep...``): a warm
+``zygote`` (local backend; ARG ``ctrl_fd:disk_bytes:uid_base:uid_span:preload,...:keep...``): a warm
 interpreter that forks, *before* any request arrives, pid 1 of a fresh pid namespace (the
 run's *init*) and waits for it. The init enters fresh mount and ipc namespaces, mounts new
 tmpfs dirs (re-binding interpreter dirs that live under them, e.g. a venv in ``/tmp``) and a
@@ -198,10 +198,20 @@ def _fork_in_new_pidns(own_pidns: int) -> int:
     return os.fork()
 
 
-def _zygote(ctrl_fd: int, disk_bytes: int, uids: tuple[int, int], keep: list[str]) -> None:
-    """Keep one init forked and waiting for the next request; never read a request itself."""
+def _zygote(ctrl_fd: int, disk_bytes: int, uids: tuple[int, int], keep: list[str], preload) -> None:
+    """Keep one init forked and waiting for the next request; never read a request itself.
+
+    ``preload``: modules imported once here so each run's fork has them (like a warm
+    interpreter would); a run's changes to them die with its fork.
+    """
     import socket
     import traceback  # noqa: F401 - preloaded so each fork need not import it (errors are common)
+
+    for name in preload:
+        try:
+            __import__(name)
+        except Exception:  # noqa: BLE001 - a missing optional module is just not preloaded
+            pass
 
     _libc()
     own_pidns = os.open("/proc/self/ns/pid", os.O_RDONLY)
@@ -290,9 +300,10 @@ def main() -> None:
         sys.prefix = sys.exec_prefix = venv
     del sys.argv[1:]
     if mode == "zygote":
-        ctrl_fd, disk, uid_base, uid_span, *keep = arg.split(":")
+        ctrl_fd, disk, uid_base, uid_span, preload, *keep = arg.split(":")
         uids = (int(uid_base), int(uid_span))
-        _zygote(int(ctrl_fd), int(disk), uids, [p for p in keep if p])
+        keep = [p for p in keep if p]
+        _zygote(int(ctrl_fd), int(disk), uids, keep, [m for m in preload.split(",") if m])
     elif mode == "session":
         _session(arg)
     else:
