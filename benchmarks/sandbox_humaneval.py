@@ -161,13 +161,16 @@ def machine() -> str:
 
 
 def write_section(text: str) -> None:
+    """Replace the section in place (or append it), leaving the rest of the file as it is."""
     path = ROOT / "BENCHMARKS.md"
     old = path.read_text() if path.exists() else "# Benchmarks\n"
     start = old.find(SECTION)
-    if start >= 0:
-        nxt = old.find("\n## ", start + len(SECTION))
-        old = old[:start].rstrip() + ("\n\n" + old[nxt + 1 :] if nxt >= 0 else "")
-    path.write_text(old.rstrip() + "\n\n" + text.rstrip() + "\n")
+    if start < 0:
+        path.write_text(old.rstrip() + "\n\n" + text.rstrip() + "\n")
+        return
+    nxt = old.find("\n## ", start + len(SECTION))
+    rest = old[nxt + 1 :] if nxt >= 0 else ""
+    path.write_text(old[:start] + text.rstrip() + "\n" + ("\n" + rest if rest else ""))
 
 
 def main() -> int:
