@@ -135,6 +135,7 @@ class DockerBackend(SandboxBackend):
             working_dir="/work",
             hostname="sandbox",
             log_config=LogConfig(type="none"),
+            labels={"agentrl.sandbox": "1", "agentrl.pid": str(os.getpid())},  # who made it
         )
 
     def _launch(self, memory_mb: int) -> Launched:

@@ -84,7 +84,7 @@ def test_cli_docker_warm_container_has_the_cli_memory(monkeypatch):
 
 @pytest.mark.docker
 def test_cli_docker_run_starts_exactly_one_container(tmp_path):
-    from agentrl.sandboxes.docker_backend import IMAGE, docker_status
+    from agentrl.sandboxes.docker_backend import docker_status
 
     ok, why = docker_status()
     if not ok:
@@ -95,13 +95,15 @@ def test_cli_docker_run_starts_exactly_one_container(tmp_path):
     prog = tmp_path / "p.py"
     prog.write_text("print('hi from docker')\nraise SystemExit(4)\n")
     since = int(time.time()) - 1
-    out = _cli("--backend", "docker", "--memory", "256M", str(prog))
+    cmd = [sys.executable, "-c", f"import sys; {ENTRY}", "sandbox", "run", "--backend", "docker"]
+    proc = subprocess.Popen(
+        [*cmd, "--memory", "256M", str(prog)], stdout=subprocess.PIPE, text=True
+    )
+    stdout, _ = proc.communicate(timeout=120)
     until = int(time.time()) + 1
-    filters = {"type": "container", "event": "create", "image": IMAGE}
-    created = [
-        e["id"] for e in client.events(since=since, until=until, decode=True, filters=filters)
-    ]
-    assert (out.returncode, out.stdout) == (4, "hi from docker\n"), out.stderr
+    mine = {"type": "container", "event": "create", "label": f"agentrl.pid={proc.pid}"}
+    created = [e["id"] for e in client.events(since=since, until=until, decode=True, filters=mine)]
+    assert (proc.returncode, stdout) == (4, "hi from docker\n")
     assert len(created) == 1, created
-    left = client.containers.list(all=True, filters={"ancestor": IMAGE})
-    assert not [c for c in left if c.id in created]
+    left = client.containers.list(all=True, filters={"label": f"agentrl.pid={proc.pid}"})
+    assert left == []
