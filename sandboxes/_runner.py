@@ -169,7 +169,9 @@ def _serve_one(ctrl_fd: int, done: int, disk_bytes: int, uids: tuple[int, int], 
     uid = str(uids[0] + int.from_bytes(os.urandom(4), "little") % uids[1])
     vr, vw = os.pipe()
     ar, aw = os.pipe()
-    pid = os.fork()
+    pid = _fork_retrying()
+    if pid < 0:  # no process slot (the last run's processes still dying): let the host retry
+        _exit(EXIT_HANGUP)
     if pid == 0:
         for fd in (vr, ar, done):
             os.close(fd)
@@ -187,6 +189,21 @@ def _serve_one(ctrl_fd: int, done: int, disk_bytes: int, uids: tuple[int, int], 
     _exit(0)
 
 
+def _fork_retrying(wait_s: float = 2.0) -> int:
+    """fork(), retried while the pids limit is hit (the previous run's processes may still be
+    dying when the next run starts); -1 if it never succeeds."""
+    import time
+
+    deadline = time.monotonic() + wait_s
+    while True:
+        try:
+            return os.fork()
+        except BlockingIOError:
+            if time.monotonic() > deadline:
+                return -1
+            time.sleep(0.005)
+
+
 def _fork_in_new_pidns(own_pidns: int) -> int:
     """fork() whose child is pid 1 of a new pid namespace; the zygote itself stays put.
 
@@ -195,7 +212,10 @@ def _fork_in_new_pidns(own_pidns: int) -> int:
     """
     _libc_call("setns", own_pidns, CLONE_NEWPID)
     _libc_call("unshare", CLONE_NEWPID)
-    return os.fork()
+    pid = _fork_retrying()
+    if pid < 0:
+        _exit(1)  # the host sees the zygote gone and uses a fresh one
+    return pid
 
 
 def _zygote(ctrl_fd: int, disk_bytes: int, uids: tuple[int, int], keep: list[str], preload) -> None:

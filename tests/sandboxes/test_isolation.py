@@ -163,3 +163,11 @@ def test_close_leaves_no_sandbox_process(local_reason_skip):
     procs = [z.box.proc for z in backend.pool._idle]
     backend.close()
     assert procs and all(p.poll() is not None for p in procs)
+
+
+def test_run_after_one_that_left_many_processes(backend):
+    """The next run starts while the previous run's processes may still be dying."""
+    code = "import os, time\nfor _ in range(50):\n    if os.fork() == 0:\n        time.sleep(30)\n"
+    for _ in range(3):
+        assert backend.run(ExecRequest(code, timeout_s=10)).ok
+        assert backend.run(ExecRequest("print('next')")).stdout == "next\n"
