@@ -121,6 +121,15 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--stdin", default=None, help="file fed to the program's stdin")
     p.add_argument("--json", action="store_true", help="print the ExecResult as JSON")
     p.set_defaults(func=sandbox_run)
+    p.error = _one_line_error  # type: ignore[method-assign]  # argparse's own errors too
+
+
+def _one_line_error(message: str) -> None:
+    """argparse errors (bad choice, missing value) as one line, JSON with --json, exit 2."""
+    if "--json" in sys.argv:
+        print(json.dumps({"error": message}))
+    print(f"agentrl sandbox run: {message}", file=sys.stderr)
+    raise SystemExit(USAGE)
 
 
 def _usage(args: argparse.Namespace, msg: str) -> int:

@@ -49,6 +49,8 @@ BAD_ARGS = [
     (["--memory", "1K"], "1K"),
     (["--max-output", "lots"], "lots"),
     (["--stdin", "/nonexistent/in.txt"], "/nonexistent/in.txt"),
+    (["--backend", "ruby"], "ruby"),
+    (["--lang", "cobol"], "cobol"),
 ]
 
 
