@@ -138,8 +138,10 @@ def classify(
 
 
 def _memory_error(err: bytes) -> bool:
+    """The program died of a MemoryError or of ENOMEM (a tmpfs write over the memory limit
+    fails with ENOMEM when the kernel does not OOM-kill)."""
     lines = err.rstrip().splitlines()
-    return bool(lines) and lines[-1].startswith(b"MemoryError")
+    return bool(lines) and lines[-1].startswith((b"MemoryError", b"OSError: [Errno 12]"))
 
 
 def result(
