@@ -8,7 +8,7 @@ from agentrl.sandboxes.interpreter import PythonSession
 
 @pytest.fixture
 def session(local):
-    with PythonSession(backend=local, timeout_s=2, max_output_bytes=2000) as py:
+    with PythonSession(backend=local, timeout_s=10, max_output_bytes=2000) as py:
         yield py
 
 
