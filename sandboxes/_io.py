@@ -1,17 +1,23 @@
-"""Host-side plumbing shared by backends: capped streaming reads, framing, classification."""
+"""Host-side plumbing shared by backends: capped streaming reads, framing, classification.
+
+One place decides a run's status from how it ended (:func:`classify`), and one place decides
+whether the harness verdict is genuine (:func:`verified`), so both backends agree.
+"""
 
 from __future__ import annotations
 
 import dataclasses
 import marshal
 import os
+import secrets
 import selectors
 import time
 from collections.abc import Callable
 
 from .base import ExecRequest, ExecResult, Status
 
-SIGXCPU, SIGKILL = 24, 9
+SIGXCPU, SIGKILL, SIGXFSZ = 24, 9, 25
+MARK = b"\x1e"
 
 
 def frame(payload: dict) -> bytes:
@@ -23,14 +29,24 @@ def frame(payload: dict) -> bytes:
 def payload(req: ExecRequest, env: dict[str, str], limits: dict) -> dict:
     """The request the in-sandbox runner reads (see ``_runner.py``)."""
     files = {n: d if isinstance(d, bytes) else d.encode() for n, d in req.files.items()}
-    return {
+    body = {
         "code": req.code,
         "language": req.language,
-        "stdin": req.stdin,
+        "stdin": req.stdin.encode(),
         "files": files,
         "env": {**env, **req.env},
         "limits": limits,
     }
+    if req.check is not None:  # the harness writes MARK + nonce once every test ran
+        body.update(check=req.check, nonce=secrets.token_hex(16).encode())
+    return body
+
+
+def verified(body: dict, verdict: bytes | None) -> bool | None:
+    """Whether the harness reported this run's nonce (None when the run had no tests)."""
+    if "nonce" not in body:
+        return None
+    return verdict == MARK + body["nonce"]
 
 
 def rlimits(req: ExecRequest | None, pids: int, disk_bytes: int, cpu: bool = True) -> dict:
@@ -95,8 +111,14 @@ def classify(
     oom: bool,
     cpu_s: float | None,
     req: ExecRequest,
+    disk_full: bool = False,
 ) -> Status:
-    """Map how a run ended to a status; signals arrive as 128+N or as -N."""
+    """Map how a run ended to a status; signals arrive as -N (128+N from a shell).
+
+    Precedence: output flood, memory (cgroup OOM kill or a final MemoryError), time (wall
+    clock, SIGXCPU, or SIGKILL once the CPU limit was used: the hard RLIMIT_CPU), disk
+    (SIGXFSZ, or a failed run whose tmpfs was full), any other signal, exit code.
+    """
     sig = -exit_code if exit_code is not None and exit_code < 0 else None
     if exit_code is not None and exit_code > 128:
         sig = exit_code - 128
@@ -106,22 +128,32 @@ def classify(
         return "memory"
     if got.timed_out or sig == SIGXCPU:
         return "timeout"
-    if sig == SIGKILL and cpu_s is not None and cpu_s >= req.cpu_limit_s:
+    if sig == SIGKILL and cpu_s is not None and cpu_s >= req.cpu_limit_s * 0.95:
         return "timeout"
+    if sig == SIGXFSZ or (disk_full and exit_code != 0):
+        return "disk"
     if sig is not None:
         return "killed"
     return "ok" if exit_code == 0 else "error"
 
 
 def _memory_error(err: bytes) -> bool:
+    """The program died of a MemoryError or of ENOMEM (a tmpfs write over the memory limit
+    fails with ENOMEM when the kernel does not OOM-kill)."""
     lines = err.rstrip().splitlines()
-    return bool(lines) and lines[-1].startswith(b"MemoryError")
+    return bool(lines) and lines[-1].startswith((b"MemoryError", b"OSError: [Errno 12]"))
 
 
 def result(
-    status: Status, exit_code: int | None, got: Pumped, wall_s: float, cpu_s: float | None
+    status: Status,
+    exit_code: int | None,
+    got: Pumped,
+    wall_s: float,
+    cpu_s: float | None,
+    verified: bool | None = None,
 ) -> ExecResult:
     return ExecResult(
+        verified=verified,
         status=status,
         exit_code=exit_code,
         stdout=got.out.decode(errors="replace"),

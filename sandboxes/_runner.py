@@ -1,269 +1,207 @@
-"""In-sandbox bootstrap, run as ``python -I -S -c <this source> UID MODE SITE_DIRS``.
+"""In-sandbox process roles, run as ``python -I -S -c <_harness.py + this> ARG MODE SITE_DIRS``.
 
-Modes: ``zygote`` (local backend) serves runs over the unix socket whose fd is passed as UID: for each it forks
-a child as pid 1 of a fresh pid namespace; it enters fresh mount and ipc namespaces, mounts
-new tmpfs dirs and forks the program, which drops every capability and its uid, then runs it.
-The zygote itself never runs untrusted code, so each fork starts from a pristine process.
-``once`` (docker) and ``session`` (interpreter) run directly in the sandbox they start in.
+``zygote`` (local backend; ARG ``ctrl_fd:disk_bytes:uid_base:uid_span:preload,...:keep...``): a warm
+interpreter that forks, *before* any request arrives, pid 1 of a fresh pid namespace (the
+run's *init*) and waits for it. The init enters fresh mount and ipc namespaces, mounts new
+tmpfs dirs (re-binding interpreter dirs that live under them, e.g. a venv in ``/tmp``) and a
+new ``/proc``, and forks the program process, which drops every capability and switches to a
+random unprivileged uid, all while waiting. Only then does the program process receive the
+request itself: neither the zygote nor the init ever holds request bytes, so no run can find
+an earlier run's code, tests, stdin, env or files in its memory. The init reaps the program
+and replies to the host: wait status, CPU time, the harness verdict (fd 3, ``_harness.py``)
+and whether the disk was full.
 
-Stdlib only, and only cheap modules at start-up (frames are ``marshal``-ed, not JSON). ``-S`` skips ``site`` (its ``.pth`` processing dominates start-up); SITE_DIRS
-(``:``-joined) are appended to ``sys.path`` instead, so installed packages stay importable.
+``once`` (docker; ARG ``-``): the same init/program split inside the container. The report
+goes to stderr after a token the host sends *after* the request, when the program has already
+been forked (and has dropped the stream), so the program never knows it and cannot forge it.
 
-It drops to the unprivileged ``UID`` first (``-`` when the engine already did), then reads a
-length-prefixed marshal frame from fd 0: limits, env, files and stdin. ``once`` mode then runs the
-program (Python in-process, bash via exec); ``session`` mode keeps one namespace and runs
-framed cells, ending each cell's output with ``MARK token:status``. The host does every kill.
+``session`` (interpreter; ARG the uid): a trusted parent relays cells to a worker child and
+writes each cell's end-of-output marker; the worker never sees the marker's token.
+
+``-S`` skips ``site`` (its ``.pth`` processing dominates start-up); SITE_DIRS (``:``-joined)
+are appended to ``sys.path`` instead, so installed packages stay importable.
 """
 
 import gc
 import marshal
 import os
-import resource
 import sys
 
-MARK = b"\x1e"
-WORK = "/work"
+try:  # inside the sandbox the harness source is prepended instead (``local.RUNNER``)
+    from ._harness import (
+        MARK,
+        VERDICT_FD,
+        _cells,
+        _drop,
+        _drop_caps,
+        _exit,
+        _finish,
+        _libc,
+        _libc_call,
+        _read_frame,
+        _run_program,
+        _setup,
+    )
+except ImportError:
+    pass
+
 CLONE_NEWNS, CLONE_NEWIPC, CLONE_NEWPID = 0x00020000, 0x08000000, 0x20000000
-MS_NOSUID, MS_NODEV, MS_NOEXEC, MS_REC, MS_PRIVATE = 2, 4, 8, 1 << 14, 1 << 18
-PR_CAPBSET_DROP = 24
-PR_SET_NO_NEW_PRIVS, PR_SET_SECCOMP, SECCOMP_MODE_FILTER = 38, 22, 2
-_LIBC: list = []
+MS_NOSUID, MS_NODEV, MS_NOEXEC, MS_BIND, MS_REC, MS_PRIVATE = 2, 4, 8, 4096, 1 << 14, 1 << 18
+MS_RDONLY, MS_REMOUNT, PR_SET_DUMPABLE = 1, 32, 4
+EXIT_HANGUP = 3  # the init's exit code when the host closed the control socket
+TMPFS = ("/work", "/tmp", "/dev/shm")
 
 
-def _drop(uid: str) -> None:
-    if uid != "-":
-        os.setgroups([])
-        os.setgid(int(uid))
-        os.setuid(int(uid))
-        if os.getuid() == 0 or os.geteuid() == 0:
-            os._exit(125)
-
-
-def _read_frame(fd: int) -> dict | None:
-    head = b""
-    while not head.endswith(b"\n"):
-        ch = os.read(fd, 1)
-        if not ch:
-            return None
-        head += ch
-    need, chunks = int(head), []
-    while need:
-        chunk = os.read(fd, min(need, 1 << 20))
-        if not chunk:
-            return None
-        chunks.append(chunk)
-        need -= len(chunk)
-    return marshal.loads(b"".join(chunks))
-
-
-def _limit(kind: int, value: int | None) -> None:
-    if value is None:
-        return
-    soft, hard = resource.getrlimit(kind)
-    cap = value if hard == resource.RLIM_INFINITY else min(value, hard)
-    resource.setrlimit(kind, (cap, cap))
-
-
-def _setup(req: dict) -> None:
-    lim = req["limits"]
-    if lim.get("cpu_s"):
-        cpu = max(1, -int(-lim["cpu_s"] // 1))
-        resource.setrlimit(resource.RLIMIT_CPU, (cpu, cpu + 1))
-    _limit(resource.RLIMIT_DATA, lim.get("data"))
-    _limit(resource.RLIMIT_AS, lim.get("as"))
-    _limit(resource.RLIMIT_FSIZE, lim.get("fsize"))
-    _limit(resource.RLIMIT_NOFILE, lim.get("nofile"))
-    _limit(resource.RLIMIT_NPROC, lim.get("nproc"))
-    _limit(resource.RLIMIT_CORE, 0)
-    _limit(resource.RLIMIT_MEMLOCK, 0)
-    os.chdir(WORK)
-    for name, content in req.get("files", {}).items():
-        path = os.path.join(WORK, name)
-        os.makedirs(os.path.dirname(path), exist_ok=True)
-        with open(path, "wb") as f:
-            f.write(content)
-    os.environ.clear()
-    os.environ.update(req["env"])
-    fd = os.open("/tmp", os.O_RDWR | os.O_TMPFILE, 0o600)
-    os.write(fd, req.get("stdin", "").encode())
-    os.lseek(fd, 0, os.SEEK_SET)
-    os.dup2(fd, 0)
-    os.close(fd)
-    if req.get("seccomp"):
-        _install_seccomp(req["seccomp"])
-
-
-def _install_seccomp(bpf: bytes) -> None:
-    """Load the host-compiled filter (``_seccomp.py``); it holds for this process, its
-    children and across execve. no_new_privs (already set by bwrap) lets an unprivileged
-    process install it."""
-    import ctypes
-
-    class SockFprog(ctypes.Structure):
-        _fields_ = [("len", ctypes.c_ushort), ("filter", ctypes.c_void_p)]
-
-    buf = ctypes.create_string_buffer(bpf, len(bpf))
-    prog = SockFprog(len(bpf) // 8, ctypes.addressof(buf))
-    _libc_call("prctl", PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0)
-    _libc_call("prctl", PR_SET_SECCOMP, SECCOMP_MODE_FILTER, ctypes.byref(prog), 0, 0)
-
-
-def _report(exc: BaseException) -> None:
-    import traceback
-
-    tb = exc.__traceback__
-    while tb is not None and tb.tb_frame.f_code.co_filename == "<string>":
-        tb = tb.tb_next
-    traceback.print_exception(type(exc), exc, tb)
-
-
-def _once(req: dict) -> None:
-    path = os.path.join(WORK, "main.py" if req["language"] == "python" else "main.sh")
-    with open(path, "w") as f:
-        f.write(req["code"])
-    if req["language"] == "bash":
-        os.execve("/bin/bash", ["bash", path], dict(os.environ))
-    sys.argv = [path]
-    sys.path.insert(0, WORK)
-    scope = {"__name__": "__main__", "__file__": path, "__builtins__": __builtins__}
-    try:
-        exec(compile(req["code"], path, "exec"), scope)
-    except SystemExit:
-        raise
-    except BaseException as exc:  # noqa: BLE001 - report like the interpreter would
-        _report(exc)
-        sys.exit(1)
-
-
-def _cell(code: str, scope: dict) -> str:
-    import ast
-
-    try:
-        tree = ast.parse(code, "<cell>", "exec")
-        last = tree.body[-1] if tree.body else None
-        if isinstance(last, ast.Expr):
-            tree.body.pop()
-            exec(compile(tree, "<cell>", "exec"), scope)
-            value = eval(compile(ast.Expression(last.value), "<cell>", "eval"), scope)
-            if value is not None:
-                print(repr(value))
-        else:
-            exec(compile(tree, "<cell>", "exec"), scope)
-        return "ok"
-    except SystemExit:
-        return "exit"
-    except BaseException as exc:  # noqa: BLE001 - the cell failed, the session lives on
-        _report(exc)
-        return "error"
-
-
-def _session(ctrl: int) -> None:
-    sys.path.insert(0, WORK)
-    scope = {"__name__": "__main__", "__builtins__": __builtins__}
-    while True:
-        msg = _read_frame(ctrl)
-        if msg is None:
-            return
-        status = _cell(msg["code"], scope)
-        sys.stdout.flush()
-        sys.stderr.flush()
-        tail = MARK + f"{msg['token']}:{status}\n".encode()
-        os.write(1, tail)
-        os.write(2, tail)
-
-
-def _libc():
-    if not _LIBC:
-        import ctypes
-
-        _LIBC.append(ctypes.CDLL(None, use_errno=True))
-    return _LIBC[0]
-
-
-def _libc_call(name: str, *args: object) -> None:
-    if getattr(_libc(), name)(*args) != 0:
-        import ctypes
-
-        err = ctypes.get_errno()
-        raise OSError(err, f"{name}: {os.strerror(err)}")
-
-
-def _child(req: dict, out: int, err: int) -> None:
-    """The program process (pid 2 of its namespace): drop everything, then run the code."""
+def _program(req: dict, out: int, err: int, verdict: int, uid: str, caps: bool) -> None:
+    """The program process: stdout/stderr/verdict on fds 1-3, nothing else open."""
     os.dup2(out, 1)
     os.dup2(err, 2)
-    os.closerange(3, 1 << 16)
-    with open("/proc/sys/kernel/cap_last_cap") as f:
-        last_cap = int(f.read())
-    for cap in range(last_cap + 1):
-        _libc_call("prctl", PR_CAPBSET_DROP, cap, 0, 0, 0)
-    _drop(str(req["uid"]))
-    _setup(req)
-    _once(req)
+    os.dup2(verdict, VERDICT_FD)
+    os.closerange(VERDICT_FD + 1, 1 << 16)
+    gc.enable()  # the zygote and init run without it; user code gets normal Python
+
+    def body() -> int:
+        if caps:
+            _drop_caps()
+        _drop(uid)
+        _setup(req)
+        return _run_program(req)
+
+    _finish(body)
 
 
-def _init(req: dict, out: int, err: int, report: int) -> None:
-    """Pid 1 of the run's pid namespace: private namespaces, fork the program, reap, report.
-
-    The program must not be pid 1 itself: the kernel drops default-action signals (SIGXCPU,
-    kill(1, ...)) sent to a namespace init. When this exits, the kernel kills the namespace.
-    """
-    try:
-        _fresh_namespaces(req)
-        _libc_call("mount", b"proc", b"/proc", b"proc", MS_NOSUID | MS_NODEV | MS_NOEXEC, None)
-        pid = os.fork()
-    except BaseException as exc:  # noqa: BLE001 - tell the host rather than dying silently
-        os.write(report, marshal.dumps({"error": repr(exc)}))
-        os._exit(0)
+def _fork_program(req: dict, out: int, err: int, uid: str, caps: bool) -> tuple[int, int]:
+    """Fork the program; returns its pid and the read end of its verdict pipe."""
+    vr, vw = os.pipe()
+    pid = os.fork()
     if pid == 0:
-        _finish(req, out, err)
-    os.close(out)
-    os.close(err)
+        os.close(vr)
+        _program(req, out, err, vw, uid, caps)
+    req.clear()
+    os.close(vw)
+    for fd in (out, err):
+        if fd > 2:
+            os.close(fd)
+    return pid, vr
+
+
+def _await_request(ctrl_fd: int, verdict: int, ack: int, uid: str, failed: bool) -> None:
+    """The pre-forked program process: drop privileges, then receive the request itself.
+
+    It is unprivileged before the first request byte arrives, and its init never sees the
+    request. ``ack`` tells the init a request was taken (so it must be answered).
+    """
+    import socket
+
+    try:
+        _drop_caps()
+        _drop(uid)
+        ctrl = socket.socket(fileno=ctrl_fd)  # keep a reference: collecting it closes the fd
+        head, fds, _, _ = socket.recv_fds(ctrl, 32, 2)
+        req = _read_frame(ctrl_fd, head) if head else None
+    except OSError:
+        _exit(EXIT_HANGUP)
+    if req is None or len(fds) != 2:
+        _exit(EXIT_HANGUP)
+    os.write(ack, b"G")
+    if failed:  # the run's namespaces could not be built: never run it without them
+        _exit(125)
+    _program(req, fds[0], fds[1], verdict, "-", False)
+
+
+def _reap(pid: int, vr: int) -> dict:
+    """Wait for the program (reaping orphans too) and describe how it ended."""
     while True:
         done, status = os.wait()
         if done == pid:
             break
-    os.write(report, marshal.dumps({"wait": status}))
-    os._exit(0)
-
-
-def _finish(req: dict, out: int, err: int) -> None:
-    """Run the program in this process, then exit like the interpreter would."""
-    code = 0
+    os.set_blocking(vr, False)
     try:
-        _child(req, out, err)
-        if "threading" in sys.modules:
-            sys.modules["threading"]._shutdown()
-        import atexit
+        verdict = os.read(vr, 4096)
+    except BlockingIOError:
+        verdict = b""
+    import resource
 
-        atexit._run_exitfuncs()
-    except SystemExit as exc:
-        code = exc.code if isinstance(exc.code, int) else (exc.code is not None)
-        if not isinstance(exc.code, int | None):
-            print(exc.code, file=sys.stderr)
-    except BaseException as exc:  # noqa: BLE001 - setup failed inside the sandbox
-        os.write(2, f"sandbox setup failed: {exc!r}\n".encode())
-        code = 125
-    for stream in (sys.stdout, sys.stderr):
-        try:
-            stream.flush()
-        except BaseException:  # noqa: BLE001 - a closed or broken stream must not hang exit
-            pass
-    os._exit(int(code) & 0xFF)
+    use = resource.getrusage(resource.RUSAGE_CHILDREN)
+    full = any(_full(d) for d in TMPFS)
+    return {"wait": status, "cpu": use.ru_utime + use.ru_stime, "verdict": verdict, "full": full}
 
 
-def _fresh_namespaces(req: dict) -> None:
+def _full(d: str) -> bool:
+    try:
+        return os.statvfs(d).f_bavail == 0
+    except OSError:
+        return False
+
+
+def _fresh_namespaces(disk_bytes: int, keep: list[str]) -> None:
     """New mount + ipc namespaces with empty size-capped tmpfs work dirs.
 
-    Net and uts stay the zygote's (already private: loopback only, fixed hostname): a zygote
-    serves one run at a time and nothing of a run survives it, so there is nothing to share;
-    SysV/POSIX IPC objects do outlive their creators, hence the per-run ipc namespace.
+    Interpreter dirs under a tmpfs mount point (``keep``; a venv in ``/tmp``) are opened first
+    and bound again, read-only, inside the new tmpfs. Net and uts stay the zygote's (private:
+    loopback only, fixed hostname); SysV/POSIX IPC objects outlive their creators, hence ipc.
     """
     _libc_call("unshare", CLONE_NEWNS | CLONE_NEWIPC)
     _libc_call("mount", b"none", b"/", None, MS_REC | MS_PRIVATE, None)
-    opts = f"size={req['disk_bytes']},mode=1777".encode()
-    for d in (b"/work", b"/tmp", b"/dev/shm"):
-        _libc_call("mount", b"tmpfs", d, b"tmpfs", MS_NOSUID | MS_NODEV, opts)
+    held = [(p, os.open(p, os.O_PATH)) for p in keep]
+    opts = f"size={disk_bytes},mode=1777".encode()
+    for d in TMPFS:
+        _libc_call("mount", b"tmpfs", d.encode(), b"tmpfs", MS_NOSUID | MS_NODEV, opts)
+    for path, fd in held:
+        os.makedirs(path, exist_ok=True)
+        src, dst = f"/proc/self/fd/{fd}".encode(), path.encode()
+        _libc_call("mount", src, dst, None, MS_BIND | MS_REC, None)
+        _libc_call("mount", None, dst, None, MS_REMOUNT | MS_BIND | MS_RDONLY, None)
+        os.close(fd)
+
+
+def _serve_one(ctrl_fd: int, done: int, disk_bytes: int, uids: tuple[int, int], keep) -> None:
+    """The run's init (pid 1 of its pid namespace): build the run's namespaces, fork the
+    program (which takes the request itself), reap it and reply."""
+    import socket
+
+    failed = None
+    try:  # built while waiting: nothing here depends on the request
+        _fresh_namespaces(disk_bytes, keep)
+        _libc_call("mount", b"proc", b"/proc", b"proc", MS_NOSUID | MS_NODEV | MS_NOEXEC, None)
+    except OSError as exc:
+        failed = exc
+    uid = str(uids[0] + int.from_bytes(os.urandom(4), "little") % uids[1])
+    vr, vw = os.pipe()
+    ar, aw = os.pipe()
+    pid = _fork_retrying()
+    if pid < 0:  # no process slot (the last run's processes still dying): let the host retry
+        _exit(EXIT_HANGUP)
+    if pid == 0:
+        for fd in (vr, ar, done):
+            os.close(fd)
+        _await_request(ctrl_fd, vw, aw, uid, failed is not None)
+    for fd in (vw, aw):
+        os.close(fd)
+    reply = _reap(pid, vr)
+    if os.read(ar, 1) != b"G":  # hang-up, or the program died before taking a request
+        _exit(EXIT_HANGUP)
+    if failed is not None:
+        reply = {"error": f"cannot build the run's namespaces: {failed!r}"}
+    data = marshal.dumps(reply)
+    socket.socket(fileno=ctrl_fd).sendall(str(len(data)).encode() + b"\n" + data)
+    os.write(done, b"R")
+    _exit(0)
+
+
+def _fork_retrying(wait_s: float = 2.0) -> int:
+    """fork(), retried while the pids limit is hit (the previous run's processes may still be
+    dying when the next run starts); -1 if it never succeeds."""
+    import time
+
+    deadline = time.monotonic() + wait_s
+    while True:
+        try:
+            return os.fork()
+        except BlockingIOError:
+            if time.monotonic() > deadline:
+                return -1
+            time.sleep(0.005)
 
 
 def _fork_in_new_pidns(own_pidns: int) -> int:
@@ -274,61 +212,123 @@ def _fork_in_new_pidns(own_pidns: int) -> int:
     """
     _libc_call("setns", own_pidns, CLONE_NEWPID)
     _libc_call("unshare", CLONE_NEWPID)
-    return os.fork()
+    pid = _fork_retrying()
+    if pid < 0:
+        _exit(1)  # the host sees the zygote gone and uses a fresh one
+    return pid
 
 
-def _zygote(ctrl_fd: int) -> None:
-    """Serve runs one at a time: recv (frame, stdout fd, stderr fd), fork, reply a frame."""
+def _zygote(ctrl_fd: int, disk_bytes: int, uids: tuple[int, int], keep: list[str], preload) -> None:
+    """Keep one init forked and waiting for the next request; never read a request itself.
+
+    ``preload``: modules imported once here so each run's fork has them (like a warm
+    interpreter would); a run's changes to them die with its fork.
+    """
     import socket
     import traceback  # noqa: F401 - preloaded so each fork need not import it (errors are common)
+
+    for name in preload:
+        try:
+            __import__(name)
+        except Exception:  # noqa: BLE001 - a missing optional module is just not preloaded
+            pass
 
     _libc()
     own_pidns = os.open("/proc/self/ns/pid", os.O_RDONLY)
     gc.freeze()  # forks then share these pages instead of copying them on the first GC
-    ctrl = socket.socket(fileno=ctrl_fd)
     while True:
-        head, fds, _, _ = socket.recv_fds(ctrl, 32, 2)
-        if not head:
-            return
-        while not head.endswith(b"\n"):
-            head += ctrl.recv(1)
-        n, body = int(head), b""
-        while len(body) < n:
-            body += ctrl.recv(n - len(body))
-        req = marshal.loads(body)
-        rfd, wfd = os.pipe()
+        dr, dw = os.pipe()
         pid = _fork_in_new_pidns(own_pidns)
         if pid == 0:
-            ctrl.close()
-            os.close(rfd)
+            os.close(dr)
             os.close(own_pidns)
             gc.disable()
-            _init(req, fds[0], fds[1], wfd)
-        for fd in (*fds, wfd):
-            os.close(fd)
-        os.waitpid(pid, 0)
-        reply = os.read(rfd, 4096) or marshal.dumps({"error": "zygote child died"})
-        os.close(rfd)
-        ctrl.sendall(str(len(reply)).encode() + b"\n" + reply)
+            _serve_one(ctrl_fd, dw, disk_bytes, uids, keep)
+        os.close(dw)
+        replied = os.read(dr, 1) == b"R"  # or EOF: the init is gone
+        os.close(dr)
+        while True:  # reap finished inits without waiting for the one still tearing down
+            try:
+                done, status = os.waitpid(-1, 0 if not replied else os.WNOHANG)
+            except ChildProcessError:
+                break
+            if done == 0:
+                break
+            if done == pid and os.WIFEXITED(status) and os.WEXITSTATUS(status) == EXIT_HANGUP:
+                return
+            if done == pid and not replied:  # the init died mid-run (e.g. OOM): answer for it
+                data = marshal.dumps({"error": f"the run's init died (wait status {status})"})
+                socket.socket(fileno=os.dup(ctrl_fd)).sendall(b"%d\n" % len(data) + data)
+                break
 
 
-def main() -> None:
-    uid, mode, site_dirs = sys.argv[1:4]
-    sys.path += [d for d in site_dirs.split(":") if d]
-    del sys.argv[1:]
-    if mode == "zygote":
-        _zygote(int(uid))
-        return
+def _once() -> None:
+    """Docker: init + program in the container; report after the host's token on stderr."""
+    req = _read_frame(0)
+    if req is None:
+        _exit(0)
+    pid, vr = _fork_program(req, 1, 2, "-", False)
+    _libc_call("prctl", PR_SET_DUMPABLE, 0, 0, 0, 0)  # the program may not read our memory
+    token = _read_frame(0)  # sent after the request: the program never had it
+    report = _reap(pid, vr)
+    if token is not None:
+        os.write(2, MARK + token["token"].encode() + marshal.dumps(report).hex().encode() + b"\n")
+    status = report["wait"]
+    _exit(os.WEXITSTATUS(status) if os.WIFEXITED(status) else 128 + os.WTERMSIG(status))
+
+
+def _session(uid: str) -> None:
+    """Trusted parent: relay host cells to the worker, end each cell's output with a marker."""
     _drop(uid)
     req = _read_frame(0)
     if req is None:
-        os._exit(0)
-    ctrl = os.dup(0) if mode == "session" else -1
+        _exit(0)
+    ctrl = os.dup(0)
     _setup(req)
-    if mode == "session":
-        _session(ctrl)
+    cmd_r, cmd_w = os.pipe()
+    rep_r, rep_w = os.pipe()
+    pid = os.fork()
+    if pid == 0:
+        for fd in (ctrl, cmd_w, rep_r):
+            os.close(fd)
+        _cells(cmd_r, rep_w)
+    for fd in (cmd_r, rep_w):
+        os.close(fd)
+    while True:
+        msg = _read_frame(ctrl)
+        if msg is None:
+            _exit(0)
+        data = marshal.dumps({"code": msg["code"]})
+        os.write(cmd_w, str(len(data)).encode() + b"\n" + data)
+        status = b""
+        while not status.endswith(b"\n"):
+            ch = os.read(rep_r, 1)
+            if not ch:
+                _, wait = os.waitpid(pid, 0)
+                _exit(os.waitstatus_to_exitcode(wait) & 0xFF)
+            status += ch
+        tail = MARK + f"{msg['token']}:".encode() + status
+        os.write(1, tail)
+        os.write(2, tail)
+
+
+def main() -> None:
+    arg, mode, site_dirs = sys.argv[1:4]
+    sys.path += [d for d in site_dirs.split(":") if d]
+    venv = os.path.dirname(os.path.dirname(os.path.abspath(sys.executable)))
+    if os.path.exists(os.path.join(venv, "pyvenv.cfg")):  # what ``site`` (skipped) would do
+        sys.prefix = sys.exec_prefix = venv
+    del sys.argv[1:]
+    if mode == "zygote":
+        ctrl_fd, disk, uid_base, uid_span, preload, *keep = arg.split(":")
+        uids = (int(uid_base), int(uid_span))
+        keep = [p for p in keep if p]
+        _zygote(int(ctrl_fd), int(disk), uids, keep, [m for m in preload.split(",") if m])
+    elif mode == "session":
+        _session(arg)
     else:
-        _once(req)
+        _once()
 
 
-main()
+if __name__ == "__main__":
+    main()

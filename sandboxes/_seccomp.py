@@ -4,7 +4,8 @@ Why: the program already runs with no capabilities, as an unused unprivileged ui
 namespaces, so the syscalls below mostly fail anyway for lack of privilege. What remains
 reachable without privilege is kernel code that has been the entry point of many local
 privilege escalations: creating user (and other) namespaces, io_uring, unprivileged eBPF,
-perf events, userfaultfd, the keyring, ptrace. The filter makes them fail with an errno before
+perf events, userfaultfd, the keyring, ptrace, kcmp, modify_ldt, landlock, and AF_VSOCK
+sockets (vsock reaches the hypervisor and is not covered by a network namespace). The filter makes them fail with an errno before
 any of that code runs. It is a denylist (everything else allowed), so ordinary programs,
 threads and subprocesses are unaffected: ``clone3`` returns ENOSYS, on which glibc falls back
 to ``clone``, whose namespace flags are filtered by argument.
@@ -30,8 +31,12 @@ DENIED = (
     "request_key", "io_uring_setup", "io_uring_enter", "io_uring_register", "kexec_load",
     "kexec_file_load", "init_module", "finit_module", "delete_module", "swapon", "swapoff",
     "reboot", "acct", "quotactl", "syslog", "open_by_handle_at", "name_to_handle_at",
-    "lookup_dcookie", "vhangup",
+    "lookup_dcookie", "vhangup", "kcmp", "modify_ldt", "landlock_create_ruleset",
+    "landlock_add_rule", "landlock_restrict_self",
 )  # fmt: skip
+# Socket families the private network namespace does not cover: AF_VSOCK talks to the
+# hypervisor/host (vsock is not namespaced).
+DENIED_FAMILIES = (40,)  # AF_VSOCK
 # clone(2) flags that create namespaces (arg 0 on x86-64 and aarch64).
 NAMESPACE_FLAGS = (
     0x00000080,  # CLONE_NEWTIME
@@ -61,6 +66,9 @@ def denylist_bpf() -> bytes | None:
             f.add_rule(sc.ERRNO(errno.EPERM), name)
         except (RuntimeError, ValueError, OSError):  # not a syscall on this architecture
             continue
+    for family in DENIED_FAMILIES:
+        for call in ("socket", "socketpair"):
+            f.add_rule(sc.ERRNO(errno.EPERM), call, sc.Arg(0, sc.EQ, family))
     for flag in NAMESPACE_FLAGS:
         f.add_rule(sc.ERRNO(errno.EPERM), "clone", sc.Arg(0, sc.MASKED_EQ, flag, flag))
     try:

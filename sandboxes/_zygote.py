@@ -3,7 +3,9 @@
 :class:`SandboxProcess` starts ``bwrap`` inside its own cgroup (a ``sh`` shim writes its pid
 to ``cgroup.procs`` and execs bwrap, so nothing runs outside the cgroup) and can kill the
 whole tree. :class:`Zygote` sends one request at a time over a unix socket together with the
-write ends of two fresh pipes, then streams the program's output from the read ends.
+write ends of two fresh pipes, then streams the program's output from the read ends. The
+zygote keeps one per-run init forked and waiting, and that init (not the zygote) reads the
+request, so request bytes never enter a process that outlives the run.
 """
 
 from __future__ import annotations
@@ -83,7 +85,10 @@ class Zygote:
         self.alive = True
 
     def run(self, req: ExecRequest, body: dict, pids: int, cpus: float) -> ExecResult:
-        """Run one request; on timeout/flood/protocol trouble the zygote is killed (not reused)."""
+        """Run one request; on timeout/flood/protocol trouble the zygote is killed (not reused).
+
+        The deadline covers the whole request: sending it (stdin included), running, replying.
+        """
         cg = self.box.cgroup
         if cg is not None:
             cg.set_limits((req.memory_mb + OVERHEAD_MB) << 20, pids + OVERHEAD_PIDS, cpus)
@@ -91,15 +96,19 @@ class Zygote:
         out_r, out_w = os.pipe()
         err_r, err_w = os.pipe()
         start = time.monotonic()
+        deadline = start + req.timeout_s
+        reply: dict | None = None
         try:
             data = marshal.dumps(body)
             socket.send_fds(self.sock, [str(len(data)).encode() + b"\n"], [out_w, err_w])
             os.close(out_w)
             os.close(err_w)
             out_w = err_w = -1
-            self.sock.sendall(data)
-            got = _io.pump((out_r, err_r), start + req.timeout_s, req.max_output_bytes)
-            reply = None if (got.timed_out or got.truncated) else self._reply(start + req.timeout_s)
+            sent = self._send(data, deadline)
+            got = _io.pump((out_r, err_r), deadline, req.max_output_bytes)
+            got.timed_out |= not sent
+            if not (got.timed_out or got.truncated):
+                reply = self._reply(deadline)
         finally:
             for fd in (out_r, err_r, out_w, err_w):
                 if fd >= 0:
@@ -111,8 +120,12 @@ class Zygote:
         oom = cg.oom_count() > oom0 if cg else False
         cpu = cg.cpu_seconds() if cg else None
         cpu = cpu - cpu0 if cpu is not None and cpu0 is not None else None
+        if reply is not None and cpu is None:
+            cpu = reply.get("cpu")
         if broken:
             self.close()
+        if oom:  # the kernel killed something of this run (maybe its init or the zygote)
+            return _io.result("memory", None, got, wall, cpu, False if "nonce" in body else None)
         if reply is not None and "error" in reply:
             got.err += f"\nsandbox error: {reply['error']}".encode()
             return _io.result("sandbox_error", None, got, wall, cpu)
@@ -122,7 +135,26 @@ class Zygote:
                 got.err += b"\nsandbox error: the sandbox exited without answering"
                 return _io.result("sandbox_error", None, got, wall, cpu)
             got.timed_out = True  # the program finished but the zygote never answered in time
-        return _io.result(_io.classify(code, got, oom, cpu, req), code, got, wall, cpu)
+        full = bool(reply and reply.get("full"))
+        status = _io.classify(code, got, oom, cpu, req, full)
+        verified = _io.verified(body, reply.get("verdict") if reply else None)
+        return _io.result(status, code, got, wall, cpu, verified)
+
+    def _send(self, data: bytes, deadline: float) -> bool:
+        """Send the request body before ``deadline``; False if it could not be sent in time."""
+        view, done = memoryview(data), 0
+        try:
+            while done < len(data):
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    return False
+                self.sock.settimeout(left)
+                done += self.sock.send(view[done : done + (4 << 20)])
+        except TimeoutError:
+            return False
+        finally:
+            view.release()
+        return True
 
     def _reply(self, deadline: float) -> dict | None:
         self.sock.settimeout(max(deadline - time.monotonic(), 0.0) + 1.0)
@@ -133,7 +165,7 @@ class Zygote:
                 if not ch:
                     return None
                 buf += ch
-            n, data = int(buf), b""
+            n, data = int(buf), bytearray()
             while len(data) < n:
                 chunk = self.sock.recv(n - len(data))
                 if not chunk:

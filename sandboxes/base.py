@@ -10,25 +10,56 @@ from __future__ import annotations
 import abc
 import asyncio
 import dataclasses
+import math
 from collections.abc import Callable
 from typing import Any, Literal
 
 Language = Literal["python", "bash"]
-Status = Literal["ok", "error", "timeout", "memory", "killed", "output_limit", "sandbox_error"]
+Status = Literal[
+    "ok", "error", "timeout", "memory", "disk", "killed", "output_limit", "sandbox_error"
+]
 STATUSES: tuple[Status, ...] = (
     "ok",
     "error",
     "timeout",
     "memory",
+    "disk",
     "killed",
     "output_limit",
     "sandbox_error",
 )
 
 
+def _positive(name: str, value: object, integer: bool, optional: bool = False) -> None:
+    """Reject nan/inf/zero/negative (and non-integers where a count is meant), naming the field."""
+    if optional and value is None:
+        return
+    kinds = (int,) if integer else (int, float)
+    if isinstance(value, bool) or not isinstance(value, kinds):
+        want = "an int" if integer else "a number"
+        raise ValueError(f"{name} must be {want}, got {value!r}")
+    if not math.isfinite(value) or value <= 0:
+        raise ValueError(f"{name} must be finite and > 0, got {value!r}")
+
+
+def check_knobs(counts: dict[str, object], positive: dict[str, object]) -> None:
+    """Validate backend knobs: ``counts`` are ints >= 0 (pool sizes), ``positive`` are > 0
+    (ints, except ``cpus``), each error naming its field."""
+    for name, value in counts.items():
+        if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+            raise ValueError(f"{name} must be an int >= 0, got {value!r}")
+    for name, value in positive.items():
+        _positive(name, value, integer=name != "cpus")
+
+
 @dataclasses.dataclass(frozen=True)
 class ExecRequest:
-    """One program to run. Limits are per run; ``cpu_time_s=None`` means ``timeout_s``."""
+    """One program to run. Limits are per run; ``cpu_time_s=None`` means ``timeout_s``.
+
+    ``check`` (Python only): test source run by the harness in the program's ``__main__``
+    after the program; ``ExecResult.verified`` is True only if every test ran to the end
+    (see ``_harness.py``). A program that exits first is never verified.
+    """
 
     code: str
     language: Language = "python"
@@ -39,12 +70,25 @@ class ExecRequest:
     cpu_time_s: float | None = None
     max_output_bytes: int = 1 << 20
     env: dict[str, str] = dataclasses.field(default_factory=dict)
+    check: str | None = None
 
     def __post_init__(self) -> None:
         if self.language not in ("python", "bash"):
             raise ValueError(f"unsupported language {self.language!r}")
-        if self.timeout_s <= 0 or self.memory_mb <= 0 or self.max_output_bytes <= 0:
-            raise ValueError("timeout_s, memory_mb and max_output_bytes must be positive")
+        _positive("timeout_s", self.timeout_s, integer=False)
+        _positive("cpu_time_s", self.cpu_time_s, integer=False, optional=True)
+        _positive("memory_mb", self.memory_mb, integer=True)
+        _positive("max_output_bytes", self.max_output_bytes, integer=True)
+        for field in ("code", "stdin"):
+            if not isinstance(getattr(self, field), str):
+                raise ValueError(f"{field} must be a str, got {type(getattr(self, field))}")
+        if self.check is not None and (
+            self.language != "python" or not isinstance(self.check, str)
+        ):
+            raise ValueError("check (test source) must be a str and needs language='python'")
+        for key, value in self.env.items():
+            if not (isinstance(key, str) and isinstance(value, str)):
+                raise ValueError(f"env entries must be str -> str, got {key!r}: {value!r}")
         for name in self.files:
             if name.startswith("/") or ".." in name.split("/"):
                 raise ValueError(f"file names must be relative and stay in the work dir: {name}")
@@ -56,7 +100,8 @@ class ExecRequest:
 
 @dataclasses.dataclass
 class ExecResult:
-    """Outcome of one run. ``truncated`` is set when either stream hit ``max_output_bytes``."""
+    """Outcome of one run. ``truncated`` is set when either stream hit ``max_output_bytes``;
+    ``verified`` is the harness verdict for a request with ``check`` (None without)."""
 
     status: Status
     exit_code: int | None = None
@@ -65,6 +110,7 @@ class ExecResult:
     truncated: bool = False
     wall_s: float = 0.0
     cpu_s: float | None = None
+    verified: bool | None = None
 
     @property
     def ok(self) -> bool:

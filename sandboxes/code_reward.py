@@ -15,6 +15,12 @@ Common keywords: ``mode="fraction"`` (reward = passed / total) or ``"all"`` (1.0
 every test passes), ``timeout_s`` per test, ``memory_mb``, ``language`` (io only),
 ``backend`` (name or instance, default ``local``) and ``concurrency`` (tests run in parallel).
 The result carries per-test outcomes (status, pass/fail, a short detail) for logging.
+
+Who decides a test passed: for asserts, only the sandbox harness (``ExecRequest.check``): the
+candidate runs as ``__main__``, then the tests run, and the test counts as passed only when the
+harness reports the run's secret nonce after the last test (``ExecResult.verified``). An exit
+code of 0, output on stdout, or an early ``sys.exit`` never count. For I/O cases the program's
+stdout must match and it must exit with status 0 (it may call ``sys.exit(0)`` after printing).
 """
 
 from __future__ import annotations
@@ -51,6 +57,11 @@ class CodeReward:
         return self.total > 0 and self.passed == self.total
 
 
+def _check_mode(mode: str) -> None:
+    if mode not in ("fraction", "all"):
+        raise ValueError(f"mode must be 'fraction' or 'all', got {mode!r}")
+
+
 def _reward(outcomes: list[TestOutcome], mode: Mode) -> CodeReward:
     passed = sum(o.passed for o in outcomes)
     total = len(outcomes)
@@ -67,16 +78,20 @@ def _assert_requests(
     if isinstance(tests, str):
         if not entry_point:
             raise ValueError("a check(candidate) test source needs entry_point")
-        names, programs = ["check"], [f"{code}\n\n{tests}\n\ncheck({entry_point})\n"]
+        names, checks = ["check"], [f"{tests}\n\ncheck({entry_point})\n"]
     else:
-        names, programs = list(tests), [f"{code}\n\n{t}\n" for t in tests]
-    reqs = [ExecRequest(p, timeout_s=timeout_s, memory_mb=memory_mb) for p in programs]
+        names, checks = list(tests), [f"{t}\n" for t in tests]
+    reqs = [ExecRequest(code, timeout_s=timeout_s, memory_mb=memory_mb, check=c) for c in checks]
     return names, reqs
 
 
 def _assert_outcome(name: str, res: ExecResult) -> TestOutcome:
-    detail = "" if res.ok else (res.stderr.strip().splitlines() or [res.status])[-1]
-    return TestOutcome(name, res.ok, res.status, detail[:DETAIL_CHARS])
+    passed = res.verified is True
+    status: Status = res.status if (passed or res.status != "ok") else "error"
+    detail = "" if passed else (res.stderr.strip().splitlines() or [res.status])[-1]
+    if not passed and res.status == "ok" and not res.stderr.strip():
+        detail = "the program ended before the tests finished"
+    return TestOutcome(name, passed, "ok" if passed else status, detail[:DETAIL_CHARS])
 
 
 def _normalize(text: str) -> list[str]:
@@ -107,6 +122,7 @@ def score_asserts(
     concurrency: int = 4,
 ) -> CodeReward:
     """Score Python ``code`` against assert statements or a ``check(candidate)`` function."""
+    _check_mode(mode)
     names, reqs = _assert_requests(code, tests, entry_point, timeout_s, memory_mb)
     results = run_many(reqs, backend=backend, concurrency=concurrency)
     return _reward([_assert_outcome(n, r) for n, r in zip(names, results, strict=True)], mode)
@@ -135,6 +151,7 @@ def score_io(
     concurrency: int = 4,
 ) -> CodeReward:
     """Score a stdin/stdout program against ``[{"input": ..., "output": ...}]`` cases."""
+    _check_mode(mode)
     reqs = _io_requests(code, cases, language, timeout_s, memory_mb)
     results = run_many(reqs, backend=backend, concurrency=concurrency)
     return _reward(

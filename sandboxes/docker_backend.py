@@ -7,7 +7,10 @@ read-only root, the host ``/usr`` and Python prefix bind-mounted read-only, size
 ``no-new-privileges``, a random unprivileged uid and rlimits. The request travels over the
 attach stream (read by the same ``_runner.py`` as the local backend, in ``once`` mode) and the
 output streams back through it with a hard cap; logging is off so nothing is buffered on disk.
-On timeout or flood the container is killed; it is always removed.
+On timeout or flood the container is killed; it is always removed. Inside, the runner is the
+container's init and forks the program (``_runner._once``), so the host learns the program's
+real wait status, CPU time (a CPU-limit kill is a ``timeout``) and the harness verdict from a
+report the init writes to stderr after a token the program never sees.
 
 Threat model.
 Covered: host files and env vars (only the read-only binds are visible), networking, host
@@ -23,7 +26,9 @@ under ``/usr`` and the Python prefix. Start-up is ~0.3 s per container; the warm
 from __future__ import annotations
 
 import atexit
+import marshal
 import os
+import secrets
 import select
 import socket
 import struct
@@ -32,7 +37,8 @@ import time
 
 from . import _io
 from ._docker_pool import Launched, WarmContainers
-from .base import ExecRequest, ExecResult, SandboxBackend
+from ._seccomp import denylist_bpf
+from .base import ExecRequest, ExecResult, SandboxBackend, check_knobs
 from .local import ENV, RUNNER, _python_dirs, new_uid
 
 IMAGE = os.environ.get("AGENTRL_SANDBOX_IMAGE", "agentrl-sandbox:base")
@@ -68,8 +74,21 @@ class DockerBackend(SandboxBackend):
         cpus: float = 1.0,
         disk_mb: int = 64,
         pool_size: int = 2,
+        pool_memory_mb: int | None = None,
+        pool_wait_s: float = 0.0,
+        pool_launches: int | None = None,
     ) -> None:
-        """`pool_size` containers are kept started ahead of need (`_docker_pool`); 0 = none."""
+        """`pool_size` containers are kept started ahead of need (`_docker_pool`); 0 = none.
+
+        They are made for requests of `pool_memory_mb` (default: `ExecRequest`'s default);
+        `run` waits up to `pool_wait_s` for one being started, and at most `pool_launches`
+        are started in total (a one-shot CLI call: one, made while it reads its files).
+        """
+        default_mb = ExecRequest("").memory_mb if pool_memory_mb is None else pool_memory_mb
+        check_knobs(
+            {"pool_size": pool_size},
+            {"pids": pids, "cpus": cpus, "disk_mb": disk_mb, "pool_memory_mb": default_mb},
+        )
         import docker
 
         self.client = docker.from_env(timeout=30)
@@ -81,8 +100,12 @@ class DockerBackend(SandboxBackend):
         import site
 
         self.site_dirs = ":".join(site.getsitepackages())
-        default_mb = ExecRequest("").memory_mb
-        self.pool = WarmContainers(self._launch, pool_size, default_mb) if pool_size else None
+        self.pool_wait_s = pool_wait_s
+        self.pool = (
+            WarmContainers(self._launch, pool_size, default_mb, pool_launches)
+            if pool_size
+            else None
+        )
         if self.pool is not None:  # warm containers must not outlive the process
             atexit.register(self.pool.close)
 
@@ -112,6 +135,7 @@ class DockerBackend(SandboxBackend):
             working_dir="/work",
             hostname="sandbox",
             log_config=LogConfig(type="none"),
+            labels={"agentrl.sandbox": "1", "agentrl.pid": str(os.getpid())},  # who made it
         )
 
     def _launch(self, memory_mb: int) -> Launched:
@@ -126,7 +150,7 @@ class DockerBackend(SandboxBackend):
         return Launched(box, conn, conn._sock, memory_mb)
 
     def run(self, request: ExecRequest) -> ExecResult:
-        warm = self.pool.take(request.memory_mb) if self.pool else None
+        warm = self.pool.take(request.memory_mb, self.pool_wait_s) if self.pool else None
         try:
             launched = warm or self._launch(request.memory_mb)
         except Exception as exc:  # noqa: BLE001 - engine trouble is a sandbox error, not a crash
@@ -141,23 +165,51 @@ class DockerBackend(SandboxBackend):
     def _serve(self, launched: Launched, request: ExecRequest) -> ExecResult:
         box, sock = launched.box, launched.sock
         start = time.monotonic()
+        deadline = start + request.timeout_s
         body = _io.payload(request, ENV, _io.rlimits(request, self.pids, self.disk_mb << 20))
-        sock.sendall(_io.frame(body))
-        got = _demux(sock, start + request.timeout_s, request.max_output_bytes)
+        body["seccomp"] = denylist_bpf()
+        token = secrets.token_hex(16)
+        try:  # the request, then the report token (read by the init after it forked)
+            sock.settimeout(max(deadline - time.monotonic(), 0.001))
+            sock.sendall(_io.frame(body) + _io.frame({"token": token}))
+            got = _demux(sock, deadline, request.max_output_bytes)
+        except TimeoutError:
+            got = _io.Pumped(bytearray(), bytearray(), timed_out=True)
         if got.timed_out or got.truncated:
             launched.hangup()  # stop the engine's stream copy first, or kill stalls on it
             box.kill()
-        code = box.wait(timeout=max(1.0, start + request.timeout_s - time.monotonic() + 5))
+        code = box.wait(timeout=max(1.0, deadline - time.monotonic() + 5))
         wall = time.monotonic() - start
         box.reload()
         oom = bool(box.attrs["State"].get("OOMKilled"))
         exit_code = code.get("StatusCode") if isinstance(code, dict) else None
-        status = _io.classify(exit_code, got, oom, None, request)
-        return _io.result(status, exit_code, got, wall, None)
+        report = _take_report(got, token)
+        cpu = report.get("cpu")
+        if "wait" in report:
+            exit_code = os.waitstatus_to_exitcode(report["wait"])
+        status = _io.classify(exit_code, got, oom, cpu, request, bool(report.get("full")))
+        verified = _io.verified(body, report.get("verdict"))
+        return _io.result(status, exit_code, got, wall, cpu, verified)
 
     def close(self) -> None:
         if self.pool is not None:
             self.pool.close()
+
+
+def _take_report(got: _io.Pumped, token: str) -> dict:
+    """Cut the init's report (``MARK token hex(marshal) \\n``) out of stderr; {} if absent."""
+    key = _io.MARK + token.encode()
+    at = got.err.find(key)
+    if at < 0:
+        return {}
+    end = got.err.find(b"\n", at)
+    end = len(got.err) if end < 0 else end
+    raw = bytes(got.err[at + len(key) : end])
+    del got.err[at : end + 1]
+    try:
+        return marshal.loads(bytes.fromhex(raw.decode()))
+    except (ValueError, EOFError, TypeError):
+        return {}
 
 
 def _demux(sock: socket.socket, deadline: float, cap: int) -> _io.Pumped:

@@ -7,6 +7,11 @@ that times out or floods its output kills the sandbox, and the next call starts 
 ``repr`` is printed. Isolation and threat model are the ``local`` backend's (see
 ``local.py``), except that cells of one session share their process by design.
 
+Cells run in a worker process; a trusted parent in the same sandbox writes each cell's end
+marker with a per-cell token the worker never sees, so a cell cannot end itself early and
+keep running unobserved. Between cells the sandbox's cgroup is frozen: threads or children a
+cell left behind get no CPU until the next cell, whose time limit then covers them.
+
 >>> with PythonSession() as py:
 ...     _ = py.execute("x = 20")
 ...     py.execute("x + 22").stdout
@@ -40,9 +45,11 @@ class PythonSession:
         files: dict[str, str | bytes] | None = None,
         env: dict[str, str] | None = None,
     ) -> None:
+        # ExecRequest validates every limit, naming the bad one, before a sandbox starts.
+        ExecRequest("", timeout_s=timeout_s, max_output_bytes=max_output_bytes)
+        self._setup = ExecRequest("", memory_mb=memory_mb, files=files or {}, env=env or {})
         self.backend = backend or LocalBackend()
         self.timeout_s, self.max_output_bytes = timeout_s, max_output_bytes
-        self._setup = ExecRequest("", memory_mb=memory_mb, files=files or {}, env=env or {})
         self._box: SandboxProcess | None = None
 
     @property
@@ -64,10 +71,14 @@ class PythonSession:
 
     def execute(self, code: str, timeout_s: float | None = None) -> ExecResult:
         """Run one cell; ``status`` is ``ok``/``error`` (exception) or a limit status."""
+        if timeout_s is not None:
+            ExecRequest("", timeout_s=timeout_s)  # nan/inf/0/negative: ValueError naming it
         restarted = self._box is not None and not self.alive
         if restarted:
             self.close()
         box = self._box or self._start()
+        if box.cgroup is not None:
+            box.cgroup.freeze(False)
         token = secrets.token_hex(8)
         tail = MARK + token.encode() + b":"
         start = time.monotonic()
@@ -101,8 +112,11 @@ class PythonSession:
             if status == "ok":
                 status = "killed"
             got.err += RESTARTED.encode()
-        elif restarted:
-            got.err += RESTARTED.encode()
+        else:
+            if box.cgroup is not None:
+                box.cgroup.freeze()
+            if restarted:
+                got.err += RESTARTED.encode()
         got.out, got.err = got.out[: self.max_output_bytes], got.err[: self.max_output_bytes + 64]
         return _io.result(status, 0 if status == "ok" else None, got, wall, None)  # type: ignore[arg-type]
 

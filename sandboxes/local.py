@@ -5,16 +5,19 @@ root without a user namespace, in new mount/pid/net/ipc/uts/cgroup namespaces wh
 empty tmpfs holding only read-only binds of ``/usr`` (+ ``/bin``/``/lib`` links), the
 interpreter prefix and ``ld.so.cache``; a private ``/proc`` and a minimal ``/dev``. It sits in
 its own cgroup (memory incl. swap and tmpfs, pids, CPU quota) set by the host before each run.
-For every run the zygote forks pid 1 of a *fresh* pid namespace, which enters fresh mount and
-ipc namespaces, mounts new size-capped tmpfs ``/work`` (cwd), ``/tmp``, ``/dev/shm`` and a new
-``/proc``, and forks the program; that process drops the whole capability bounding set and
-switches to a random unused host uid (never root, ``no_new_privs`` from bwrap), applies rlimits
-(CPU, data, address space, file size, open files, processes), installs a clean environment and
-runs the code (Python in-process from the warm interpreter, bash via exec). When it exits, the
-kernel kills everything left in its pid namespace (setsid/double-forked daemons included). The
-host streams stdout/stderr with a hard cap and, on timeout or flood, SIGKILLs the zygote's
-process group and every member of its cgroup, then discards that zygote. Zygotes never run
-untrusted code, so reusing them (the warm pool) leaks no state. bwrap rather than raw unshare:
+For every run the zygote forks, before the request arrives, pid 1 of a *fresh* pid namespace
+(the run's init), which enters fresh mount and ipc namespaces, mounts new size-capped tmpfs
+``/work`` (cwd), ``/tmp``, ``/dev/shm`` (interpreter dirs under them re-bound read-only) and a
+new ``/proc``, and forks the program process, which drops the whole capability bounding set
+and switches to a random unused host uid (never root, ``no_new_privs`` from bwrap); only then
+does that unprivileged process receive the request itself. It applies rlimits (CPU, data, address space, file size, open
+files, processes), installs a clean environment and runs the code (Python in-process from the
+warm interpreter as a real ``__main__``, then the harness tests if any; bash via exec). When it
+exits, the kernel kills everything left in its pid namespace (setsid/double-forked daemons
+included). The host streams stdout/stderr with a hard cap and, on timeout or flood, SIGKILLs
+the zygote's process group and every member of its cgroup, then discards that zygote.
+Zygotes never run untrusted code and never read a request, so reusing them (the warm pool)
+leaks no state and no bytes of earlier runs. bwrap rather than raw unshare:
 audited, ~8 ms, ``--die-with-parent``. No user namespace: as root it would map the sandbox to
 host uid 0, whereas a real unprivileged uid keeps file-permission checks and RLIMIT_NPROC real.
 
@@ -25,7 +28,8 @@ loopback, used by one run at a time; the host's 127.0.0.1 is unreachable), seein
 tmpfs, fork/memory/disk bombs, CPU burners, output floods, processes outliving the run, state
 leaking between runs.
 Kernel attack surface: a seccomp denylist (``_seccomp.py``) is installed right before the code
-runs: no new namespaces, mounts, io_uring, eBPF, perf events, userfaultfd, keyring, ptrace.
+runs: no new namespaces, mounts, io_uring, eBPF, perf events, userfaultfd, keyring, ptrace,
+kcmp, modify_ldt, landlock, AF_VSOCK sockets.
 Not covered: kernel exploits through the syscalls that stay allowed (the zygote holds
 CAP_SYS_ADMIN inside its namespaces to build per-run ones, the code never does), CPU side channels, reading world-readable files
 under ``/usr`` and the interpreter prefix (e.g. installed packages), I/O and CPU contention
@@ -40,6 +44,7 @@ import os
 import random
 import shutil
 import site
+import subprocess
 import sys
 from pathlib import Path
 
@@ -47,10 +52,12 @@ from . import _cgroup, _io
 from ._pool import Pool
 from ._seccomp import denylist_bpf
 from ._zygote import SandboxProcess, Zygote
-from .base import ExecRequest, ExecResult, SandboxBackend
+from .base import ExecRequest, ExecResult, SandboxBackend, check_knobs
 
-RUNNER = (Path(__file__).parent / "_runner.py").read_text()
-UID_BASE = 2_000_000_000
+_HERE = Path(__file__).parent
+RUNNER = (_HERE / "_harness.py").read_text() + "\n" + (_HERE / "_runner.py").read_text()
+TMPFS = ("/work", "/tmp", "/dev/shm")  # fresh per run; interpreter dirs below them are re-bound
+UID_BASE, UID_SPAN = 2_000_000_000, 10**8  # runs get random uids in [BASE, BASE + SPAN)
 ENV = {
     "PATH": "/usr/local/bin:/usr/bin:/bin",
     "HOME": "/work",
@@ -60,12 +67,26 @@ ENV = {
     "PYTHONDONTWRITEBYTECODE": "1",
     "PYTHONUNBUFFERED": "1",
 }
+# Imported once per zygote, so runs need not (HumanEval/MBPP solutions mostly use these).
+PRELOAD = (
+    "typing",
+    "math",
+    "random",
+    "copy",
+    "string",
+    "heapq",
+    "bisect",
+    "itertools",
+    "functools",
+    "collections",
+    "re",
+)
 _rng = random.SystemRandom()
 
 
 def new_uid() -> int:
     """A random host uid no account uses; unique per run so RLIMIT_NPROC is per run."""
-    return UID_BASE + _rng.randrange(10**8)
+    return UID_BASE + _rng.randrange(UID_SPAN)
 
 
 class LocalBackend(SandboxBackend):
@@ -82,20 +103,31 @@ class LocalBackend(SandboxBackend):
         disk_mb: int = 64,
         python: str = sys.executable,
         ro_binds: tuple[str, ...] = (),
+        preload: tuple[str, ...] = PRELOAD,
     ) -> None:
+        check_knobs(
+            {"pool_size": pool_size, "max_idle": max_idle},
+            {"pids": pids, "cpus": cpus, "disk_mb": disk_mb},
+        )
+        for path in ro_binds:
+            if not (os.path.isabs(path) and os.path.exists(path)):
+                raise ValueError(f"ro_binds: {path!r} is not an existing absolute path")
         self.bwrap = shutil.which("bwrap")
         if self.bwrap is None or os.geteuid() != 0:
             raise RuntimeError("local sandbox needs root and bubblewrap (scripts/setup-sandbox.sh)")
         self.pids, self.cpus, self.disk_mb, self.python = pids, cpus, disk_mb, python
+        self.preload = tuple(preload)
         self.ro_binds = (*_python_dirs(python), *ro_binds)
-        self.site_dirs = ":".join(site.getsitepackages()) if python == sys.executable else ""
+        self.site_dirs = site_dirs(python)
+        under = [p for p in self.ro_binds if any(p.startswith(d + "/") for d in TMPFS)]
+        self.keep = ":".join(under)
         self.cgroup_version = _cgroup.detect()
         if self.cgroup_version:
             _cgroup.reap_stale()
         self.pool: Pool[Zygote] = Pool(self._spawn, Zygote.close, max_idle, pool_size)
         atexit.register(self.pool.close)
 
-    def argv(self, arg: int, mode: str, caps: tuple[str, ...] = ()) -> list[str]:
+    def argv(self, arg: int | str, mode: str, caps: tuple[str, ...] = ()) -> list[str]:
         """The bwrap command line for one sandbox (see the module docstring)."""
         size = str(self.disk_mb << 20)
         a = [self.bwrap, "--unshare-ipc", "--unshare-pid", "--unshare-net", "--unshare-uts"]
@@ -113,7 +145,7 @@ class LocalBackend(SandboxBackend):
             if os.path.exists(f):
                 a += ["--ro-bind", f, f]
         a += ["--proc", "/proc", "--dev", "/dev"]
-        for d in ("/work", "/tmp", "/dev/shm"):
+        for d in TMPFS:
             a += ["--perms", "1777", "--size", size, "--tmpfs", d]
         # Interpreter binds go after the tmpfs mounts: a venv under /tmp must not be hidden.
         made: set[str] = {"/", "/usr", "/etc", "/work", "/tmp", "/dev", "/dev/shm", "/proc"}
@@ -128,14 +160,16 @@ class LocalBackend(SandboxBackend):
 
     def _spawn(self) -> Zygote:
         caps = ("CAP_SYS_ADMIN", "CAP_SETPCAP")
-        return Zygote(lambda fd: self.argv(fd, "zygote", caps), self.cgroup_version)
+        mods = ",".join(self.preload)
+        arg = f"{{}}:{self.disk_mb << 20}:{UID_BASE}:{UID_SPAN}:{mods}:{self.keep}"
+        return Zygote(lambda fd: self.argv(arg.format(fd), "zygote", caps), self.cgroup_version)
 
     def limits(self, req: ExecRequest | None, cpu: bool = True) -> dict:
         return _io.rlimits(req, self.pids, self.disk_mb << 20, cpu)
 
     def run(self, request: ExecRequest) -> ExecResult:
         body = _io.payload(request, ENV, self.limits(request))
-        body.update(uid=new_uid(), disk_bytes=self.disk_mb << 20, seccomp=denylist_bpf())
+        body["seccomp"] = denylist_bpf()
         for attempt in range(2):  # an idle zygote may have died; retry once on a fresh one
             try:
                 zygote = self.pool.get()
@@ -151,6 +185,9 @@ class LocalBackend(SandboxBackend):
                 if attempt == 0:
                     continue
                 return ExecResult("sandbox_error", stderr=f"sandbox failed: {exc}")
+            except BaseException:  # a bug or an interrupt: never leave a sandbox behind
+                zygote.close()
+                raise
             if zygote.alive:
                 self.pool.put(zygote)
             return res
@@ -164,8 +201,20 @@ class LocalBackend(SandboxBackend):
         self.pool.close()
 
 
+def site_dirs(python: str) -> str:
+    """``:``-joined site-packages of ``python`` (the runner runs with ``-S``)."""
+    if os.path.realpath(python) == os.path.realpath(sys.executable) and python == sys.executable:
+        return ":".join(site.getsitepackages())
+    code = "import site, sys; sys.stdout.write(':'.join(site.getsitepackages()))"
+    out = subprocess.run([python, "-I", "-c", code], capture_output=True, text=True, timeout=60)
+    if out.returncode != 0:
+        raise RuntimeError(f"cannot run the sandbox interpreter {python}: {out.stderr.strip()}")
+    return out.stdout
+
+
 def _python_dirs(python: str) -> list[str]:
     """Interpreter prefixes to expose read-only (base install and venv, if any)."""
     dirs = {os.path.realpath(p) for p in (sys.base_prefix, sys.prefix)}
     dirs.add(str(Path(os.path.realpath(python)).parent.parent))
+    dirs.add(os.path.abspath(os.path.join(os.path.dirname(python), "..")))  # a venv's own dir
     return sorted(d for d in dirs if not (d == "/usr" or d.startswith("/usr/")))

@@ -1,10 +1,16 @@
 """Backends for the sandbox tests: ``local`` always (skips without root/bwrap), ``docker``
-when an engine and the base image exist (``scripts/setup-sandbox.sh``), else a clear skip."""
+when an engine and the base image exist, else a clear skip.
+
+When docker is not usable and we are root, the engine is started the way CI does it, by
+running ``scripts/setup-sandbox.sh`` once (it starts dockerd and builds the base image), and
+checked again; the skip reason then says why it still is not usable."""
 
 from __future__ import annotations
 
 import os
 import shutil
+import subprocess
+from pathlib import Path
 
 import pytest
 from agentrl.sandboxes import get_backend
@@ -20,11 +26,24 @@ def local_reason() -> str | None:
     return None
 
 
+SETUP = Path(__file__).resolve().parents[2] / "scripts" / "setup-sandbox.sh"
+_SETUP_TRIED: list[str] = []
+
+
 def docker_reason() -> str | None:
     from agentrl.sandboxes.docker_backend import docker_status
 
     ok, why = docker_status()
-    return None if ok else why
+    if ok or os.geteuid() != 0 or not SETUP.exists():
+        return None if ok else why
+    if not _SETUP_TRIED:  # start dockerd as CI does, once per session
+        try:
+            out = subprocess.run(["bash", str(SETUP)], capture_output=True, text=True, timeout=240)
+            _SETUP_TRIED.append(out.stdout[-300:])
+        except subprocess.TimeoutExpired:
+            _SETUP_TRIED.append("scripts/setup-sandbox.sh timed out")
+        ok, why = docker_status()
+    return None if ok else f"{why} (after scripts/setup-sandbox.sh: {_SETUP_TRIED[0].strip()})"
 
 
 @pytest.fixture(scope="session", params=["local", pytest.param("docker", marks=pytest.mark.docker)])

@@ -8,7 +8,7 @@ from agentrl.sandboxes.interpreter import PythonSession
 
 @pytest.fixture
 def session(local):
-    with PythonSession(backend=local, timeout_s=2, max_output_bytes=2000) as py:
+    with PythonSession(backend=local, timeout_s=10, max_output_bytes=2000) as py:
         yield py
 
 
@@ -51,3 +51,42 @@ def test_output_cap_and_exit(session):
 def test_session_is_sandboxed(session, monkeypatch):
     res = session.execute("import os; (os.getuid(), sorted(os.environ))")
     assert res.ok and not res.stdout.startswith("(0,") and "HOME" in res.stdout
+
+
+def test_cell_cannot_forge_its_completion(session):
+    """The end-of-cell marker comes from a process the cell cannot read: a cell that hunts for
+    it in its frames and heap and prints every candidate must still be waited for."""
+    hunt = (
+        "import gc, sys, time\nseen = set()\nf = sys._getframe()\nwhile f is not None:\n"
+        "    seen.update(str(v) for v in f.f_locals.values())\n    f = f.f_back\n"
+        "for o in gc.get_objects():\n    if isinstance(o, dict):\n"
+        "        seen.update(v for v in o.values() if isinstance(v, str))\n"
+        "seen = {s for s in seen if len(s) == 16 and set(s) <= set('0123456789abcdef')}\n"
+        "for s in seen:\n    for st in ('ok', 'error', 'exit'):\n"
+        "        sys.stdout.write(f'\\x1e{s}:{st}\\n')\n        sys.stderr.write(f'\\x1e{s}:{st}\\n')\n"
+        "sys.stdout.flush(); sys.stderr.flush()\ntime.sleep(0.5)\nprint('after')\n"
+    )
+    res = session.execute(hunt)
+    assert res.status == "ok" and res.stdout.endswith("after\n"), res
+    assert session.execute("1 + 1").stdout == "2\n"
+
+
+def test_no_cpu_between_cells(local):
+    import time
+
+    if local.cgroup_version is None:
+        pytest.skip("no writable cgroup hierarchy: nothing can freeze the sandbox")
+    with PythonSession(backend=local, timeout_s=10) as py:
+        burn = "import threading, time\nthreading.Thread(target=exec, args=('while True: pass',)).start()"
+        assert py.execute(burn).status == "ok"
+        before = float(py.execute("time.process_time()").stdout)
+        assert py._box is not None and py._box.cgroup is not None and py._box.cgroup.frozen()
+        time.sleep(3)
+        after = float(py.execute("time.process_time()").stdout)
+    assert after - before < 0.3, "the sandbox burned CPU between cells"
+
+
+@pytest.mark.parametrize("field,value", [("timeout_s", float("nan")), ("memory_mb", 0)])
+def test_session_limits_are_validated(field, value):
+    with pytest.raises(ValueError, match=field):
+        PythonSession(**{field: value})

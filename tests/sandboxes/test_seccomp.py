@@ -91,3 +91,29 @@ def test_missing_libseccomp_means_unfiltered_with_a_reason(monkeypatch) -> None:
         monkeypatch.undo()
         _seccomp.denylist_bpf.cache_clear()
     assert _seccomp.denylist_bpf() is not None
+
+
+MORE = r"""
+import ctypes, errno, socket
+libc = ctypes.CDLL(None, use_errno=True)
+def call(nr, *args):
+    r = libc.syscall(nr, *args)
+    return "ok" if r >= 0 else errno.errorcode[ctypes.get_errno()]
+print("kcmp", call(312, 1, 1, 0, 0, 0))
+print("modify_ldt", call(154, 0, 0, 0))
+print("landlock_create_ruleset", call(444, 0, 0, 1))
+print("landlock_add_rule", call(445, 0, 0, 0, 0))
+print("landlock_restrict_self", call(446, 0, 0))
+try:
+    socket.socket(40, socket.SOCK_STREAM)
+    print("af_vsock ok")
+except OSError as e:
+    print("af_vsock", errno.errorcode[e.errno])
+"""
+
+
+def test_vsock_kcmp_ldt_landlock_are_denied(backend) -> None:
+    res = backend.run(ExecRequest(MORE, timeout_s=20))
+    assert res.status == "ok", res.stderr
+    got = dict(line.split() for line in res.stdout.splitlines())
+    assert got == dict.fromkeys(got, "EPERM"), got

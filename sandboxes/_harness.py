@@ -1,0 +1,279 @@
+"""In-sandbox program side: set the process up, run the code as ``__main__``, run the tests.
+
+Why a harness: a code reward must not trust anything the candidate controls. The candidate
+runs in its own real ``__main__`` module (so its functions and classes pickle and
+``multiprocessing`` works), then the harness runs the tests (``check``) in that namespace. Only
+when every test ran to the end does the harness write the run's random nonce to fd 3, a pipe
+read by the trusted parent (init), which reports it to the host. Exiting early (``sys.exit``,
+``os._exit``, ``SystemExit``, a signal, a thread that exits), patching ``sys.exit``/``os._exit``
+or printing a fake success line therefore never yields a verdict. The harness uses private
+references to the functions it needs, taken before any untrusted code runs.
+
+This file has no imports of its own package: ``local.RUNNER`` prepends it to ``_runner.py`` and
+the result runs as ``python -I -S -c``. Stdlib only, cheap modules only.
+"""
+
+import builtins
+import marshal
+import os
+import resource
+import sys
+
+MARK = b"\x1e"
+WORK = "/work"
+VERDICT_FD = 3
+PR_CAPBSET_DROP, PR_SET_NO_NEW_PRIVS, PR_SET_SECCOMP, SECCOMP_MODE_FILTER = 24, 38, 22, 2
+# Private references: the candidate may replace the public ones (os._exit = ..., sys.exit = ...).
+_exit, _write, _dup2, _exec, _compile = os._exit, os.write, os.dup2, exec, compile
+_BaseException, _SystemExit, _isinstance = BaseException, SystemExit, isinstance
+_LIBC: list = []
+
+
+def _drop(uid: str) -> None:
+    if uid != "-":
+        os.setgroups([])
+        os.setgid(int(uid))
+        os.setuid(int(uid))
+        if os.getuid() == 0 or os.geteuid() == 0:
+            _exit(125)
+
+
+def _read_exact(fd: int, n: int) -> bytearray | None:
+    """Read exactly ``n`` bytes in linear time (one buffer, no re-concatenation)."""
+    buf = bytearray(n)
+    view, got = memoryview(buf), 0
+    while got < n:
+        k = os.readv(fd, [view[got:]])
+        if k == 0:
+            return None
+        got += k
+    view.release()
+    return buf
+
+
+def _read_frame(fd: int, head: bytes = b"") -> dict | None:
+    """A ``len\\n`` + marshal frame (``head``: bytes of the length line already read)."""
+    while not head.endswith(b"\n"):
+        ch = os.read(fd, 1)
+        if not ch:
+            return None
+        head += ch
+    body = _read_exact(fd, int(head))
+    return None if body is None else marshal.loads(body)
+
+
+def _limit(kind: int, value: int | None) -> None:
+    if value is None:
+        return
+    soft, hard = resource.getrlimit(kind)
+    cap = value if hard == resource.RLIM_INFINITY else min(value, hard)
+    resource.setrlimit(kind, (cap, cap))
+
+
+def _setup(req: dict) -> None:
+    """Work files, environment, stdin (a memfd: no tmpfs space used), limits and seccomp.
+
+    Files and stdin are the request's own data, written before the rlimits (stdin may be
+    larger than the file-size limit); the tmpfs size and the memory cgroup still bound them.
+    """
+    os.chdir(WORK)
+    for name, content in req.pop("files", {}).items():
+        path = os.path.join(WORK, name)
+        os.makedirs(os.path.dirname(path), exist_ok=True)
+        with open(path, "wb") as f:
+            f.write(content)
+    os.environ.clear()
+    os.environ.update(req["env"])
+    fd = os.memfd_create("stdin", 0)
+    data = req.pop("stdin", b"")
+    view, done = memoryview(data), 0
+    while done < len(data):
+        done += os.write(fd, view[done:])
+    view.release()
+    del data
+    os.lseek(fd, 0, os.SEEK_SET)
+    os.dup2(fd, 0)
+    os.close(fd)
+    lim = req["limits"]
+    if lim.get("cpu_s"):
+        cpu = max(1, -int(-lim["cpu_s"] // 1))
+        resource.setrlimit(resource.RLIMIT_CPU, (cpu, cpu + 1))
+    _limit(resource.RLIMIT_DATA, lim.get("data"))
+    _limit(resource.RLIMIT_AS, lim.get("as"))
+    _limit(resource.RLIMIT_FSIZE, lim.get("fsize"))
+    _limit(resource.RLIMIT_NOFILE, lim.get("nofile"))
+    _limit(resource.RLIMIT_NPROC, lim.get("nproc"))
+    _limit(resource.RLIMIT_CORE, 0)
+    _limit(resource.RLIMIT_MEMLOCK, 0)
+    if req.get("seccomp"):
+        _install_seccomp(req["seccomp"])
+
+
+def _install_seccomp(bpf: bytes) -> None:
+    """Load the host-compiled filter (``_seccomp.py``); it holds for this process, its
+    children and across execve. no_new_privs lets an unprivileged process install it."""
+    import ctypes
+
+    class SockFprog(ctypes.Structure):
+        _fields_ = [("len", ctypes.c_ushort), ("filter", ctypes.c_void_p)]
+
+    buf = ctypes.create_string_buffer(bpf, len(bpf))
+    prog = SockFprog(len(bpf) // 8, ctypes.addressof(buf))
+    _libc_call("prctl", PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0)
+    _libc_call("prctl", PR_SET_SECCOMP, SECCOMP_MODE_FILTER, ctypes.byref(prog), 0, 0)
+
+
+def _libc():
+    if not _LIBC:
+        import ctypes
+
+        _LIBC.append(ctypes.CDLL(None, use_errno=True))
+    return _LIBC[0]
+
+
+def _libc_call(name: str, *args: object) -> None:
+    if getattr(_libc(), name)(*args) != 0:
+        import ctypes
+
+        err = ctypes.get_errno()
+        raise OSError(err, f"{name}: {os.strerror(err)}")
+
+
+def _drop_caps() -> None:
+    with open("/proc/sys/kernel/cap_last_cap") as f:
+        last_cap = int(f.read())
+    for cap in range(last_cap + 1):
+        _libc_call("prctl", PR_CAPBSET_DROP, cap, 0, 0, 0)
+
+
+def _report(exc: BaseException) -> None:
+    """Print a traceback like the interpreter would, without the runner's own frames."""
+    import traceback
+
+    tb = exc.__traceback__
+    while tb is not None and tb.tb_frame.f_code.co_filename == "<string>":
+        tb = tb.tb_next
+    traceback.print_exception(type(exc), exc, tb)
+
+
+def _main_module(path: str):
+    """A fresh, real ``__main__`` module (pickle looks functions up in ``sys.modules``)."""
+    mod = type(sys)("__main__")
+    mod.__file__, mod.__builtins__, mod.__spec__, mod.__loader__ = path, builtins, None, None
+    sys.modules["__main__"] = mod
+    return mod
+
+
+def _fail(msg: str) -> int:
+    try:
+        sys.stderr.flush()
+    except _BaseException:  # noqa: BLE001 - the candidate may have broken stderr
+        pass
+    _write(2, f"\n{msg}\n".encode())
+    return 1
+
+
+def _run_program(
+    req: dict,
+    *,
+    _exec=_exec,
+    _compile=_compile,
+    _write=_write,
+    _SystemExit=_SystemExit,
+    _BaseException=_BaseException,
+) -> int:
+    """Run the program (and its tests, if any); returns the exit code the run should have.
+
+    The private references are bound as defaults too: a candidate that reaches this module's
+    globals through its caller's frame and replaces them does not change this call.
+    """
+    python = req["language"] == "python"
+    path = os.path.join(WORK, "main.py" if python else "main.sh")
+    with open(path, "w") as f:
+        f.write(req["code"])
+    if not python:
+        os.execve("/bin/bash", ["bash", path], dict(os.environ))
+    check, nonce = req.pop("check", None), req.pop("nonce", b"")
+    sys.argv = [path]
+    sys.path.insert(0, WORK)
+    scope = _main_module(path).__dict__
+    for source, name in ((req.pop("code"), path), (check, "<tests>")):
+        if source is None:
+            break
+        try:
+            _exec(_compile(source, name, "exec"), scope)
+        except _SystemExit as exc:
+            if check is None:
+                raise
+            return _fail(f"the program exited ({exc!r}) before the tests finished")
+        except _BaseException as exc:  # noqa: BLE001 - report like the interpreter would
+            _report(exc)
+            return 1
+    if check is not None:
+        _write(VERDICT_FD, MARK + nonce)
+    return 0
+
+
+def _finish(body) -> None:
+    """Run ``body()`` (the program) in this process, then exit like the interpreter would."""
+    code = 0
+    try:
+        code = body()
+        if "threading" in sys.modules:
+            sys.modules["threading"]._shutdown()
+        import atexit
+
+        atexit._run_exitfuncs()
+    except _SystemExit as exc:
+        code = exc.code if _isinstance(exc.code, int) else (exc.code is not None)
+        if not _isinstance(exc.code, int | None):
+            print(exc.code, file=sys.stderr)
+    except _BaseException as exc:  # noqa: BLE001 - setup failed inside the sandbox
+        _write(2, f"sandbox setup failed: {exc!r}\n".encode())
+        code = 125
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.flush()
+        except _BaseException:  # noqa: BLE001 - a closed or broken stream must not hang exit
+            pass
+    _exit(int(code) & 0xFF)
+
+
+def _cell(code: str, scope: dict) -> str:
+    import ast
+
+    try:
+        tree = ast.parse(code, "<cell>", "exec")
+        last = tree.body[-1] if tree.body else None
+        if _isinstance(last, ast.Expr):
+            tree.body.pop()
+            _exec(_compile(tree, "<cell>", "exec"), scope)
+            value = eval(_compile(ast.Expression(last.value), "<cell>", "eval"), scope)
+            if value is not None:
+                print(repr(value))
+        else:
+            _exec(_compile(tree, "<cell>", "exec"), scope)
+        return "ok"
+    except _SystemExit:
+        return "exit"
+    except _BaseException as exc:  # noqa: BLE001 - the cell failed, the session lives on
+        _report(exc)
+        return "error"
+
+
+def _cells(cmd: int, rep: int) -> None:
+    """Session worker: run cells read from ``cmd`` in one ``__main__``; report each status on
+    ``rep``. It never sees the host's frames, so it cannot learn the end-of-cell tokens."""
+    sys.path.insert(0, WORK)
+    scope = _main_module(os.path.join(WORK, "<session>")).__dict__
+    while True:
+        msg = _read_frame(cmd)
+        if msg is None:
+            _exit(0)
+        status = _cell(msg["code"], scope)
+        for stream in (sys.stdout, sys.stderr):
+            try:
+                stream.flush()
+            except _BaseException:  # noqa: BLE001
+                pass
+        _write(rep, status.encode() + b"\n")
