@@ -94,14 +94,16 @@ def constraint_masks(
     return allowed.to(device), errors
 
 
-def run_hooks(params: Any, token: int, advance: bool) -> str | None:
+def run_hooks(
+    params: Any, token: int, logprob: float, top: list[tuple[int, float]], advance: bool
+) -> str | None:
     """After sampling `token`: advance the request's constraint (unless it finished) and call
     its `on_token`. Returns an error message instead of raising."""
     try:
         if advance and params.constraint is not None:
             params.constraint.accept(token)
         if params.on_token is not None:
-            params.on_token(token)
+            params.on_token(token, logprob, top)
     except Exception as exc:  # noqa: BLE001 - a bad hook fails its request only
         return f"{type(exc).__name__}: {exc}"
     return None

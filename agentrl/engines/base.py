@@ -38,9 +38,10 @@ class SamplingParams:
     constraint: TokenConstraint | None = None
     # Also return the k most likely tokens at each position (the "top_logprobs" feature).
     top_logprobs: int = 0
-    # Called with each sampled token id as it is sampled, from the engine's own thread (the
-    # "stream" feature); must be quick and thread-safe (e.g. `loop.call_soon_threadsafe`).
-    on_token: Callable[[int], None] | None = None
+    # Called as each token is sampled with (token id, logprob, top_logprobs pairs), from the
+    # engine's own thread (the "stream" feature): keep it quick and thread-safe (e.g.
+    # `loop.call_soon_threadsafe`).
+    on_token: Callable[[int, float, list[tuple[int, float]]], None] | None = None
 
 
 class TokenConstraint(ABC):

@@ -327,7 +327,8 @@ class HFEngine(Engine):
             if top is not None and req.params.top_logprobs > 0:
                 req.top.append(smp.top_pairs(top, i, req.params.top_logprobs))
             req.finish = self._finish_reason(req, tok)
-            error = smp.run_hooks(req.params, tok, req.finish is None)
+            top_i = req.top[-1] if top is not None and req.params.top_logprobs > 0 else []
+            error = smp.run_hooks(req.params, tok, lp, top_i, req.finish is None)
             if error:
                 self._mark(req, "error", error)
         return tokens
