@@ -100,9 +100,16 @@ def test_unsupported_requests_are_rejected(served_model: Any) -> None:
     model, chat = served_model
     with live_server(create_app(SimpleTorchEngine(model, chat.stop_token_ids), chat)) as url:
         client = openai.OpenAI(base_url=f"{url}/v1", api_key="unused", max_retries=0)
-        with pytest.raises(openai.BadRequestError, match="stream"):
+        with pytest.raises(openai.BadRequestError, match="unsupported request field 'foo'"):
             client.chat.completions.create(
-                model="tiny", messages=[{"role": "user", "content": "x"}], stream=True
+                model="tiny", messages=[{"role": "user", "content": "x"}], extra_body={"foo": 1}
+            )
+        with pytest.raises(openai.BadRequestError, match="top_logprobs: the SimpleTorchEngine"):
+            client.chat.completions.create(
+                model="tiny",
+                messages=[{"role": "user", "content": "x"}],
+                logprobs=True,
+                top_logprobs=2,
             )
         assert [m.id for m in client.models.list()] == ["agentrl"]
         assert httpx.get(f"{url}/health").json()["status"] == "ok"
