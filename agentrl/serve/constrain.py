@@ -14,6 +14,7 @@ stop tokens may follow, so a constrained turn ends like any other.
 from __future__ import annotations
 
 import json
+import re
 from typing import Any
 
 import torch
@@ -24,11 +25,14 @@ from agentrl.serve.request import ChatRequest, RequestError
 
 # Tool-call syntax per tool format: (text before a call, text after it, arguments key, text
 # between parallel calls). Formats missing here cannot force a call (a 400 says so).
+# Whitespace is bounded everywhere: a small model left free to pad whitespace may never stop.
 CALL_SYNTAX: dict[str, tuple[str, str, str, str]] = {
-    "hermes": ("<tool_call>", "</tool_call>", "arguments", r"/[ \t\n]*/"),
-    "json": ("", "", "arguments", r"/[ \t\n]*/"),
-    "llama3": ("", "", "parameters", r"/[ \t\n]*;[ \t\n]*/"),
+    "hermes": ("<tool_call>", "</tool_call>", "arguments", r"/\n?/"),
+    "json": ("", "", "arguments", r"/\n?/"),
+    "llama3": ("", "", "parameters", r"/; ?/"),
 }
+# JSON as `json.dumps` (and so the templates' `tojson`) writes it, no free whitespace.
+JSON_STYLE = {"whitespace_flexible": False, "key_separator": ": ", "item_separator": ", "}
 # Text that starts a call, forbidden with tool_choice="none".
 CALL_MARKERS: dict[str, str] = {"hermes": "<tool_call>", "llama3": "<|python_tag|>"}
 _TOKENIZERS: dict[int, tuple[Any, Any]] = {}
@@ -46,7 +50,12 @@ def _ll_tokenizer(chat: ChatFormat) -> Any:
     return _TOKENIZERS[key][1]
 
 
-def _lit(text: str) -> str:
+def _lit(chat: ChatFormat, text: str) -> str:
+    """A Lark literal for `text`; a special token (`<tool_call>` in many vocabularies) must
+    be named by id, since llguidance never matches special tokens against text."""
+    ids = chat.encode(text)
+    if len(ids) == 1 and ids[0] in set(chat.tokenizer.all_special_ids):
+        return f"<[{ids[0]}]>"
     return json.dumps(text)
 
 
@@ -73,11 +82,22 @@ def tool_call_grammar(chat: ChatFormat, tools: list[dict[str, Any]], parallel: b
     open_, close, args_key, sep = CALL_SYNTAX[fmt]
     schemas = [call_schema(t, args_key) for t in tools]
     body = schemas[0] if len(schemas) == 1 else {"anyOf": schemas}
-    call = " ".join(
-        x for x in (_lit(open_) if open_ else "", "body", _lit(close) if close else "") if x
-    )
+    parts = [
+        _lit(chat, open_) + " NL" if open_ else "",
+        "body",
+        "NL " + _lit(chat, close) if close else "",
+    ]
+    call = " ".join(p for p in parts if p)
     more = " (SEP call)*" if parallel else ""
-    return f"start: call{more}\ncall: {call}\nbody: %json {json.dumps(body)}\nSEP: {sep}\n"
+    body = styled(body)
+    return (
+        f"start: call{more}\ncall: {call}\nbody: %json {json.dumps(body)}\nSEP: {sep}\nNL: /\\n?/\n"
+    )
+
+
+def styled(schema: dict[str, Any]) -> dict[str, Any]:
+    """`schema` with `JSON_STYLE` unless it sets its own llguidance options."""
+    return schema if "x-guidance" in schema else {**schema, "x-guidance": JSON_STYLE}
 
 
 def no_call_grammar(chat: ChatFormat) -> str | None:
@@ -85,7 +105,7 @@ def no_call_grammar(chat: ChatFormat) -> str | None:
     marker = CALL_MARKERS.get(chat.tool_format)
     if marker is None:
         return None
-    banned = "".join("\\" + c if not c.isalnum() else c for c in marker)
+    banned = re.escape(marker).replace("/", "\\/")
     return f"start: TEXT\nTEXT: /(?s:.*)/ & ~/(?s:.*{banned}.*)/\n"
 
 
@@ -98,7 +118,8 @@ def request_grammar(req: ChatRequest, chat: ChatFormat) -> str | None:
         import llguidance
 
         try:
-            return llguidance.LLMatcher.grammar_from_json_schema(req.response_format["schema"])
+            schema = styled(req.response_format["schema"])
+            return llguidance.LLMatcher.grammar_from_json_schema(schema)
         except Exception as e:  # noqa: BLE001 - an unsupported or invalid schema
             raise RequestError(f"response_format.json_schema.schema: {e}") from e
     if forced:
