@@ -13,6 +13,7 @@ stop tokens may follow, so a constrained turn ends like any other.
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import re
 from typing import Any
@@ -36,6 +37,17 @@ JSON_STYLE = {"whitespace_flexible": False, "key_separator": ": ", "item_separat
 # Text that starts a call, forbidden with tool_choice="none".
 CALL_MARKERS: dict[str, str] = {"hermes": "<tool_call>", "llama3": "<|python_tag|>"}
 _TOKENIZERS: dict[int, tuple[Any, Any]] = {}
+
+
+def _llguidance(field: str) -> Any:
+    try:
+        import llguidance
+        import llguidance.hf
+    except ImportError as e:
+        raise RequestError(
+            f"{field} needs constrained decoding: pip install 'agentrl[serve]' ({e})"
+        ) from e
+    return llguidance
 
 
 def _ll_tokenizer(chat: ChatFormat) -> Any:
@@ -115,20 +127,20 @@ def request_grammar(req: ChatRequest, chat: ChatFormat) -> str | None:
     if req.response_format is not None and forced:
         raise RequestError("response_format cannot be combined with a forced tool_choice")
     if req.response_format is not None:
-        import llguidance
-
+        llguidance = _llguidance("response_format")
         try:
             schema = styled(req.response_format["schema"])
             return llguidance.LLMatcher.grammar_from_json_schema(schema)
         except Exception as e:  # noqa: BLE001 - an unsupported or invalid schema
             raise RequestError(f"response_format.json_schema.schema: {e}") from e
     if forced:
+        _llguidance("tool_choice")
         tools = req.tools or []
         if req.named_tool is not None:
             tools = [t for t in tools if (t.get("function") or {}).get("name") == req.named_tool]
         return tool_call_grammar(chat, tools, req.parallel_tool_calls and not req.named_tool)
-    if req.tool_choice == "none" and req.tools:
-        return no_call_grammar(chat)
+    if req.tool_choice == "none" and req.tools:  # without llguidance: calls stay unparsed text
+        return no_call_grammar(chat) if importlib.util.find_spec("llguidance") else None
     return None
 
 

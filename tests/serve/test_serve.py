@@ -13,11 +13,13 @@ from live_server import live_server
 from simple_engine import Recorder, SimpleTorchEngine
 
 from agentrl.chat import ChatFormat
-from agentrl.serve import create_app
 from agentrl.serve.messages import from_openai
 from agentrl.types import Trajectory, read_jsonl
 
 openai = pytest.importorskip("openai")  # the `test` extra; absent on the GPU host
+pytest.importorskip("fastapi", reason="agentrl serve needs the serve extra")
+
+from agentrl.serve import create_app  # noqa: E402
 
 TOOLS = [build_schema(calculator)]
 

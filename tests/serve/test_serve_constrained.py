@@ -14,10 +14,13 @@ from agentrl.tools.calculator import calculator
 from agentrl.tools.core import build_schema
 from live_server import live_server
 
-from agentrl.serve import create_app
 from agentrl.types import Trajectory
 
 openai = pytest.importorskip("openai")
+pytest.importorskip("fastapi", reason="agentrl serve needs the serve extra")
+
+from agentrl.serve import create_app  # noqa: E402
+
 pytest.importorskip("llguidance", reason="constrained decoding needs the serve extra")
 jsonschema = pytest.importorskip("jsonschema")
 hf = pytest.importorskip("agentrl.engines.hf")

@@ -14,10 +14,13 @@ from agentrl.tools.calculator import calculator
 from agentrl.tools.core import build_schema
 from live_server import live_server
 
-from agentrl.serve import create_app
 from agentrl.types import Trajectory
 
 openai = pytest.importorskip("openai")  # the `test` extra; absent on the GPU host
+pytest.importorskip("fastapi", reason="agentrl serve needs the serve extra")
+
+from agentrl.serve import create_app  # noqa: E402
+
 hf = pytest.importorskip("agentrl.engines.hf")
 
 TOOLS = [build_schema(calculator)]
