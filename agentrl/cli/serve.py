@@ -30,8 +30,8 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         "--fast",
         choices=["auto", "on", "off"],
         default="off",
-        help="the hf engine's CUDA-graph fast path: faster, but no logprobs/top_logprobs, "
-        "streaming token hooks or constrained decoding (default off)",
+        help="the hf engine's CUDA-graph fast path: faster, but no top_logprobs, token "
+        "streaming or constrained decoding (default off)",
     )
     p.add_argument("--model-name", default="agentrl", help="name reported by /v1/models")
     p.add_argument("--max-new-tokens", type=int, default=512, help="default max_tokens")

@@ -4,7 +4,7 @@ Kept apart from the HTTP routes so the same path serves the streaming and the pl
 both prepare the session's ids under its lock, run the `n` choices concurrently (each its own
 segment branch, its own grammar state and seed), parse each turn the same way and record it
 the moment it finishes. A choice that fails, times out or whose client disconnects closes its
-segment as `engine_error` with the reason, so nothing half-done is trained on.
+segment as `engine_error` with the reason, so a half-done turn is never mistaken for one.
 """
 
 from __future__ import annotations

@@ -5,6 +5,7 @@ tool-call chunks), `n` samples, logprobs/top_logprobs equal to the recorded ones
 from __future__ import annotations
 
 import json
+import time
 from collections.abc import Iterator
 from typing import Any
 
@@ -207,3 +208,26 @@ def test_unsupported_fields_are_a_400_naming_them(
     client.chat.completions.create(
         model="tiny", messages=CALC, max_tokens=2, frequency_penalty=0, presence_penalty=0
     )
+
+
+def test_a_client_leaving_mid_stream_closes_its_segment(server: tuple[str, Any]) -> None:
+    url, client = server
+    kw: dict[str, Any] = dict(model="tiny", messages=[{"role": "user", "content": "hello"}])
+    stream = client.chat.completions.create(
+        **kw, max_tokens=400, stream=True, extra_headers={"X-Session-Id": "gone"}
+    )
+    next(iter(stream))  # the role chunk, then hang up
+    stream.close()
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:  # the server notices on its next write
+        data = httpx.get(f"{url}/v1/trajectories", params={"session": "gone"}).json()["data"]
+        if data and data[0]["termination"] == "engine_error":
+            break
+        time.sleep(0.2)
+    assert data[0]["termination"] == "engine_error" and data[0]["turns"] == []
+    assert "stream ended" in data[0]["metadata"]["error"]
+    again = client.chat.completions.create(  # the session goes on in a fresh segment
+        **kw, max_tokens=4, extra_headers={"X-Session-Id": "gone"}
+    )
+    assert again.choices[0].message is not None
+    assert [s.metadata["segment"] for s in segments(url, "gone")] == [0, 1]
