@@ -109,7 +109,9 @@ class Server:
                     "decoding (use the plain hf engine: agentrl serve --fast off)"
                 )
             check_grammar(grammar, self.chat, field)
-        fmt = "none" if req.tool_choice == "none" else self.chat.tool_format
+        # A JSON answer is never a tool call (the `json` format would parse one out of it).
+        unparsed = req.tool_choice == "none" or req.response_format is not None
+        fmt = "none" if unparsed else self.chat.tool_format
         constrained = None
         if grammar is not None:
             constrained = field if field == "response_format" else f"tool_choice={req.tool_choice}"
