@@ -197,18 +197,22 @@ class Server:
             for i, t in enumerate(tasks):
                 t.add_done_callback(lambda _, i=i: queue.put_nowait((i, None, 0.0, None)))
             open_ = set(range(req.n))
+            committed: list[Choice] = []
+            errors: dict[int, str] = {}
             try:
-                async for event in self._events(req, prep, writer, queue, tasks, trajs, open_):
+                async for event in self._events(
+                    req, prep, writer, queue, tasks, trajs, open_, committed, errors
+                ):
                     yield event
-                if req.include_usage:
-                    done = sum(len(t.result().token_ids) for t in tasks)
+                if req.include_usage and not open_:  # every choice finished and committed
+                    done = sum(len(c.result.token_ids) for c in committed)
                     yield writer.usage_chunk(usage(len(ids), done))
                 yield sse("[DONE]")
             finally:
                 for t in tasks:
                     t.cancel()
-                for i in sorted(open_):  # the client left, or a choice failed
-                    self.recorder.fail(trajs[i], "stream ended before this choice finished")
+                for i in sorted(open_):  # a choice failed, or the client left
+                    self.recorder.fail(trajs[i], errors.get(i, "stream ended before it finished"))
 
     async def _events(
         self,
@@ -219,7 +223,11 @@ class Server:
         tasks: list[asyncio.Future[GenerateResult]],
         trajs: list[Trajectory],
         open_: set[int],
+        committed: list[Choice],
+        errors: dict[int, str],
     ) -> AsyncIterator[str]:
+        """Chunks until every choice is done; on a failure, an error event and stop (the
+        failed and the unfinished choices stay in `open_`, so `stream` closes them)."""
         loop = asyncio.get_running_loop()
         streams = [ChoiceStream(self.chat, prep.tool_format) for _ in tasks]
         seen: list[list[tuple[int, float, list[tuple[int, float]]]]] = [[] for _ in tasks]
@@ -232,6 +240,7 @@ class Server:
                 i, tok, lp, top = await asyncio.wait_for(queue.get(), wait)
             except asyncio.TimeoutError:
                 msg = f"no result in {self.timeout_s}s"
+                errors.update({j: msg for j in open_})
                 yield sse({"error": {"message": msg, "type": "server_error"}})
                 return
             if tok is not None:
@@ -244,11 +253,11 @@ class Server:
             result: Any = task.exception() or task.result() if not task.cancelled() else None
             error = _failure(result) if result is not None else "cancelled"
             if error:
-                self.recorder.fail(trajs[i], error)
-                open_.discard(i)
+                errors[i] = error
                 yield sse({"error": {"message": f"engine failed: {error}", "type": "server_error"}})
                 return
             choice = self._commit(trajs[i], result, prep, i)
+            committed.append(choice)
             open_.discard(i)
             rest, calls = streams[i].final(choice.message)
             r = result
