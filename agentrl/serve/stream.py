@@ -6,8 +6,8 @@ turn ends the held text is parsed exactly as a non-streaming response would be, 
 call goes out as vLLM's server sends them: a chunk with the call's `index`, `id`, `type` and
 `name` (arguments ""), then its arguments. So a client that concatenates deltas gets the same
 message the non-streaming endpoint returns (and that the recorder stores), never a call that
-was announced and then failed to parse. Reasoning (`<think>...</think>`) is held back too, as
-the parser drops it from `content`.
+was announced and then failed to parse. Reasoning (`<think>...</think>`, opened by the model
+or by the generation prompt) is held back too, as the parser drops it from `content`.
 """
 
 from __future__ import annotations
@@ -29,6 +29,22 @@ STREAM_MARKERS: dict[str, tuple[str, ...]] = {
 }
 
 
+_THINKING: dict[int, bool] = {}
+
+
+def _opens_thinking(chat: ChatFormat) -> bool:
+    """Whether the generation prompt itself opens `<think>` (R1-style templates), so the
+    sampled text is reasoning until `</think>` (computed once per chat format)."""
+    key = id(chat)
+    if key not in _THINKING:
+        try:
+            prompt = chat.render([{"role": "user", "content": "x"}], add_generation_prompt=True)
+        except Exception:  # noqa: BLE001 - a template that cannot render this probe
+            prompt = ""
+        _THINKING[key] = prompt.rstrip().endswith("<think>")
+    return _THINKING[key]
+
+
 def sse(data: dict[str, Any] | str) -> str:
     return f"data: {data if isinstance(data, str) else json.dumps(data)}\n\n"
 
@@ -39,13 +55,14 @@ class ChoiceStream:
     def __init__(self, chat: ChatFormat, tool_format: str) -> None:
         self.chat = chat
         self.markers = STREAM_MARKERS.get(tool_format)
-        self.reasoning = "</think>" in (chat.chat_template or "")
+        self.reasoning = _opens_thinking(chat)  # the prompt leaves the model inside <think>
         self.sent = ""  # content streamed so far (a prefix of the final content)
         self.held = False
 
     def _safe(self, text: str) -> str:
         """The longest prefix of `text` that is surely content."""
-        if self.reasoning:
+        head = text.lstrip()
+        if self.reasoning or head.startswith("<think>") or (head and "<think>".startswith(head)):
             if "</think>" not in text:
                 return ""
             text = text.split("</think>", 1)[1]
