@@ -95,7 +95,10 @@ class Server:
         feats = self.engine.features
         if req.top_logprobs and "top_logprobs" not in feats:
             raise RequestError(f"top_logprobs: the {type(self.engine).__name__} engine has none")
-        messages = from_openai(req.messages)
+        try:
+            messages = from_openai(req.messages)
+        except (ValueError, TypeError, AttributeError) as e:
+            raise RequestError(f"messages: unsupported content: {e}") from e
         try:
             self.chat.prompt_ids(messages, req.tools)
         except Exception as e:  # noqa: BLE001 - a template that cannot render this request

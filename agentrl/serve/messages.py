@@ -17,7 +17,10 @@ def _text(content: Any) -> str:
     if isinstance(content, str):
         return content
     if isinstance(content, list):
-        return "".join(p.get("text", "") for p in content if isinstance(p, dict))
+        kinds = {p.get("type") if isinstance(p, dict) else type(p).__name__ for p in content}
+        if kinds - {"text"}:  # an image the text template would silently drop
+            raise ValueError(f"content parts of type {sorted(map(str, kinds - {'text'}))}")
+        return "".join(p.get("text", "") for p in content)
     return str(content)
 
 

@@ -196,6 +196,10 @@ def test_streamed_n_choices_interleave(server: tuple[str, Any]) -> None:
         ({"tool_choice": {"type": "function", "function": {"name": "nope"}}}, "tool_choice"),
         ({"response_format": {"type": "xml"}}, "response_format"),
         ({"stream_options": {"include_usage": True}}, "stream_options"),
+        (
+            {"messages": [{"role": "user", "content": [{"type": "image_url", "image_url": {}}]}]},
+            "image_url",
+        ),
     ],
 )
 def test_unsupported_fields_are_a_400_naming_them(
