@@ -52,13 +52,8 @@ class _Request:
     weight_version: int = 0
 
     def result(self) -> GenerateResult:
-        return GenerateResult(
-            list(self.output_ids),
-            list(self.logprobs),
-            self.finish or "abort",
-            self.error,
-            list(self.top),
-        )
+        out, lps, top = list(self.output_ids), list(self.logprobs), list(self.top)
+        return GenerateResult(out, lps, self.finish or "abort", self.error, top)
 
 
 @dataclass
@@ -324,10 +319,10 @@ class HFEngine(Engine):
                 continue
             req.output_ids.append(tok)
             req.logprobs.append(lp)
-            if top is not None and req.params.top_logprobs > 0:
-                req.top.append(smp.top_pairs(top, i, req.params.top_logprobs))
+            top_i = smp.top_pairs(top, i, req.params.top_logprobs) if top is not None else []
+            if req.params.top_logprobs > 0:
+                req.top.append(top_i)
             req.finish = self._finish_reason(req, tok)
-            top_i = req.top[-1] if top is not None and req.params.top_logprobs > 0 else []
             error = smp.run_hooks(req.params, tok, lp, top_i, req.finish is None)
             if error:
                 self._mark(req, "error", error)
