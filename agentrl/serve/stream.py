@@ -29,13 +29,13 @@ STREAM_MARKERS: dict[str, tuple[str, ...]] = {
 }
 
 
-_THINKING: dict[int, bool] = {}
+_THINKING: dict[tuple[str, str], bool] = {}
 
 
 def _opens_thinking(chat: ChatFormat) -> bool:
     """Whether the generation prompt itself opens `<think>` (R1-style templates), so the
     sampled text is reasoning until `</think>` (computed once per chat format)."""
-    key = id(chat)
+    key = (chat.chat_template or "", repr(sorted(chat.template_kwargs.items())))
     if key not in _THINKING:
         try:
             prompt = chat.render([{"role": "user", "content": "x"}], add_generation_prompt=True)
