@@ -226,12 +226,26 @@ def write_jsonl(path: str | Path, trajectories: Iterable[Trajectory]) -> int:
 
 
 def read_jsonl(path: str | Path) -> Iterator[Trajectory]:
-    """Read trajectories; a bad line raises naming its line number."""
+    """Read trajectories; a bad line raises naming its line number.
+
+    Lines with `metadata["snapshot"]` are successive states of one growing trajectory (the
+    `agentrl serve` journal appends a session's segment each time a request on it ends): the
+    newest line of each snapshot is yielded once, where its first line stood."""
+    out: list[Trajectory] = []
+    at: dict[str, int] = {}
     with open(path, encoding="utf-8") as f:
         for i, line in enumerate(f, 1):
             if not line.strip():
                 continue
             try:
-                yield Trajectory.from_json(line)
+                t = Trajectory.from_json(line)
             except (ValueError, TypeError, KeyError) as e:
                 raise ValueError(f"{path}:{i}: bad trajectory line: {e}") from e
+            key = t.metadata.get("snapshot")
+            if isinstance(key, str) and key in at:
+                out[at[key]] = t
+                continue
+            if isinstance(key, str):
+                at[key] = len(out)
+            out.append(t)
+    yield from out

@@ -34,9 +34,11 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.set_defaults(func=cmd_rollout)
 
 
-def build_engine(model_path: str, device: str | None = None, max_batch_size: int = 64) -> tuple:
+def build_engine(
+    model_path: str, device: str | None = None, max_batch_size: int = 64, fast: bool | str = "auto"
+) -> tuple:
     """(engine, ChatFormat) for a checkpoint path or `tiny:<preset>`: the HF engine (its CUDA
-    fast path where it applies)."""
+    fast path where it applies, unless `fast=False`)."""
     import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
@@ -49,7 +51,7 @@ def build_engine(model_path: str, device: str | None = None, max_batch_size: int
     dtype = torch.bfloat16 if device.startswith("cuda") else torch.float32
     tok = AutoTokenizer.from_pretrained(path)
     model = AutoModelForCausalLM.from_pretrained(path, dtype=dtype).to(device)
-    return make_hf_engine(model, tok, max_batch_size=max_batch_size), ChatFormat(tok)
+    return make_hf_engine(model, tok, fast=fast, max_batch_size=max_batch_size), ChatFormat(tok)
 
 
 def cmd_rollout(args: argparse.Namespace) -> int:

@@ -20,7 +20,19 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--model", required=True, help="checkpoint dir or tiny:<preset>")
     p.add_argument("--host", default="127.0.0.1", help="bind address (default: loopback only)")
     p.add_argument("--port", type=int, default=8000)
-    p.add_argument("--out", default=None, help="write recorded trajectories here on shutdown")
+    p.add_argument(
+        "--out",
+        default=None,
+        help="append each finished request's trajectory here at once (compacted on shutdown)",
+    )
+    p.add_argument("--fsync", action="store_true", help="fsync --out after every request")
+    p.add_argument(
+        "--fast",
+        choices=["auto", "on", "off"],
+        default="off",
+        help="the hf engine's CUDA-graph fast path: faster, but no top_logprobs, token "
+        "streaming or constrained decoding (default off)",
+    )
     p.add_argument("--model-name", default="agentrl", help="name reported by /v1/models")
     p.add_argument("--max-new-tokens", type=int, default=512, help="default max_tokens")
     p.add_argument("--temperature", type=float, default=1.0, help="default temperature")
@@ -40,9 +52,18 @@ def cmd_serve(args: argparse.Namespace) -> int:
     from agentrl.cli.rollout import build_engine
     from agentrl.config.schema import SamplingConfig
 
-    engine, chat = build_engine(args.model, args.device, args.max_batch_size)
+    fast = {"auto": "auto", "on": True, "off": False}[args.fast]
+    engine, chat = build_engine(args.model, args.device, args.max_batch_size, fast=fast)
     sampling = SamplingConfig(temperature=args.temperature, max_new_tokens=args.max_new_tokens)
-    app = create_app(engine, chat, model_name=args.model_name, sampling=sampling, out=args.out)
+    app = create_app(
+        engine,
+        chat,
+        model_name=args.model_name,
+        sampling=sampling,
+        out=args.out,
+        tokenizer_name=args.model,
+        fsync=args.fsync,
+    )
     print(
         f"serving {args.model} at http://{args.host}:{args.port}/v1 (tool format "
         f"{chat.tool_format}); trajectories at /v1/trajectories"

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import asyncio
 from abc import ABC, abstractmethod
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -33,6 +33,32 @@ class SamplingParams:
     # tokens are kept (they are what the model sampled).
     stop: list[str] = field(default_factory=list)
     seed: int | None = None
+    # Constrained decoding (a grammar, a forced tool-call prefix): which tokens may come next.
+    # Needs the engine's "constraint" feature.
+    constraint: TokenConstraint | None = None
+    # Also return the k most likely tokens at each position (the "top_logprobs" feature).
+    top_logprobs: int = 0
+    # Called as each token is sampled with (token id, logprob, top_logprobs pairs), from the
+    # engine's own thread (the "stream" feature): keep it quick and thread-safe (e.g.
+    # `loop.call_soon_threadsafe`).
+    on_token: Callable[[int, float, list[tuple[int, float]]], None] | None = None
+
+
+class TokenConstraint(ABC):
+    """Per-request restriction of the next token, kept in step with what was sampled.
+
+    Masking changes only which token is *chosen*: the recorded logprob stays the model's own
+    (see `GenerateResult`), so the trainer's recomputation still matches it. One instance
+    serves one request (it is stateful)."""
+
+    @abstractmethod
+    def allowed(self) -> Any:
+        """A bool tensor over the vocabulary (True = may be sampled next), or None for no
+        restriction at this position. Raising fails this request only."""
+
+    @abstractmethod
+    def accept(self, token_id: int) -> None:
+        """Advance past the token just sampled."""
 
 
 @dataclass
@@ -44,6 +70,9 @@ class GenerateResult:
     logprobs: list[float]
     finish_reason: FinishReason
     error: str | None = None
+    # With `SamplingParams.top_logprobs = k`: per position, the k (token id, logprob) pairs
+    # of highest logprob, from the same distribution as `logprobs`.
+    top_logprobs: list[list[tuple[int, float]]] = field(default_factory=list)
 
 
 class EngineError(RuntimeError):
@@ -57,7 +86,10 @@ def error_result(exc: BaseException) -> GenerateResult:
 
 
 class Engine(ABC):
-    """A generation backend."""
+    """A generation backend. `features` declares the optional `SamplingParams` it honours:
+    "constraint", "top_logprobs", "stream" (`on_token`); callers reject what is missing."""
+
+    features: frozenset[str] = frozenset()
 
     @abstractmethod
     async def generate(

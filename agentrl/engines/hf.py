@@ -33,7 +33,7 @@ from typing import Any
 import torch
 
 from agentrl.engines import _kvbatch as kvb
-from agentrl.engines._sampling import make_generator, sample_tokens
+from agentrl.engines import _sampling as smp
 from agentrl.engines.base import Engine, EngineError, FinishReason, GenerateResult, SamplingParams
 
 
@@ -46,14 +46,14 @@ class _Request:
     generator: torch.Generator
     output_ids: list[int] = field(default_factory=list)
     logprobs: list[float] = field(default_factory=list)
+    top: list[list[tuple[int, float]]] = field(default_factory=list)
     finish: FinishReason | None = None
     error: str | None = None
     weight_version: int = 0
 
     def result(self) -> GenerateResult:
-        return GenerateResult(
-            list(self.output_ids), list(self.logprobs), self.finish or "abort", self.error
-        )
+        out, lps, top = list(self.output_ids), list(self.logprobs), list(self.top)
+        return GenerateResult(out, lps, self.finish or "abort", self.error, top)
 
 
 @dataclass
@@ -64,6 +64,8 @@ class _Session:
 
 class HFEngine(Engine):
     """Continuous-batching generation over a transformers causal LM (CPU or GPU)."""
+
+    features = frozenset({"constraint", "top_logprobs", "stream"})
 
     def __init__(
         self,
@@ -138,7 +140,7 @@ class HFEngine(Engine):
 
     def _new_generator(self, seed: int | None) -> torch.Generator:
         """The request's RNG (the fast path only needs its seed, so it overrides this)."""
-        return make_generator(self.device, seed)
+        return smp.make_generator(self.device, seed)
 
     def update_weights(self, named_tensors: Iterable[tuple[str, Any]]) -> None:
         """Copy tensors into the model in place (strict names); drops all session caches."""
@@ -304,13 +306,26 @@ class HFEngine(Engine):
         temp = torch.tensor([r.params.temperature for r in rows], device=dev)
         top_k = torch.tensor([r.params.top_k for r in rows], dtype=torch.long, device=dev)
         top_p = torch.tensor([r.params.top_p for r in rows], device=dev)
-        tokens, logps = sample_tokens(logits, temp, top_k, top_p, [r.generator for r in rows])
-        for req, tok, lp in zip(rows, tokens.tolist(), logps.tolist(), strict=True):
+        live = [r.params.constraint if r.finish is None else None for r in rows]
+        allowed, errors = smp.constraint_masks(live, logits.shape[-1], dev)
+        for i, err in errors.items():  # a bad constraint fails its own request
+            self._mark(rows[i], "error", f"constraint: {err}")
+        gens = [r.generator for r in rows]
+        tokens, logps = smp.sample_tokens(logits, temp, top_k, top_p, gens, allowed)
+        k = max(r.params.top_logprobs for r in rows)
+        top = smp.top_logprobs(logits, temp, k) if k > 0 else None
+        for i, (req, tok, lp) in enumerate(zip(rows, tokens.tolist(), logps.tolist(), strict=True)):
             if req.finish is not None:
                 continue
             req.output_ids.append(tok)
             req.logprobs.append(lp)
+            top_i = smp.top_pairs(top, i, req.params.top_logprobs) if top is not None else []
+            if req.params.top_logprobs > 0:
+                req.top.append(top_i)
             req.finish = self._finish_reason(req, tok)
+            error = smp.run_hooks(req.params, tok, lp, top_i, req.finish is None)
+            if error:
+                self._mark(req, "error", error)
         return tokens
 
     def _finish_reason(self, req: _Request, token: int) -> FinishReason | None:

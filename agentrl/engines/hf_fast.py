@@ -75,6 +75,8 @@ class _Row:
 class FastHFEngine(HFEngine):
     """Continuous batching over a static KV cache with CUDA-graph decode steps."""
 
+    features: frozenset[str] = frozenset()  # its fused sampler has no per-request hooks
+
     def __init__(
         self,
         model: Any,
@@ -335,6 +337,8 @@ class FastHFEngine(HFEngine):
     def _validate(self, prompt_ids: Sequence[int], params: SamplingParams, multimodal: Any) -> None:
         if multimodal:
             raise EngineError("FastHFEngine is text-only; use HFEngine, vllm or sglang")
+        if params.constraint or params.top_logprobs or params.on_token:
+            raise EngineError("FastHFEngine has no constraint/top_logprobs/on_token; use HFEngine")
         super()._validate(prompt_ids, params, None)
 
 

@@ -1,11 +1,15 @@
 """`agentrl serve`: an OpenAI-compatible `/v1/chat/completions` server over any Engine.
 
-Point an unmodified agent (OpenAI SDK, LangChain, ...) at it; every session's exact token
-ids, logprobs and loss mask are recorded into `Trajectory` segments (see `recorder`).
+Point an unmodified agent (OpenAI SDK, LangChain, verifiers, ...) at it; every session's exact
+token ids, logprobs and loss mask are recorded into `Trajectory` segments (see `recorder`),
+and with `out` each finished request is appended to a file at once (see `journal`).
 
-Needs the `serve` extra (fastapi, uvicorn). Endpoints:
-* `POST /v1/chat/completions`: non-streaming, n=1. The session is the `X-Session-Id`
-  header, else the body's `user`, else a fresh id per request.
+Needs the `serve` extra (fastapi, uvicorn; llguidance for `response_format` / forced
+`tool_choice`). Endpoints:
+* `POST /v1/chat/completions`: `stream`, `n`, `logprobs`/`top_logprobs`, `tool_choice`
+  (none/auto/required/named, enforced by constrained decoding), `response_format` (json_object,
+  json_schema), `seed`, `stop`; any other field gets a 400 naming it (see `request`). The
+  session is the `X-Session-Id` header, else the body's `user`, else a fresh id per request.
 * `GET  /v1/models`
 * `GET  /v1/trajectories[?session=ID&clear=true]`: recorded segments as JSON.
 * `POST /v1/trajectories/{session}/reward` `{"reward": float}`: score a session.
@@ -14,20 +18,23 @@ Needs the `serve` extra (fastapi, uvicorn). Endpoints:
 
 from __future__ import annotations
 
+import hashlib
 import uuid
 from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
 
 from fastapi import FastAPI, Request
-from fastapi.responses import JSONResponse
+from fastapi.responses import JSONResponse, StreamingResponse
 
 from agentrl.chat.format import ChatFormat
 from agentrl.config.schema import SamplingConfig
-from agentrl.engines.base import Engine, GenerateResult, SamplingParams
-from agentrl.serve.messages import completion, from_openai
+from agentrl.engines.base import Engine
+from agentrl.serve.generate import Completion, Server, choices_json
+from agentrl.serve.journal import Journal
+from agentrl.serve.messages import completion
 from agentrl.serve.recorder import SessionRecorder
-from agentrl.types import Message, write_jsonl
+from agentrl.serve.request import RequestError, parse_request
 
 SESSION_HEADERS = ("x-session-id", "x-agentrl-session")
 
@@ -36,65 +43,17 @@ def _error(status: int, message: str, kind: str = "invalid_request_error") -> JS
     return JSONResponse({"error": {"message": message, "type": kind}}, status_code=status)
 
 
-def request_params(body: dict[str, Any], chat: ChatFormat, cfg: SamplingConfig) -> SamplingParams:
-    """OpenAI request fields -> SamplingParams; unset fields fall back to the config."""
-    stop = body.get("stop") or list(cfg.stop)
-    max_new = body.get("max_completion_tokens") or body.get("max_tokens") or cfg.max_new_tokens
-    temperature = body.get("temperature")
-    top_p = body.get("top_p")
-    return SamplingParams(
-        max_new_tokens=int(max_new),
-        temperature=float(cfg.temperature if temperature is None else temperature),
-        top_p=float(cfg.top_p if top_p is None else top_p),
-        top_k=int(body.get("top_k") or cfg.top_k),
-        stop_token_ids=list(chat.stop_token_ids),
-        stop=[stop] if isinstance(stop, str) else list(stop),
-        seed=body.get("seed"),
-    )
-
-
-def assistant_message(chat: ChatFormat, out: GenerateResult, turn: int) -> tuple[str, Message]:
-    """(sampled text, the assistant message the client sees). Calls that failed to parse
-    stay in the content as text, so the client never gets an unusable call."""
-    text = chat.sampled_text(out.token_ids)
-    content, calls = chat.parse(text)
-    good = [c for c in calls if not c.parse_error]
-    if len(good) != len(calls):
-        content = text.strip()
-    for i, c in enumerate(good):
-        c.id = f"call_{turn}_{i}_{uuid.uuid4().hex[:6]}"
-    return text, Message("assistant", content, tool_calls=good)
-
-
-async def complete(
-    engine: Engine,
-    chat: ChatFormat,
-    recorder: SessionRecorder,
-    params: SamplingParams,
-    body: dict[str, Any],
-    sid: str,
-    model_name: str,
-) -> Any:
-    """One chat completion within session `sid`, recorded token-exact."""
-    messages = from_openai(body["messages"])
-    tools = body.get("tools") or None
-    session = recorder.session(sid)
-    async with session.lock:  # a session's turns are sequential by nature
-        try:
-            ids, traj = recorder.prepare(session, messages, tools)
-        except Exception as e:  # noqa: BLE001 - a template that cannot render this request
-            return _error(400, f"cannot render messages: {e}")
-        try:
-            result = await engine.generate(ids, params, session_id=sid)
-            if result.finish_reason in ("error", "abort"):
-                raise RuntimeError(result.error or result.finish_reason)
-        except Exception as e:  # noqa: BLE001 - reported to the client, recorded
-            recorder.fail(session, traj, str(e))
-            return _error(500, f"engine failed: {e}", "server_error")
-        text, message = assistant_message(chat, result, len(traj.turns))
-        recorder.commit(session, traj, result, text, message)
-    model = body.get("model") or model_name
-    return completion(model, message, result.finish_reason, len(ids), len(result.token_ids))
+def recorded_metadata(chat: ChatFormat, model_name: str, tokenizer: str | None) -> dict:
+    """What every segment records about how its ids were made: the tokenizer to decode them
+    (`agentrl view` reads `tokenizer`), the chat template and tool format."""
+    template = chat.chat_template or ""
+    return {
+        "tokenizer": tokenizer or getattr(chat.tokenizer, "name_or_path", "") or "",
+        "chat_template": template,
+        "chat_template_sha256": hashlib.sha256(template.encode()).hexdigest(),
+        "tool_format": chat.tool_format,
+        "served_model": model_name,
+    }
 
 
 def create_app(
@@ -104,33 +63,60 @@ def create_app(
     model_name: str = "agentrl",
     sampling: SamplingConfig | None = None,
     out: str | Path | None = None,
+    tokenizer_name: str | None = None,
+    request_timeout_s: float = 600.0,
+    fsync: bool = False,
 ) -> FastAPI:
-    """The FastAPI app. `out`: write every recorded trajectory there (JSONL) on shutdown."""
+    """The FastAPI app. `out`: append every finished request's segment there (JSONL, see
+    `journal`), compacted on shutdown. `tokenizer_name`: what to record as the tokenizer
+    (e.g. the `--model` argument), default the tokenizer's own path."""
     cfg = sampling or SamplingConfig()
-    recorder = SessionRecorder(chat)
+    journal = Journal(out, fsync=fsync) if out else None
+    recorder = SessionRecorder(
+        chat,
+        recorded_metadata(chat, model_name, tokenizer_name),
+        journal.append if journal else None,
+        run=uuid.uuid4().hex[:8],
+    )
+    server = Server(engine, chat, recorder, request_timeout_s)
 
     @asynccontextmanager
     async def lifespan(app: Any) -> Any:
         yield
-        if out:
-            write_jsonl(out, recorder.trajectories())
+        if journal is not None:
+            journal.close()
+            journal.compact()
 
     app = FastAPI(title="agentrl serve", lifespan=lifespan)
     app.state.recorder = recorder
+    app.state.journal = journal
 
     @app.post("/v1/chat/completions")
     async def chat_completions(request: Request) -> Any:
-        body = await request.json()
-        if body.get("stream"):
-            return _error(400, "stream=true is not supported")
-        if int(body.get("n") or 1) != 1:
-            return _error(400, "only n=1 is supported")
-        if not body.get("messages"):
-            return _error(400, "messages must be a non-empty list")
+        try:
+            body = await request.json()
+        except ValueError as e:
+            return _error(400, f"request body is not JSON: {e}")
+        try:
+            req = parse_request(body, chat, cfg)
+            prepared = server.check(req)
+        except RequestError as e:
+            return _error(400, str(e))
         sid = next((request.headers[h] for h in SESSION_HEADERS if h in request.headers), None)
-        sid = sid or body.get("user") or f"anon-{uuid.uuid4().hex[:12]}"
-        return await complete(
-            engine, chat, recorder, request_params(body, chat, cfg), body, sid, model_name
+        sid = sid or req.user or f"anon-{uuid.uuid4().hex[:12]}"
+        model = req.model or model_name
+        if req.stream:
+            return StreamingResponse(
+                server.stream(req, prepared, sid, model), media_type="text/event-stream"
+            )
+        result = await server.complete(req, prepared, sid)
+        if isinstance(result, RequestError):
+            return _error(400, str(result))
+        if isinstance(result, Exception):
+            return _error(500, f"engine failed: {result}", "server_error")
+        assert isinstance(result, Completion)
+        return completion(
+            model, choices_json(chat, req, result), result.prompt_tokens, result.completion_tokens
         )
 
     @app.get("/v1/models")

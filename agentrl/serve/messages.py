@@ -17,7 +17,10 @@ def _text(content: Any) -> str:
     if isinstance(content, str):
         return content
     if isinstance(content, list):
-        return "".join(p.get("text", "") for p in content if isinstance(p, dict))
+        kinds = {p.get("type") if isinstance(p, dict) else type(p).__name__ for p in content}
+        if kinds - {"text"}:  # an image the text template would silently drop
+            raise ValueError(f"content parts of type {sorted(map(str, kinds - {'text'}))}")
+        return "".join(p.get("text", "") for p in content)
     return str(content)
 
 
@@ -76,24 +79,61 @@ def tool_call_json(call: ToolCall) -> dict[str, Any]:
     }
 
 
-def completion(
-    model: str, message: Message, finish: str, prompt_tokens: int, completion_tokens: int
+def token_logprob(chat: Any, token: int, logprob: float) -> dict[str, Any]:
+    """One OpenAI logprob entry; `token` is the token's text (as vLLM reports it)."""
+    text = chat.decode([token])
+    return {"token": text, "logprob": logprob, "bytes": list(text.encode("utf-8"))}
+
+
+def logprob_entries(
+    chat: Any, ids: list[int], logprobs: list[float], top: list[list[tuple[int, float]]]
+) -> list[dict[str, Any]]:
+    """`choices[i].logprobs.content` for sampled tokens: exactly the recorded logprobs (the
+    temperature-scaled model distribution, before any constraint mask), one per token,
+    stop token included."""
+    out = []
+    for i, (tok, lp) in enumerate(zip(ids, logprobs, strict=True)):
+        entry = token_logprob(chat, tok, lp)
+        entry["top_logprobs"] = [token_logprob(chat, t, v) for t, v in top[i]] if top else []
+        out.append(entry)
+    return out
+
+
+def finish_reason(finish: str, message: Message) -> str:
+    return "tool_calls" if finish == "stop" and message.tool_calls else finish
+
+
+def choice_json(
+    index: int, message: Message, finish: str, logprobs: list[dict[str, Any]] | None
 ) -> dict[str, Any]:
-    """A `chat.completion` response body."""
     body: dict[str, Any] = {"role": "assistant", "content": message.content or None}
     if message.tool_calls:
         body["tool_calls"] = [tool_call_json(c) for c in message.tool_calls]
-    if finish == "stop" and message.tool_calls:
-        finish = "tool_calls"
+    return {
+        "index": index,
+        "message": body,
+        "finish_reason": finish_reason(finish, message),
+        "logprobs": None if logprobs is None else {"content": logprobs},
+    }
+
+
+def usage(prompt_tokens: int, completion_tokens: int) -> dict[str, int]:
+    return {
+        "prompt_tokens": prompt_tokens,
+        "completion_tokens": completion_tokens,
+        "total_tokens": prompt_tokens + completion_tokens,
+    }
+
+
+def completion(
+    model: str, choices: list[dict[str, Any]], prompt_tokens: int, completion_tokens: int
+) -> dict[str, Any]:
+    """A `chat.completion` response body."""
     return {
         "id": f"chatcmpl-{uuid.uuid4().hex[:24]}",
         "object": "chat.completion",
         "created": int(time.time()),
         "model": model,
-        "choices": [{"index": 0, "message": body, "finish_reason": finish, "logprobs": None}],
-        "usage": {
-            "prompt_tokens": prompt_tokens,
-            "completion_tokens": completion_tokens,
-            "total_tokens": prompt_tokens + completion_tokens,
-        },
+        "choices": choices,
+        "usage": usage(prompt_tokens, completion_tokens),
     }

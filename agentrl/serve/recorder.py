@@ -3,18 +3,23 @@
 A black-box agent talks chat messages; we must still train on the exact tokens the model
 sampled. Each session (keyed by the client) holds trajectory segments. On a new request:
 
-1. `messages`: the request repeats the session's recorded messages and adds new ones (tool
-   results, user turns). The engine gets recorded ids + the fixed-base delta of the new
+1. `messages`: the request repeats one open segment's recorded messages and adds new ones
+   (tool results, user turns). The engine gets recorded ids + the fixed-base delta of the new
    messages, so the model sees its own sampled tokens, never a re-rendering of them.
-2. `tokens`: otherwise, if the re-rendered prompt's ids extend the recorded ids, append the
-   difference (mask 0).
+2. `tokens`: otherwise, if the re-rendered prompt's ids extend the last segment's ids, append
+   the difference (mask 0).
 3. `new`: otherwise the client rewrote history (summarized, dropped turns): start a new
    segment from the rendered prompt. Each segment is a valid `Trajectory` on its own.
+
+`n > 1` branches the segment: every choice is its own segment (a copy up to the prompt), so
+the client may continue any of them and each stays token-exact. Every change is handed to the
+`Journal` as it happens (see `journal`), so a crash loses nothing that finished.
 """
 
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -23,21 +28,48 @@ from agentrl.engines.base import GenerateResult
 from agentrl.serve.messages import same_message
 from agentrl.types import Message, Trajectory, Turn
 
+SNAPSHOT_KEY = "snapshot"  # metadata key "run/session/segment": one segment's every snapshot
+
 
 @dataclass
 class Session:
     id: str
     segments: list[Trajectory] = field(default_factory=list)
     lock: asyncio.Lock = field(default_factory=asyncio.Lock)
-    last_sampled: list[int] = field(default_factory=list)
-    open: bool = False  # the last segment ends with sampled tokens we can extend
+
+
+def is_open(t: Trajectory) -> bool:
+    """The segment ends with sampled tokens a next request can extend."""
+    return (
+        t.termination != "engine_error"
+        and bool(t.turns)
+        and t.turns[-1].obs_end == len(t.response_ids)
+        and t.turns[-1].end == len(t.response_ids)
+    )
+
+
+def last_sampled(t: Trajectory) -> list[int]:
+    last = t.turns[-1]
+    return t.response_ids[last.start : last.end]
 
 
 class SessionRecorder:
-    """Sessions and their segments; all methods are called under the session's lock."""
+    """Sessions and their segments; all methods are called under the session's lock.
 
-    def __init__(self, chat: ChatFormat) -> None:
+    `metadata` goes on every segment (tokenizer, template hash, model); `on_change` gets
+    each segment whenever a request on it finishes (the journal)."""
+
+    def __init__(
+        self,
+        chat: ChatFormat,
+        metadata: dict[str, Any] | None = None,
+        on_change: Callable[[Trajectory], None] | None = None,
+        run: str = "",
+    ) -> None:
         self.chat = chat
+        self.run = run  # prefix of snapshot keys: sessions of different server runs differ
+        self.metadata = dict(metadata or {})
+        self.on_change = on_change or (lambda t: None)
         self.sessions: dict[str, Session] = {}
 
     def session(self, session_id: str) -> Session:
@@ -49,29 +81,51 @@ class SessionRecorder:
         self, s: Session, messages: list[Message], tools: list[dict[str, Any]] | None
     ) -> tuple[list[int], Trajectory]:
         """The ids to generate from, with the observation already recorded (mask 0)."""
-        cur = s.segments[-1] if s.segments and s.open else None
-        if cur is not None and cur.metadata.get("tools") == (tools or []):
+        same_tools = [t for t in s.segments if is_open(t) and t.metadata["tools"] == (tools or [])]
+        for cur in reversed(same_tools):  # newest first: the branch the client continued
             n = len(cur.messages)
             prefix = len(messages) > n and all(
                 same_message(a, b) for a, b in zip(cur.messages, messages[:n], strict=False)
             )
             if prefix:
                 new = messages[n:]
-                obs = self.chat.observation_ids(new, tools, sampled_ids=s.last_sampled)
+                obs = self.chat.observation_ids(new, tools, sampled_ids=last_sampled(cur))
                 return self._extend(cur, obs, new, "messages"), cur
-            prompt = self.chat.prompt_ids(messages, tools)
+        prompt = self.chat.prompt_ids(messages, tools)
+        cur = same_tools[-1] if same_tools and same_tools[-1] is s.segments[-1] else None
+        if cur is not None:
             if len(prompt) > len(cur.input_ids) and prompt[: len(cur.input_ids)] == cur.input_ids:
+                n = len(cur.messages)
                 new = messages[n:] if len(messages) > n else []
                 obs = prompt[len(cur.input_ids) :]
                 return self._extend(cur, obs, new, "tokens"), cur
-        else:
-            prompt = self.chat.prompt_ids(messages, tools)
         traj = Trajectory(prompt_ids=prompt, messages=list(messages), group_id=s.id)
+        self._register(s, traj, tools)
+        return list(prompt), traj
+
+    def _register(self, s: Session, traj: Trajectory, tools: list[dict[str, Any]] | None) -> None:
+        seg = len(s.segments)
+        traj.metadata.update(self.metadata)
         traj.metadata.update(
-            {"session": s.id, "segment": len(s.segments), "tools": tools or [], "appends": []}
+            {
+                "session": s.id,
+                "segment": seg,
+                SNAPSHOT_KEY: f"{self.run}/{s.id}/{seg}",
+                "tools": tools or [],
+                "appends": traj.metadata.get("appends", []),
+            }
         )
         s.segments.append(traj)
-        return list(prompt), traj
+
+    def branch(self, s: Session, traj: Trajectory, n: int) -> list[Trajectory]:
+        """`traj` and n-1 copies of it as it is now (before sampling), one per choice."""
+        out = [traj]
+        for _ in range(n - 1):
+            copy = Trajectory.from_dict(traj.to_dict())
+            copy.metadata["branch_of"] = traj.metadata["segment"]
+            self._register(s, copy, traj.metadata["tools"])
+            out.append(copy)
+        return out
 
     @staticmethod
     def _extend(traj: Trajectory, obs: list[int], new: list[Message], how: str) -> list[int]:
@@ -82,9 +136,16 @@ class SessionRecorder:
         return traj.input_ids
 
     def commit(
-        self, s: Session, traj: Trajectory, out: GenerateResult, text: str, message: Message
+        self,
+        traj: Trajectory,
+        out: GenerateResult,
+        text: str,
+        message: Message,
+        constrained: str | None = None,
     ) -> None:
-        """Record one generation (mask 1) and the assistant message returned to the client."""
+        """Record one generation (mask 1) and the assistant message returned to the client.
+        `constrained` names the grammar the turn was sampled under (its logprobs are the
+        unmasked model's, so an off-policy correction can see which turns were masked)."""
         start = len(traj.response_ids)
         traj.append(list(out.token_ids), trained=True, logprobs=list(out.logprobs))
         end = len(traj.response_ids)
@@ -99,14 +160,18 @@ class SessionRecorder:
             )
         )
         traj.messages.append(message)
-        s.last_sampled = list(out.token_ids)
-        s.open = True
+        if constrained:
+            traj.metadata.setdefault("constrained_turns", {})[str(len(traj.turns) - 1)] = (
+                constrained
+            )
+        self.on_change(traj)
 
-    def fail(self, s: Session, traj: Trajectory, error: str) -> None:
-        """An engine failure closes the segment; the next request starts a new one."""
+    def fail(self, traj: Trajectory, error: str) -> None:
+        """An engine failure (or a client that left mid-request) closes the segment; the
+        next request starts a new one."""
         traj.termination = "engine_error"
         traj.metadata["error"] = error
-        s.open = False
+        self.on_change(traj)
 
     def trajectories(self, session_id: str | None = None) -> list[Trajectory]:
         sessions = (
@@ -121,6 +186,7 @@ class SessionRecorder:
         segs = self.trajectories(session_id)
         for t in segs:
             t.reward = reward
+            self.on_change(t)
         return len(segs)
 
     def clear(self, session_id: str | None = None) -> None:

@@ -15,11 +15,13 @@ from live_server import live_server
 from simple_engine import Recorder, SimpleTorchEngine
 
 from agentrl.chat import ChatFormat
-from agentrl.serve import create_app
 from agentrl.serve.messages import from_openai
 from agentrl.types import Trajectory, read_jsonl
 
 openai = pytest.importorskip("openai")  # the `test` extra; absent on the GPU host
+pytest.importorskip("fastapi", reason="agentrl serve needs the serve extra")
+
+from agentrl.serve import create_app  # noqa: E402
 
 TOOLS = [build_schema(calculator)]
 
@@ -102,9 +104,16 @@ def test_unsupported_requests_are_rejected(served_model: Any) -> None:
     model, chat = served_model
     with live_server(create_app(SimpleTorchEngine(model, chat.stop_token_ids), chat)) as url:
         client = openai.OpenAI(base_url=f"{url}/v1", api_key="unused", max_retries=0)
-        with pytest.raises(openai.BadRequestError, match="stream"):
+        with pytest.raises(openai.BadRequestError, match="unsupported request field 'foo'"):
             client.chat.completions.create(
-                model="tiny", messages=[{"role": "user", "content": "x"}], stream=True
+                model="tiny", messages=[{"role": "user", "content": "x"}], extra_body={"foo": 1}
+            )
+        with pytest.raises(openai.BadRequestError, match="top_logprobs: the SimpleTorchEngine"):
+            client.chat.completions.create(
+                model="tiny",
+                messages=[{"role": "user", "content": "x"}],
+                logprobs=True,
+                top_logprobs=2,
             )
         assert [m.id for m in client.models.list()] == ["agentrl"]
         assert httpx.get(f"{url}/health").json()["status"] == "ok"
@@ -126,3 +135,30 @@ def test_engine_failure_is_a_500_and_recorded(served_model: Any) -> None:
             ask(client, [{"role": "user", "content": "x"}], "s3")
         seg = httpx.get(f"{url}/v1/trajectories").json()["data"][0]
         assert seg["termination"] == "engine_error" and "device lost" in seg["metadata"]["error"]
+
+
+def test_engine_failure_mid_stream_is_an_error_event_and_recorded(served_model: Any) -> None:
+    _, chat = served_model
+
+    class Down(SimpleTorchEngine):
+        def __init__(self, chat: ChatFormat) -> None:
+            self.chat = chat
+
+        async def generate(self, *a: Any, **kw: Any) -> Any:
+            raise RuntimeError("device lost")
+
+    with live_server(create_app(Down(chat), chat)) as url:
+        client = openai.OpenAI(base_url=f"{url}/v1", api_key="unused", max_retries=0)
+        stream = client.chat.completions.create(
+            model="tiny",
+            messages=[{"role": "user", "content": "x"}],
+            stream=True,
+            n=2,
+            stream_options={"include_usage": True},
+            extra_headers={"X-Session-Id": "s4"},
+        )
+        with pytest.raises(openai.APIError, match="device lost"):
+            list(stream)
+        segs = httpx.get(f"{url}/v1/trajectories").json()["data"]
+        assert [s["termination"] for s in segs] == ["engine_error", "engine_error"]
+        assert all("device lost" in s["metadata"]["error"] for s in segs[:1])

@@ -1,0 +1,273 @@
+"""Running one checked request against the engine: n choices, constraints, streaming, recording.
+
+Kept apart from the HTTP routes so the same path serves the streaming and the plain response:
+both prepare the session's ids under its lock, run the `n` choices concurrently (each its own
+segment branch, its own grammar state and seed), parse each turn the same way and record it
+the moment it finishes. A choice that fails, times out or whose client disconnects closes its
+segment as `engine_error` with the reason, so a half-done turn is never mistaken for one.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import uuid
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
+from typing import Any
+
+from agentrl.chat.format import ChatFormat
+from agentrl.chat.parsers import parse, split_reasoning
+from agentrl.engines.base import Engine, GenerateResult, SamplingParams
+from agentrl.serve.constrain import GrammarConstraint, check_grammar, request_grammar
+from agentrl.serve.messages import choice_json, from_openai, logprob_entries, usage
+from agentrl.serve.recorder import Session, SessionRecorder
+from agentrl.serve.request import ChatRequest, RequestError
+from agentrl.serve.stream import ChoiceStream, ChunkWriter, sse
+from agentrl.types import Message, Trajectory
+
+
+@dataclass
+class Prepared:
+    messages: list[Message]
+    grammar: str | None
+    constrained: str | None  # which request field the grammar enforces
+    tool_format: str  # "none" with tool_choice="none": nothing is parsed as a call
+
+
+@dataclass
+class Choice:
+    result: GenerateResult
+    text: str
+    message: Message
+
+
+@dataclass
+class Completion:
+    choices: list[Choice]
+    prompt_tokens: int
+
+    @property
+    def completion_tokens(self) -> int:
+        return sum(len(c.result.token_ids) for c in self.choices)
+
+
+def assistant_message(text: str, tool_format: str, turn: int, index: int) -> Message:
+    """The message the client sees. Calls that failed to parse stay in the content as text,
+    so the client never gets an unusable call."""
+    _, rest = split_reasoning(text)
+    content, calls = parse(rest, tool_format)
+    good = [c for c in calls if not c.parse_error]
+    if len(good) != len(calls):
+        content = text.strip()
+    for i, c in enumerate(good):
+        c.id = f"call_{turn}_{index}_{i}_{uuid.uuid4().hex[:6]}"
+    return Message("assistant", content, tool_calls=good)
+
+
+def choices_json(chat: ChatFormat, req: ChatRequest, done: Completion) -> list[dict[str, Any]]:
+    out = []
+    for i, c in enumerate(done.choices):
+        r = c.result
+        lps = logprob_entries(chat, r.token_ids, r.logprobs, r.top_logprobs)
+        out.append(choice_json(i, c.message, r.finish_reason, lps if req.logprobs else None))
+    return out
+
+
+def _failure(result: GenerateResult | BaseException) -> str | None:
+    if isinstance(result, BaseException):
+        return f"{type(result).__name__}: {result}"
+    if result.finish_reason in ("error", "abort"):
+        return result.error or result.finish_reason
+    return None
+
+
+class Server:
+    """The request path shared by the routes."""
+
+    def __init__(
+        self, engine: Engine, chat: ChatFormat, recorder: SessionRecorder, timeout_s: float
+    ) -> None:
+        self.engine, self.chat, self.recorder, self.timeout_s = engine, chat, recorder, timeout_s
+
+    def check(self, req: ChatRequest) -> Prepared:
+        """Everything that can be refused before touching the session (400s)."""
+        feats = self.engine.features
+        if req.top_logprobs and "top_logprobs" not in feats:
+            raise RequestError(f"top_logprobs: the {type(self.engine).__name__} engine has none")
+        try:
+            messages = from_openai(req.messages)
+        except (ValueError, TypeError, AttributeError) as e:
+            raise RequestError(f"messages: unsupported content: {e}") from e
+        try:
+            self.chat.prompt_ids(messages, req.tools)
+        except Exception as e:  # noqa: BLE001 - a template that cannot render this request
+            raise RequestError(f"cannot render messages: {e}") from e
+        grammar = request_grammar(req, self.chat)
+        field = "response_format" if req.response_format else "tool_choice"
+        if grammar is not None:
+            if "constraint" not in feats:
+                raise RequestError(
+                    f"{field}: the {type(self.engine).__name__} engine has no constrained "
+                    "decoding (use the plain hf engine: agentrl serve --fast off)"
+                )
+            check_grammar(grammar, self.chat, field)
+        # A JSON answer is never a tool call (the `json` format would parse one out of it).
+        unparsed = req.tool_choice == "none" or req.response_format is not None
+        fmt = "none" if unparsed else self.chat.tool_format
+        constrained = None
+        if grammar is not None:
+            constrained = field if field == "response_format" else f"tool_choice={req.tool_choice}"
+        return Prepared(messages, grammar, constrained, fmt)
+
+    def _params(self, req: ChatRequest, prep: Prepared, i: int, on_token: Any) -> SamplingParams:
+        seed = None if req.params.seed is None else req.params.seed + i
+        constraint = GrammarConstraint(prep.grammar, self.chat) if prep.grammar else None
+        return dataclasses.replace(req.params, seed=seed, constraint=constraint, on_token=on_token)
+
+    def _start(
+        self, req: ChatRequest, prep: Prepared, session: Session
+    ) -> tuple[list[int], list[Trajectory]]:
+        try:
+            ids, traj = self.recorder.prepare(session, prep.messages, req.tools)
+        except Exception as e:  # noqa: BLE001 - e.g. an observation the template rejects
+            raise RequestError(f"cannot render messages: {e}") from e
+        return ids, self.recorder.branch(session, traj, req.n)
+
+    def _commit(self, traj: Trajectory, result: GenerateResult, prep: Prepared, i: int) -> Choice:
+        text = self.chat.sampled_text(result.token_ids)
+        message = assistant_message(text, prep.tool_format, len(traj.turns), i)
+        self.recorder.commit(traj, result, text, message, prep.constrained)
+        return Choice(result, text, message)
+
+    async def complete(self, req: ChatRequest, prep: Prepared, sid: str) -> Completion | Exception:
+        session = self.recorder.session(sid)
+        async with session.lock:  # a session's turns are sequential by nature
+            try:
+                ids, trajs = self._start(req, prep, session)
+            except RequestError as e:
+                return e
+            runs = [
+                self.engine.generate(ids, self._params(req, prep, i, None), session_id=sid)
+                for i in range(req.n)
+            ]
+            try:
+                results: list[Any] = await asyncio.wait_for(
+                    asyncio.gather(*runs, return_exceptions=True), self.timeout_s
+                )
+            except asyncio.TimeoutError:
+                results = [TimeoutError(f"no result in {self.timeout_s}s")] * req.n
+            errors = [_failure(r) for r in results]
+            if any(errors):
+                error = next(e for e in errors if e)
+                for traj, err in zip(trajs, errors, strict=True):
+                    self.recorder.fail(traj, err or f"another choice failed: {error}")
+                return RuntimeError(error)
+            choices = [
+                self._commit(t, r, prep, i)
+                for i, (t, r) in enumerate(zip(trajs, results, strict=True))
+            ]
+        return Completion(choices, len(ids))
+
+    async def stream(
+        self, req: ChatRequest, prep: Prepared, sid: str, model: str
+    ) -> AsyncIterator[str]:
+        """SSE events of one streamed completion (see `stream`); errors are an error event."""
+        writer = ChunkWriter(model, req.logprobs, self.chat)
+        loop = asyncio.get_running_loop()
+        queue: asyncio.Queue[tuple[int, Any, float, Any]] = asyncio.Queue()
+        live = "stream" in self.engine.features
+        session = self.recorder.session(sid)
+        async with session.lock:
+            try:
+                ids, trajs = self._start(req, prep, session)
+            except RequestError as e:
+                yield sse({"error": {"message": str(e), "type": "invalid_request_error"}})
+                return
+
+            def hook(i: int) -> Any:
+                def on_token(tok: int, lp: float, top: list[tuple[int, float]]) -> None:
+                    loop.call_soon_threadsafe(queue.put_nowait, (i, tok, lp, top))
+
+                return on_token if live else None
+
+            tasks = [
+                asyncio.ensure_future(
+                    self.engine.generate(ids, self._params(req, prep, i, hook(i)), session_id=sid)
+                )
+                for i in range(req.n)
+            ]
+            for i, t in enumerate(tasks):
+                t.add_done_callback(lambda _, i=i: queue.put_nowait((i, None, 0.0, None)))
+            open_ = set(range(req.n))
+            committed: list[Choice] = []
+            errors: dict[int, str] = {}
+            try:
+                async for event in self._events(
+                    req, prep, writer, queue, tasks, trajs, open_, committed, errors
+                ):
+                    yield event
+                if req.include_usage and not open_:  # every choice finished and committed
+                    done = sum(len(c.result.token_ids) for c in committed)
+                    yield writer.usage_chunk(usage(len(ids), done))
+                yield sse("[DONE]")
+            finally:
+                for t in tasks:
+                    t.cancel()
+                for i in sorted(open_):  # a choice failed, or the client left
+                    self.recorder.fail(trajs[i], errors.get(i, "stream ended before it finished"))
+
+    async def _events(
+        self,
+        req: ChatRequest,
+        prep: Prepared,
+        writer: ChunkWriter,
+        queue: asyncio.Queue[tuple[int, Any, float, Any]],
+        tasks: list[asyncio.Future[GenerateResult]],
+        trajs: list[Trajectory],
+        open_: set[int],
+        committed: list[Choice],
+        errors: dict[int, str],
+    ) -> AsyncIterator[str]:
+        """Chunks until every choice is done; on a failure, an error event and stop (the
+        failed and the unfinished choices stay in `open_`, so `stream` closes them)."""
+        loop = asyncio.get_running_loop()
+        streams = [ChoiceStream(self.chat, prep.tool_format) for _ in tasks]
+        seen: list[list[tuple[int, float, list[tuple[int, float]]]]] = [[] for _ in tasks]
+        for i in range(len(tasks)):
+            yield writer.chunk(i, {"role": "assistant", "content": ""})
+        deadline = loop.time() + self.timeout_s
+        while open_:
+            wait = max(deadline - loop.time(), 0.0)
+            try:
+                i, tok, lp, top = await asyncio.wait_for(queue.get(), wait)
+            except asyncio.TimeoutError:
+                msg = f"no result in {self.timeout_s}s"
+                errors.update({j: msg for j in open_})
+                yield sse({"error": {"message": msg, "type": "server_error"}})
+                return
+            if tok is not None:
+                seen[i].append((tok, lp, top or []))
+                piece = streams[i].delta([s[0] for s in seen[i]])
+                if piece or req.logprobs:
+                    yield writer.chunk(i, {"content": piece} if piece else {}, tokens=seen[i][-1:])
+                continue
+            task = tasks[i]
+            result: Any = task.exception() or task.result() if not task.cancelled() else None
+            error = _failure(result) if result is not None else "cancelled"
+            if error:
+                errors[i] = error
+                yield sse({"error": {"message": f"engine failed: {error}", "type": "server_error"}})
+                return
+            choice = self._commit(trajs[i], result, prep, i)
+            committed.append(choice)
+            open_.discard(i)
+            rest, calls = streams[i].final(choice.message)
+            r = result
+            tops = r.top_logprobs or [[] for _ in r.token_ids]
+            left = list(zip(r.token_ids, r.logprobs, tops, strict=True))[len(seen[i]) :]
+            if rest or (left and req.logprobs):
+                yield writer.chunk(i, {"content": rest} if rest else {}, tokens=left)
+            for c in calls:
+                yield writer.chunk(i, {"tool_calls": [c]})
+            yield writer.finish_chunk(i, r.finish_reason, choice.message)
