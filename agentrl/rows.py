@@ -51,6 +51,10 @@ class DatasetError(ValueError):
     """A dataset file or row is unusable; the message names the file, row and column."""
 
 
+class DatasetNotFoundError(DatasetError, FileNotFoundError):
+    """A dataset path that does not exist."""
+
+
 class RowError(ValueError):
     """One row breaks the contract: raised by `Row`'s accessors and by envs' `read_row`."""
 
@@ -157,14 +161,15 @@ class Row:
     def task_messages(
         self, template: str = "{question}", prefer: Literal["prompt", "question"] = "prompt"
     ) -> list[Message]:
-        """What the episode shows: the prompt verbatim, or the question in the env's
-        `template`; `prefer` picks when the row has both (verl rows often do)."""
+        """What the episode shows: the prompt verbatim, or the question put in for
+        `{question}` in the env's `template`; `prefer` picks when the row has both (verl rows
+        often do)."""
         order = ("prompt", "question") if prefer == "prompt" else ("question", "prompt")
         for name in order:
             if self.has(name):
                 if name == "prompt":
                     return self.messages()
-                return [Message("user", template.format(question=self.text("question")))]
+                return [Message("user", template.replace("{question}", self.text("question")))]
         raise RowError(
             self.candidates("prompt")[0],
             "missing: a row needs a prompt (chat messages or text) or a question column "
@@ -258,7 +263,7 @@ def _hf_folder(path: Path) -> Iterator[tuple[int, Any]]:
 
 def _raw_rows(path: Path) -> Iterator[tuple[int, Any]]:
     if not path.exists():
-        raise FileNotFoundError(f"{path}: no such dataset file or folder")
+        raise DatasetNotFoundError(f"{path}: no such dataset file or folder")
     if path.is_dir():
         if not (path / "state.json").exists() and not (path / "dataset_dict.json").exists():
             raise DatasetError(

@@ -152,9 +152,9 @@ class SelfPlayRecipe(ABC):
         from agentrl.trainer.sft import build_demos, sft_train
 
         cfg = self.cfg
-        seeds = [cfg.data.eval_seed_offset * 2 + i for i in range(cfg.sft.demos)]
+        items = self.c.data.demo_items(cfg.sft.demos)
         chat = self.c.rollout.runner.chat
-        demos = build_demos(env_factory(cfg), chat, seeds, cfg.sft.skip_tools)
+        demos = build_demos(env_factory(cfg), chat, items, cfg.sft.skip_tools)
         losses = sft_train(
             self.actor.model, demos, cfg.sft, self.pad_id, self.device, cfg.trainer.seed
         )

@@ -68,6 +68,13 @@ class TaskSource:
         self.cursor += size
         return items
 
+    def demo_items(self, n: int) -> list[int | Row]:
+        """Tasks for oracle SFT demos: the training rows (cycled), else seeds disjoint from
+        training and held-out eval."""
+        if self.rows is not None:
+            return [self.rows[i % len(self.rows)] for i in range(n)]
+        return [self.cfg.eval_seed_offset * 2 + i for i in range(n)]
+
     def eval_items(self, n: int | None = None) -> list[Any]:
         """Held-out tasks: the validation rows, else env seeds (none for a dataset run)."""
         n = n or self.cfg.eval_episodes

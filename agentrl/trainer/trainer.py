@@ -253,8 +253,8 @@ class Trainer:
         from .sft import build_demos
 
         cfg, c = self.cfg, self.c
-        seeds = [cfg.data.eval_seed_offset * 2 + i for i in range(cfg.sft.demos)]
-        demos = build_demos(env_factory(cfg), c.rollout.chat, seeds, cfg.sft.skip_tools)
+        items = c.data.demo_items(cfg.sft.demos)  # the training rows on a dataset run
+        demos = build_demos(env_factory(cfg), c.rollout.chat, items, cfg.sft.skip_tools)
         losses = self.actor.sft(demos, cfg.sft, c.tokenizer.pad_token_id, cfg.trainer.seed)
         self.logger.log(
             0, {"sft/loss_first": losses[0], "sft/loss_last": losses[-1]}, file="sft.jsonl"
