@@ -86,9 +86,9 @@ def test_verl_parquet_with_val_split_drives_training_and_eval(
         data__val_path=val,
         data__eval_episodes=2,
         trainer__steps=2,
-        sampling__temperature=0.7,
-        sft__steps=80,
-        sft__lr=3e-3,
+        sampling__temperature=0.3,
+        sft__steps=40,
+        sft__lr=5e-3,
         sft__demos=4,
         sft__batch_size=4,
     )
