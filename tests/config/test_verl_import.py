@@ -131,3 +131,28 @@ def test_cli_prints_to_stdout_without_out(tmp_path: Path, capsys) -> None:
     assert main(["config", "import-verl", str(src)]) == 0
     printed = yaml.safe_load(capsys.readouterr().out)
     assert printed["algorithm"]["adv_estimator"] == "rloo" and printed["rollout"]["n"] == 4
+
+
+def test_data_keys_map_onto_the_row_contract(tmp_path: Path) -> None:
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    def parquet(name: str, source: str, n: int) -> str:
+        rows = [{"data_source": source, "q": [{"role": "user", "content": "x"}]}] * n
+        pq.write_table(pa.Table.from_pylist(rows), tmp_path / name)
+        return str(tmp_path / name)
+
+    a, b = parquet("a.parquet", "codecontests", 6), parquet("b.parquet", "codecontests", 2)
+    val = [parquet("v1.parquet", "codecontests", 3), parquet("v2.parquet", "codecontests", 4)]
+    tree = {"data": {"train_files": [a, b], "val_files": val, "prompt_key": "q"}}
+    r = import_verl(tree)
+    cfg = from_dict(TrainConfig, r.config)
+    d = cfg.data
+    assert (d.path, d.train_files, d.val_path) == ("", [a, b], val)
+    assert (d.columns, d.eval_episodes, d.env) == ({"prompt": "q"}, 7, "code/functions-v0")
+    assert any("data_source is 'codecontests'" in n for n in r.notes)
+    search = import_verl({"data": {"train_files": parquet("s.parquet", "searchR1_nq", 1)}})
+    assert search.config["data"]["env"] == "search/qa-v0"
+    assert any("retriever_url" in n for n in search.notes)
+    gone = import_verl({"data": {"train_files": "/nowhere/train.parquet"}}, env="math/calc-v0")
+    assert gone.config["data"] == {"path": "/nowhere/train.parquet", "env": "math/calc-v0"}

@@ -213,3 +213,29 @@ def test_dataset_with_an_env_that_cannot_take_rows_fails_at_config_load(
     out = capsys.readouterr().out
     assert "config error" in out and "'games/wordle-v0' (WordleTextEnv) cannot take" in out
     assert main(["config", "show", "data.env=games/wordle-v0", f"data.val_path={train}"]) == 2
+
+
+def test_rollout_cli_samples_dataset_rows(tmp_path: Path, agentrl_cache: Path, monkeypatch) -> None:
+    from agentrl.types import read_jsonl
+
+    monkeypatch.setenv("AGENTRL_CACHE", str(agentrl_cache))
+    train = write_parquet(tmp_path / "train.parquet", verl_rows(TRAIN))
+    out = tmp_path / "traj.jsonl"
+    args = ["rollout", "--env", "math/boxed-v0", "--model", "tiny:qwen2", "--data", str(train)]
+    args += [
+        "--seed",
+        "1",
+        "--episodes",
+        "2",
+        "--n",
+        "1",
+        "--max-new-tokens",
+        "8",
+        "--out",
+        str(out),
+    ]
+    assert main(args) == 0
+    trajs = list(read_jsonl(out))
+    assert [prompt_of(t) for t in trajs] == [q + SUFFIX for q, _ in TRAIN[1:3]]
+    check_rewards(trajs, GOLD)
+    assert main([*args[:5], "--data", str(tmp_path / "missing.jsonl")]) == 2
