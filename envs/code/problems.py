@@ -246,11 +246,11 @@ def read_problem(row: Row, fmt: str = "auto") -> CodeProblem:
             )
         data = row.data
         return FORMATS[detect_format(data) if fmt == "auto" else fmt](data, row.number)
-    except KeyError as e:
+    except RowError:
+        raise
+    except KeyError as e:  # a format's required column
         raise RowError(str(e.args[0]), "missing") from None
     except (ValueError, TypeError, IndexError) as e:
-        if isinstance(e, RowError):
-            raise
         raise RowError(None, str(e)) from None
 
 

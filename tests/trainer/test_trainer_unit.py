@@ -1,6 +1,6 @@
 """Trainer unit tests: collate on multi-turn trajectories, micro-batch invariance of the
 update, TaskSource determinism over seeds and rows, checkpoint atomicity. The row reader's
-errors are tested in tests/datasets/."""
+errors are tested in tests/rows/."""
 
 from __future__ import annotations
 

@@ -182,3 +182,13 @@ def test_an_env_that_does_not_take_rows_never_ignores_one() -> None:
 
     with pytest.raises(RowError, match="Generated does not take dataset rows"):
         Generated().reset(seed=0, options={"row": Row({"prompt": "p", "answer": "1"})})
+
+
+def test_hf_folder_without_the_datasets_package_says_what_to_install(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    (tmp_path / "ds").mkdir()
+    (tmp_path / "ds" / "state.json").write_text("{}")
+    monkeypatch.setitem(__import__("sys").modules, "datasets", None)  # as if not installed
+    with pytest.raises(DatasetError, match=r"pip install 'agentrl\[datasets\]'"):
+        read_dataset(tmp_path / "ds")
