@@ -15,18 +15,24 @@ worker thread so a slow env never blocks other episodes; async envs override the
 `ToolEnv` covers the common case: a task with a checkable answer and a `ToolSet`. Subclasses
 implement `new_task` and `score`, and optionally `oracle_action` so `check_env` can prove the
 task is solvable at maximum reward.
+
+Dataset rows (`data.path`, docs/datasets.md) reach an env as `reset(options={"row": Row})`.
+An env type declares that it takes them (`accepts_rows = True`) and implements `read_row`,
+which turns one row into its task. The declaration is what config loading checks: `data.path`
+with an env that does not take rows is an error, never silently ignored rows.
 """
 
 from __future__ import annotations
 
 import asyncio
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, ClassVar
 
 import gymnasium as gym
 import numpy as np
 from agentrl.tools.core import ToolSet
 
+from agentrl.rows import Row, RowError
 from agentrl.types import Message, ToolResult
 
 
@@ -85,6 +91,12 @@ class AgentEnv(gym.Env[Observation, Message]):
     reward_range: tuple[float, float] = (0.0, 1.0)
     max_turns: int = 8
     max_observation_chars: int = 32_000
+    # Whether a dataset row can pose this env's task: reset(options={"row": Row}) then uses
+    # `read_row(row)` instead of generating one.
+    accepts_rows: ClassVar[bool] = False
+    # Row fields read beyond the contract's (prompt, question, answer, data_source,
+    # extra_info), so `data.columns` may map them.
+    row_fields: ClassVar[tuple[str, ...]] = ()
 
     observation_space = MessagesSpace("observation")
     action_space = MessagesSpace("action")
@@ -105,6 +117,15 @@ class AgentEnv(gym.Env[Observation, Message]):
         """Reward-hacking scripts for the current task (name -> actions), each of which must
         score ``reward_range[0]``; ``check_env`` plays them. Call after ``reset``."""
         return {}
+
+    @classmethod
+    def read_row(cls, row: Row) -> Task:
+        """The task one dataset row poses, before per-instance settings (a system prompt).
+
+        Pure and cheap: it runs on every row when the dataset loads, so a bad row fails
+        (raise `RowError(column, why)`) before training starts, and again at reset.
+        """
+        raise RowError(None, f"{cls.__name__} does not take dataset rows")
 
 
 @dataclass
@@ -133,6 +154,7 @@ class ToolEnv(AgentEnv):
 
     # -- hooks -------------------------------------------------------------------------
     def new_task(self, rng: np.random.Generator, options: dict[str, Any]) -> Task:
+        """A fresh task; `options["row"]` (only if `accepts_rows`) is a dataset row to pose."""
         raise NotImplementedError
 
     def score(self, final: Message) -> float:
@@ -145,7 +167,10 @@ class ToolEnv(AgentEnv):
         super().reset(seed=seed)
         self.tools.reset()
         self.turn = 0
-        self.task = self.new_task(self.np_random, options or {})
+        options = options or {}
+        if "row" in options and not self.accepts_rows:  # never ignore a dataset row silently
+            raise RowError(None, f"{type(self).__name__} does not take dataset rows")
+        self.task = self.new_task(self.np_random, options)
         return Observation(list(self.task.messages), self.tools.schemas), dict(self.task.info)
 
     def step(self, action: Message) -> tuple[Observation, float, bool, bool, dict[str, Any]]:

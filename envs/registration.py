@@ -52,6 +52,17 @@ class EnvSpec:
             raise ValueError(f"env {self.id}: entry point {self.entry_point!r} needs 'module:Attr'")
         return getattr(importlib.import_module(mod), attr)
 
+    def takes_rows(self) -> bool:
+        """Whether dataset rows can pose this env's tasks: its class declares `accepts_rows`.
+        False for an entry point that is a factory function, or whose module fails to import."""
+        from .core import AgentEnv
+
+        try:
+            cls = self.load()
+        except ImportError:
+            return False
+        return isinstance(cls, type) and issubclass(cls, AgentEnv) and cls.accepts_rows
+
 
 registry: dict[str, EnvSpec] = {}
 _plugins_loaded = False

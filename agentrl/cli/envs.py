@@ -37,13 +37,16 @@ def cmd_list(args: argparse.Namespace) -> int:
     from agentrl.envs import all_specs
 
     _load(args.env_module)
-    rows = [{"id": s.id, "family": s.family, "description": s.description} for s in all_specs()]
+    rows = [
+        {"id": s.id, "family": s.family, "description": s.description, "rows": s.takes_rows()}
+        for s in all_specs()
+    ]
     if args.json:
         print(json.dumps(rows, indent=2))
         return 0
-    table = Table("id", "family", "description", title=f"{len(rows)} environments")
+    table = Table("id", "family", "rows", "description", title=f"{len(rows)} environments")
     for r in rows:
-        table.add_row(r["id"], r["family"], r["description"])
+        table.add_row(r["id"], r["family"], "yes" if r["rows"] else "", r["description"])
     Console().print(table)
     return 0
 

@@ -1,6 +1,7 @@
 """`agentrl rollout`: sample episodes from an env with a model and write token-exact JSONL.
 
 agentrl rollout --env math/calc-v0 --model tiny:qwen2 --n 4 --episodes 8 --out traj.jsonl
+agentrl rollout --env math/boxed-v0 --data test.parquet ...   # dataset rows as the tasks
 """
 
 from __future__ import annotations
@@ -20,7 +21,10 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--model", required=True, help="checkpoint dir or tiny:<preset>")
     p.add_argument("--n", type=int, default=4, help="samples per task (group size)")
     p.add_argument("--episodes", type=int, default=8, help="tasks (seeds), each sampled n times")
-    p.add_argument("--seed", type=int, default=0, help="first task seed")
+    p.add_argument("--seed", type=int, default=0, help="first task seed (with --data: row)")
+    p.add_argument(
+        "--data", action="append", default=[], help="dataset file/folder whose rows are the tasks"
+    )
     p.add_argument("--out", default="trajectories.jsonl", help="output JSONL path")
     p.add_argument("--max-turns", type=int, default=4)
     p.add_argument("--max-new-tokens", type=int, default=64, help="per-turn budget")
@@ -66,6 +70,16 @@ def cmd_rollout(args: argparse.Namespace) -> int:
     for m in args.env_module:
         load_env_module(m)
     make(args.env).close()  # fail fast on a bad id, before loading the model
+    tasks: list = list(range(args.seed, args.seed + args.episodes))
+    if args.data:  # rows, checked by the env class like data.path (docs/datasets.md)
+        from agentrl.rows import DatasetError, read_dataset, rows_env
+
+        try:
+            ds = read_dataset(args.data, check=rows_env(args.env).read_row)
+        except (DatasetError, ValueError) as e:
+            print(f"dataset error: {e}")
+            return 2
+        tasks = ds.rows[args.seed : args.seed + args.episodes]
     console = Console(stderr=True)
     engine, chat = build_engine(args.model, args.device, max_batch_size=args.concurrency)
     rollout = RolloutConfig(
@@ -77,7 +91,7 @@ def cmd_rollout(args: argparse.Namespace) -> int:
         tool_format=args.tool_format,
     )
     sampling = SamplingConfig(temperature=args.temperature, max_new_tokens=args.max_new_tokens)
-    total = args.episodes * args.n
+    total = len(tasks) * args.n
     columns = (
         "[progress.description]{task.description}",
         BarColumn(),
@@ -94,8 +108,7 @@ def cmd_rollout(args: argparse.Namespace) -> int:
             sampling,
             on_episode=lambda _t: progress.advance(bar),
         )
-        seeds = list(range(args.seed, args.seed + args.episodes))
-        groups = runner.collect_sync(seeds, args.n)
+        groups = runner.collect_sync(tasks, args.n)
         runner.close(close_engine=True)
     n = write_jsonl(args.out, (t for g in groups for t in g.trajectories))
     stats = runner.last_stats

@@ -66,6 +66,7 @@ def run_sft(cfg: object, out: str) -> object:
     from agentrl.chat import ChatFormat
     from agentrl.models.load import load_model, load_tokenizer, save_pretrained
     from agentrl.trainer.build import env_factory, seed_everything
+    from agentrl.trainer.data import TaskSource
     from agentrl.trainer.sft import build_demos, sft_train
 
     seed_everything(cfg.trainer.seed)
@@ -76,8 +77,8 @@ def run_sft(cfg: object, out: str) -> object:
     tokenizer = load_tokenizer(cfg.model)
     model = load_model(cfg.model).to(device)
     chat = ChatFormat(tokenizer, cfg.rollout.tool_format)
-    seeds = [cfg.data.eval_seed_offset * 2 + i for i in range(cfg.sft.demos)]
-    demos = build_demos(env_factory(cfg), chat, seeds, cfg.sft.skip_tools)
+    items = TaskSource(cfg.data, cfg.trainer.seed).demo_items(cfg.sft.demos)
+    demos = build_demos(env_factory(cfg), chat, items, cfg.sft.skip_tools)
     losses = sft_train(model, demos, cfg.sft, tokenizer.pad_token_id, device, cfg.trainer.seed)
     path = save_pretrained(model, tokenizer, out)
     with open(Path(path) / "sft.jsonl", "w", encoding="utf-8") as f:

@@ -56,7 +56,13 @@ def cmd_train(args: argparse.Namespace) -> int:
     except ConfigError as e:
         print(f"config error: {e}")
         return 2
+    from agentrl.rows import DatasetError
     from agentrl.trainer import Trainer
 
-    result = Trainer(cfg).train(resume=args.resume)
+    try:
+        trainer = Trainer(cfg)
+    except DatasetError as e:  # a bad row: file, row and column, not a traceback
+        print(f"dataset error: {e}")
+        return 2
+    result = trainer.train(resume=args.resume)
     return 0 if result is not None else 1

@@ -9,6 +9,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from ._verl_data import steps_from_epochs
+
 if TYPE_CHECKING:
     from .verl_import import ImportResult
 
@@ -68,33 +70,6 @@ class Ctx:
                 self.put(dst, convert(value) if convert else value)
 
 
-def data(c: Ctx) -> None:
-    c.direct(
-        {
-            "data.train_batch_size": ("data.batch_size", int),
-            "data.prompt_key": ("data.prompt_key", str),
-            "data.tokenizer": ("model.tokenizer", str),
-        }
-    )
-    files = c.get("data.train_files")
-    if isinstance(files, str):
-        c.put("data.path", files)
-    elif isinstance(files, list) and len(files) == 1:
-        c.put("data.path", str(files[0]))
-    elif files:
-        c.put("data.path", str(files[0]))
-        c.unmapped("data.train_files", f"agentrl reads one dataset file; kept {files[0]}")
-    c.unmapped("data.val_files", "agentrl evaluates on held-out env seeds (data.eval_*)")
-    prompt = c.get("data.max_prompt_length")
-    response = c.get("data.max_response_length")
-    if response is not None:
-        c.put("sampling.max_new_tokens", int(response))
-        if prompt is not None:
-            c.put("rollout.max_total_tokens", int(prompt) + int(response))
-    for key in ("prompt_length", "response_length"):  # verl copies of the data lengths
-        c.get(R + key)
-    if c.get("data.shuffle", True) is False:
-        c.unmapped("data.shuffle", "agentrl always shuffles dataset rows")
 
 
 def model(c: Ctx) -> None:
@@ -247,7 +222,7 @@ def trainer(c: Ctx) -> None:
         c.inactive("trainer.total_epochs", "total_training_steps takes precedence")
     epochs = c.get("trainer.total_epochs")
     if "steps" not in c.result.config.get("trainer", {}) and epochs is not None:
-        steps = _steps_from_epochs(c, int(epochs))
+        steps = steps_from_epochs(c, int(epochs))
         if steps:
             c.put("trainer.steps", steps)
             c.result.notes.append(f"trainer.steps={steps} from total_epochs={epochs}")
@@ -278,26 +253,6 @@ def trainer(c: Ctx) -> None:
         c.unmapped("trainer.device", f"no agentrl device {device!r}")
     c.unmapped("trainer.resume_mode", "pass --resume to agentrl train")
     c.get("trainer.val_before_train")  # agentrl evaluates before training when eval_episodes>0
-
-
-def _steps_from_epochs(c: Ctx, epochs: int) -> int | None:
-    """verl's epochs → optimizer steps, when the (local) training file can be counted."""
-    path = c.result.config.get("data", {}).get("path")
-    batch = c.result.config.get("data", {}).get("batch_size")
-    if not path or not batch:
-        return None
-    from pathlib import Path
-
-    p = Path(path).expanduser()
-    if not p.is_file():
-        return None
-    if p.suffix == ".parquet":
-        import pyarrow.parquet as pq
-
-        rows = pq.ParquetFile(p).metadata.num_rows
-    else:
-        rows = sum(1 for line in p.open(encoding="utf-8") if line.strip())
-    return max(1, epochs * (rows // int(batch)))
 
 
 def reward_and_critic(c: Ctx) -> None:

@@ -93,6 +93,8 @@ def from_dict(cls: type[T], data: dict[str, Any], src: str = "<dict>", prefix: s
         return cls(**kwargs)
     except TypeError as e:
         raise ConfigError(f"{src}: {prefix or cls.__name__}: {e}") from e
+    except ValueError as e:  # a __post_init__ check; its message names the key
+        raise ConfigError(f"{src}: {e}") from e
 
 
 def to_dict(cfg: Any) -> dict[str, Any]:

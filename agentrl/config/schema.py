@@ -80,14 +80,49 @@ class DataConfig:
     # User env files (like `--env-module`, which appends here) imported in every process that
     # builds envs: the driver, torchrun ranks and Ray rollout workers.
     env_modules: list[str] = field(default_factory=list)
-    # Optional parquet/JSONL dataset; rows are passed to reset(options=row).
+    # A dataset whose rows pose the training episodes (docs/datasets.md): parquet, JSONL
+    # (.jsonl/.json, optionally .gz) or a HF `datasets` save_to_disk folder (agentrl[datasets]).
+    # Empty = the env generates tasks from seeds. data.env must take rows (config error if not).
     path: str = ""
-    prompt_key: str = "prompt"
+    # Several such files, read in order as one dataset (verl's name); instead of `path`.
+    train_files: list[str] = field(default_factory=list)
+    # Validation split for the held-out eval (a file/folder or a list): its first
+    # `eval_episodes` rows, greedy. Without it, a run on dataset rows has no held-out eval.
+    val_path: str | list[str] = ""
+    # Row field -> column (dotted for nested columns) for layouts other than verl's, e.g.
+    # {question: problem, answer: solution}. Fields: prompt, question, answer, data_source,
+    # extra_info, and the env's own (`row_fields`).
+    columns: dict[str, str] = field(default_factory=dict)
+    # A bad row (missing column, wrong type, invalid JSON): "error" stops at load naming the
+    # file, row and column; "skip" leaves it out, and the count is logged.
+    on_bad_row: Literal["error", "skip"] = "error"
     # Prompts per training step (each sampled rollout.n times).
     batch_size: int = 8
     # Held-out evaluation seeds start here (training seeds count up from 0).
     eval_seed_offset: int = 1_000_000
     eval_episodes: int = 64
+
+    def train_paths(self) -> list[str]:
+        return ([self.path] if self.path else []) + list(self.train_files)
+
+    def val_paths(self) -> list[str]:
+        if isinstance(self.val_path, str):
+            return [self.val_path] if self.val_path else []
+        return list(self.val_path)
+
+    def __post_init__(self) -> None:
+        """Dataset keys need an env that takes rows: checked here, when the config loads."""
+        if self.path and self.train_files:
+            raise ValueError("data.path and data.train_files are both set; use one of them")
+        if self.columns and not (self.train_paths() or self.val_paths()):
+            raise ValueError("data.columns is set but no dataset is (data.path/train_files)")
+        if self.train_paths() or self.val_paths():
+            from agentrl.envs import load_env_module
+            from agentrl.rows import check_columns, rows_env
+
+            for module in self.env_modules:
+                load_env_module(module)
+            check_columns(self.columns, rows_env(self.env))
 
 
 @dataclass(kw_only=True)

@@ -18,6 +18,7 @@ Semantics that differ: verl's `ppo_mini_batch_size` counts prompts (it is multip
 `rollout.n`), agentrl's `trainer.mini_batch_size` counts trajectories; verl's
 `max_response_length` is the whole (multi-turn) response budget, which becomes both the
 per-turn `sampling.max_new_tokens` and, with the prompt length, `rollout.max_total_tokens`.
+The dataset keys and the env the rows train on are `_verl_data`'s.
 """
 
 from __future__ import annotations
@@ -27,6 +28,7 @@ from dataclasses import dataclass, field, fields
 from typing import Any
 
 from . import _verl_algorithm as algo_rules
+from . import _verl_data as data_rules
 from . import _verl_rules as rules
 from ._verl_rules import Ctx
 from .schema import TrainConfig
@@ -84,7 +86,7 @@ def import_verl(tree: dict[str, Any], env: str | None = None) -> ImportResult:
     flat = flatten(tree)
     flat = {k: _resolve(flat, v) for k, v in flat.items() if not META.search(k)}
     c = Ctx(flat, ImportResult({}))
-    rules.data(c)
+    data_rules.data(c)
     rules.model(c)
     n = rules.rollout(c)
     rules.trainer(c)  # before the optimizer: warmup ratios need trainer.steps
@@ -92,12 +94,7 @@ def import_verl(tree: dict[str, Any], env: str | None = None) -> ImportResult:
     rules.actor(c, n)
     algo_rules.policy(c)
     rules.reward_and_critic(c)
-    if env:
-        c.put("data.env", env)
-    elif "path" in c.result.config.get("data", {}):
-        c.result.notes.append(
-            "dataset rows are passed to env.reset(options=row) of data.env; set it with --env"
-        )
+    data_rules.env(c, env)
     for key in list(c.flat):
         if key not in c.used:
             c.unmapped(key, "no agentrl equivalent")

@@ -139,9 +139,10 @@ class SelfPlayRecipe(ABC):
         return torch.cat(parts).detach()
 
     def evaluate(self, step: int, tag: str) -> dict[str, float]:
-        if self.cfg.data.eval_episodes <= 0:
+        items = self.c.data.eval_items() if self.cfg.data.eval_episodes > 0 else []
+        if not items:  # eval off, or dataset rows without a validation split
             return {}
-        res = self.c.rollout.evaluate(self.c.data.eval_items(), self.c.success_at)
+        res = self.c.rollout.evaluate(items, self.c.success_at)
         self.logger.log(step, res, file="eval.jsonl")
         self.logger.console.print(f"[bold cyan]eval ({tag})[/] success {res['success_rate']:.3f}")
         return res
@@ -151,9 +152,9 @@ class SelfPlayRecipe(ABC):
         from agentrl.trainer.sft import build_demos, sft_train
 
         cfg = self.cfg
-        seeds = [cfg.data.eval_seed_offset * 2 + i for i in range(cfg.sft.demos)]
+        items = self.c.data.demo_items(cfg.sft.demos)
         chat = self.c.rollout.runner.chat
-        demos = build_demos(env_factory(cfg), chat, seeds, cfg.sft.skip_tools)
+        demos = build_demos(env_factory(cfg), chat, items, cfg.sft.skip_tools)
         losses = sft_train(
             self.actor.model, demos, cfg.sft, self.pad_id, self.device, cfg.trainer.seed
         )

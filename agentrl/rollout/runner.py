@@ -20,9 +20,12 @@ from agentrl.chat.format import ChatFormat
 from agentrl.config.schema import RolloutConfig, SamplingConfig
 from agentrl.engines.base import Engine, SamplingParams
 from agentrl.rollout.episode import _error, run_episode
+from agentrl.rows import Row
 from agentrl.types import Trajectory, TrajectoryGroup
 
-TaskSpec = int | dict[str, Any]
+# An env seed, a dataset row (reset(options={"row": row}), seed = its dataset index), or raw
+# reset options.
+TaskSpec = int | Row | dict[str, Any]
 EpisodeCallback = Callable[[Trajectory], None]
 
 
@@ -43,6 +46,8 @@ def sampling_params(
 
 def _task_args(task: TaskSpec, index: int) -> tuple[str, int | None, dict[str, Any] | None]:
     """(group key, reset seed, reset options). Dataset rows reset with seed = row index."""
+    if isinstance(task, Row):
+        return f"row{index}", task.index, {"row": task}
     if isinstance(task, dict):
         seed = task.get("seed", index)
         return f"row{index}", seed if isinstance(seed, int) else index, dict(task)

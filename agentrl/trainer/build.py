@@ -135,13 +135,13 @@ def build_components(cfg: TrainConfig) -> Components:
     from agentrl.models.load import load_model, load_tokenizer
 
     seed_everything(cfg.trainer.seed)
+    data = TaskSource(cfg.data, cfg.trainer.seed)  # first: a bad dataset row fails in seconds
     backend = build_backend(cfg.trainer.backend, cfg.trainer.device, cfg.trainer)
     tokenizer = load_tokenizer(cfg.model)
     policy = load_model(cfg.model)
     rollout, success_at = build_rollout(cfg, policy, tokenizer, backend.device)
     actor, reference, critic = build_learner(cfg, policy, backend)
     scorer = RewardScorer(cfg.algorithm, cfg.rollout, tokenizer.pad_token_id)
-    data = TaskSource(cfg.data, cfg.trainer.seed)
     return Components(
         backend, tokenizer, actor, reference, critic, rollout, scorer, data, success_at
     )

@@ -71,8 +71,8 @@ class Rollout:
         self._stats = summarize(groups) | {"wall_s": time.monotonic() - t0}
         return groups, greedy
 
-    def evaluate(self, seeds: Sequence[int], success_at: float) -> dict[str, float]:
-        """Greedy, one episode per held-out seed: mean reward and success rate."""
+    def evaluate(self, seeds: Sequence[Any], success_at: float) -> dict[str, float]:
+        """Greedy, one episode per held-out seed (or validation row): reward and success."""
         groups = self.runner.collect_sync(seeds, 1, sampling_cfg=self.greedy)
         rewards = [t.reward for g in groups for t in g.trajectories]
         return {

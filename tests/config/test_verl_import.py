@@ -54,10 +54,10 @@ def test_every_verl_key_is_mapped_reported_or_inactive() -> None:
     for key in (
         "actor_rollout_ref.actor.use_dynamic_bsz",
         "actor_rollout_ref.rollout.multi_turn.tool_config_path",
-        "data.val_files",
         "trainer.critic_warmup",
     ):
         assert key in r.unmapped, key
+    assert {"data.train_files", "data.val_files", "data.prompt_key"} <= set(r.mapped)
     assert "algorithm.kl_ctrl.kl_coef" in r.inactive  # use_kl_in_reward: false
     assert "critic.optim.lr" in r.inactive  # GRPO has no critic
 
@@ -177,3 +177,28 @@ def test_new_estimators_losses_and_their_knobs_map() -> None:
         assert import_verl(t).config["algorithm"]["policy_loss"] == mode
     t = {"actor_rollout_ref": {"actor": {"loss_agg_mode": "token-sum"}}}
     assert import_verl(t).config["algorithm"]["loss_agg_mode"] == "token-sum"
+
+
+def test_data_keys_map_onto_the_row_contract(tmp_path: Path) -> None:
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    def parquet(name: str, source: str, n: int) -> str:
+        rows = [{"data_source": source, "q": [{"role": "user", "content": "x"}]}] * n
+        pq.write_table(pa.Table.from_pylist(rows), tmp_path / name)
+        return str(tmp_path / name)
+
+    a, b = parquet("a.parquet", "codecontests", 6), parquet("b.parquet", "codecontests", 2)
+    val = [parquet("v1.parquet", "codecontests", 3), parquet("v2.parquet", "codecontests", 4)]
+    tree = {"data": {"train_files": [a, b], "val_files": val, "prompt_key": "q"}}
+    r = import_verl(tree)
+    cfg = from_dict(TrainConfig, r.config)
+    d = cfg.data
+    assert (d.path, d.train_files, d.val_path) == ("", [a, b], val)
+    assert (d.columns, d.eval_episodes, d.env) == ({"prompt": "q"}, 7, "code/functions-v0")
+    assert any("data_source is 'codecontests'" in n for n in r.notes)
+    search = import_verl({"data": {"train_files": parquet("s.parquet", "searchR1_nq", 1)}})
+    assert search.config["data"]["env"] == "search/qa-v0"
+    assert any("retriever_url" in n for n in search.notes)
+    gone = import_verl({"data": {"train_files": "/nowhere/train.parquet"}}, env="math/calc-v0")
+    assert gone.config["data"] == {"path": "/nowhere/train.parquet", "env": "math/calc-v0"}

@@ -170,14 +170,17 @@ def test_loaders_detect_formats(tmp_path: Path) -> None:
 @pytest.mark.parametrize(
     ("rows", "needle"),
     [
-        ([MBPP, "{not json"], ":2: "),
-        ([MBPP, MBPP, {"prompt": "x"}], ":3: unrecognized row"),
+        ([MBPP, "{not json"], "bad.jsonl: row 2: not valid JSON"),
+        ([MBPP, MBPP, {"prompt": "x"}], "row 3: unrecognized row"),
         (
             [{**LCB, "private_test_cases": "eJzLSM3JyQcABiwCFQ=="}],
-            ":1: private_test_cases is not JSON",
+            "row 1: private_test_cases is not JSON",
         ),
-        ([{"prompt": "p", "tests": [], "entry_point": "f"}], ":1: a function problem needs tests"),
-        ([{"task_id": 1, "test_list": ["assert f() == 1"]}], ":1: missing field 'text'"),
+        (
+            [{"prompt": "p", "tests": [], "entry_point": "f"}],
+            "row 1: a function problem needs tests",
+        ),
+        ([{"task_id": 1, "test_list": ["assert f() == 1"]}], "row 1: column 'text': missing"),
     ],
 )
 def test_loader_errors_name_the_row(tmp_path: Path, rows: list, needle: str) -> None:

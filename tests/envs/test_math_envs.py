@@ -10,10 +10,17 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 from agentrl.envs import check_env, make
-from agentrl.envs.math.dataset import load_math_dataset
+from agentrl.envs.math.boxed import BoxedMathEnv
 from agentrl.envs.math.verify import is_equivalent
 
+from agentrl.rows import read_dataset
 from agentrl.types import Message
+
+
+def load_math_dataset(path: Path) -> list:
+    """Rows read as the boxed env reads them: each one's task."""
+    return [BoxedMathEnv.read_row(r) for r in read_dataset(path, check=BoxedMathEnv.read_row).rows]
+
 
 EQUIVALENT = [
     ("\\frac{1}{2}", "0.5"),
@@ -74,8 +81,8 @@ def _rows() -> list[dict]:
 def test_string_prompt(tmp_path: Path) -> None:
     path = tmp_path / "d.jsonl"
     path.write_text(json.dumps({"prompt": "Solve x + 1 = 3.", "reward_model": {"ground_truth": 2}}))
-    (row,) = load_math_dataset(path)
-    assert row.messages == [Message("user", "Solve x + 1 = 3.")] and row.ground_truth == "2"
+    (task,) = load_math_dataset(path)
+    assert task.messages == [Message("user", "Solve x + 1 = 3.")] and task.answer == "2"
 
 
 def test_boxed_env_on_jsonl_and_parquet(tmp_path: Path) -> None:
@@ -95,26 +102,33 @@ def test_boxed_env_on_jsonl_and_parquet(tmp_path: Path) -> None:
 @pytest.mark.parametrize(
     ("row", "why"),
     [
-        ({"prompt": "hi"}, "reward_model"),
-        ({"prompt": [], "reward_model": {"ground_truth": "1"}}, "prompt"),
+        ({"prompt": "hi"}, "column 'reward_model.ground_truth': missing"),
+        ({"prompt": [], "reward_model": {"ground_truth": "1"}}, "column 'prompt': expected chat"),
         (
             {"prompt": [{"role": "bot", "content": "x"}], "reward_model": {"ground_truth": "1"}},
-            "role",
+            "column 'prompt': message 0: needs a role",
         ),
-        ({"prompt": "hi", "reward_model": {"ground_truth": None}}, "ground_truth"),
+        (
+            {"prompt": "hi", "reward_model": {"ground_truth": None}},
+            "column 'reward_model.ground_truth': missing",
+        ),
+        (
+            {"prompt": "hi", "reward_model": {"ground_truth": [1]}},
+            "column 'reward_model.ground_truth': expected a",
+        ),
     ],
 )
 def test_bad_row_names_its_number(tmp_path: Path, row: dict, why: str) -> None:
     path = tmp_path / "bad.jsonl"
     path.write_text("\n".join(json.dumps(r) for r in [*_rows(), row]))
-    with pytest.raises(ValueError, match=f"row 2: .*{why}"):
+    with pytest.raises(ValueError, match=f"bad.jsonl: row 3: {why}"):
         load_math_dataset(path)
 
 
 def test_bad_json_line(tmp_path: Path) -> None:
     path = tmp_path / "bad.jsonl"
     path.write_text(json.dumps(_rows()[0]) + "\n{oops\n")
-    with pytest.raises(ValueError, match="row 1: invalid JSON"):
+    with pytest.raises(ValueError, match="row 2: not valid JSON"):
         load_math_dataset(path)
 
 

@@ -82,5 +82,5 @@ def test_user_qa_file_with_own_retriever(tmp_path: Path, corpus_url: tuple[Corpu
     env.step(env.oracle_action())
     assert env.step(env.oracle_action())[1] == 1.0
     path.write_text(json.dumps({"question": "q"}))
-    with pytest.raises(ValueError, match="row 0"):
+    with pytest.raises(ValueError, match="qa.jsonl: row 1: column 'reward_model.ground_truth'"):
         make("search/qa-v0", qa_path=str(path), retriever_url=url)
