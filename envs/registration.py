@@ -9,6 +9,7 @@ Three ways in, all ending in `register`:
 
 from __future__ import annotations
 
+import difflib
 import importlib
 import importlib.metadata
 import importlib.util
@@ -99,8 +100,9 @@ def load_env_module(path: str | Path) -> None:
 def spec(id: str) -> EnvSpec:
     load_plugins()
     if id not in registry:
-        close = [k for k in registry if k.split("/")[0] == id.split("/")[0]] or sorted(registry)
-        raise KeyError(f"unknown env id {id!r}; known: {', '.join(sorted(close)[:20])}")
+        near = difflib.get_close_matches(id, list(registry), n=3)
+        hint = f"did you mean {' or '.join(map(repr, near))}?" if near else "no close match"
+        raise KeyError(f"unknown env id {id!r} ({hint}; `agentrl envs list` shows them all)")
     return registry[id]
 
 

@@ -56,14 +56,20 @@ def cmd_rollout(args: argparse.Namespace) -> int:
     from rich.console import Console
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TimeElapsedColumn
 
+    from agentrl.cli._common import load_env_modules
     from agentrl.config.schema import RolloutConfig, SamplingConfig
-    from agentrl.envs import load_env_module, make
+    from agentrl.envs import make, registry
+    from agentrl.envs.registration import load_plugins
     from agentrl.rollout import RolloutRunner
     from agentrl.types import write_jsonl
 
-    for m in args.env_module:
-        load_env_module(m)
-    make(args.env).close()  # fail fast on a bad id, before loading the model
+    load_env_modules(args.env_module)
+    load_plugins()
+    if args.env not in registry:  # fail fast on a bad id, before loading the model
+        from agentrl.config.validate import unknown_name
+
+        raise unknown_name("--env", args.env, registry, "env id", "agentrl rollout")
+    make(args.env).close()
     console = Console(stderr=True)
     engine, chat = build_engine(args.model, args.device, max_batch_size=args.concurrency)
     rollout = RolloutConfig(

@@ -199,7 +199,11 @@ class TrainerConfig:
     n_gpus_per_node: int = 0
     device: str = "auto"
     seed: int = 0
-    out_dir: str = "runs/default"
+    # Run folder. "{env}" is replaced by data.env (slashes -> dashes); a folder holding a
+    # previous run is never reused silently: the default template takes the next free
+    # numbered folder (runs/math-calc-easy-v0-2, ...), an explicit path is refused unless
+    # `agentrl train --resume` / `--overwrite` (see agentrl/trainer/run_dir.py).
+    out_dir: str = "runs/{env}"
     save_every: int = 0
     eval_every: int = 0
     # Every N steps, write that step's trajectories (with the trainer's per-token log-probs)
