@@ -67,6 +67,9 @@ def run_sft(cfg: object, out: str) -> object:
     if device_name == "auto":
         device_name = "cuda" if torch.cuda.is_available() else "cpu"
     device = torch.device(device_name)
+    from agentrl.trainer.threads import apply_cpu_threads
+
+    apply_cpu_threads(cfg.trainer.cpu_threads, device)
     tokenizer = load_tokenizer(cfg.model)
     model = load_model(cfg.model).to(device)
     chat = ChatFormat(tokenizer, cfg.rollout.tool_format)

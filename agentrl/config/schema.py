@@ -211,6 +211,9 @@ class TrainerConfig:
     dump_rollouts_every: int = 0
     tensorboard: bool = True
     wandb: bool = False
+    # Torch intra-op threads on CPU runs; 0 = auto (the cores idle at start, see
+    # agentrl/trainer/threads.py: busy cores make every extra thread a stall).
+    cpu_threads: int = 0
 
 
 @dataclass(kw_only=True)

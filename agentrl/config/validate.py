@@ -109,6 +109,7 @@ RANGES: dict[str, Range] = {
     "trainer.save_every": NONNEG,
     "trainer.eval_every": NONNEG,
     "trainer.dump_rollouts_every": NONNEG,
+    "trainer.cpu_threads": NONNEG,
 }
 
 
