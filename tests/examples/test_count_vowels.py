@@ -35,7 +35,12 @@ def test_documented_command_trains(tmp_path, agentrl_cache, capsys):
     argv = ["train", "--config", str(RECIPE), "--env-module", str(EXAMPLE)]
     argv += ["--env", "demo/count-vowels-v0", f"trainer.out_dir={out}"]
     argv += [f"model.cache_dir={agentrl_cache}", "sft.steps=3", "sft.demos=8", "trainer.steps=1"]
-    argv += ["data.batch_size=2", "rollout.n=2", "data.eval_episodes=4", "trainer.tensorboard=false"]
+    argv += [
+        "data.batch_size=2",
+        "rollout.n=2",
+        "data.eval_episodes=4",
+        "trainer.tensorboard=false",
+    ]
     assert main(argv) == 0
     assert "held-out success" in capsys.readouterr().out
     evals = [json.loads(x) for x in (out / "eval.jsonl").read_text().splitlines()]
