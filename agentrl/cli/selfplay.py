@@ -38,6 +38,9 @@ def cmd_selfplay(args: argparse.Namespace) -> int:
     if args.env:
         overrides.append(f"data.env={args.env}")
     cfg = load_config(SelfPlayTrainConfig, args.config, overrides)
+    from agentrl.trainer import run_dir
+
+    cfg.trainer.out_dir = str(run_dir.resolve(cfg.trainer.out_dir, cfg.data.env))
     run_selfplay(cfg)
     print(f"final iterate: {cfg.trainer.out_dir}/final (use as model.path)")
     return 0

@@ -56,3 +56,15 @@ def test_server_mode_extra_keys():
 def test_vision_engine_rejects_unknown_extra():
     with pytest.raises(ConfigError, match=r"engine.extra.fast: not an option"):
         load_config(TrainConfig, None, ["model.enable_vision=true", "engine.extra.fast=true"])
+
+
+def test_auto_cpu_threads_uses_idle_cores(monkeypatch):
+    from agentrl.trainer.threads import auto_threads, choose_cpu_threads
+
+    assert auto_threads(2, 0.2) == 2  # quiet: every core
+    assert auto_threads(2, 1.2) == 1
+    assert auto_threads(2, 16.0) == 1  # busy: never fewer than one
+    assert auto_threads(64, 10.0) == 54
+    assert choose_cpu_threads(3) == (3, "trainer.cpu_threads")
+    monkeypatch.setenv("OMP_NUM_THREADS", "1")
+    assert choose_cpu_threads(0)[1] == "OMP_NUM_THREADS"
