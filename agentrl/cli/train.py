@@ -67,7 +67,9 @@ def cmd_train(args: argparse.Namespace) -> int:
         cfg.trainer.out_dir, cfg.data.env, resume=args.resume, overwrite=args.overwrite
     )
     cfg.trainer.out_dir = str(out)
-    print(f"run folder: {out}", flush=True)
+    fresh = args.resume and not run_dir.has_checkpoint(out)
+    note = " (--resume: no checkpoint there yet, so a fresh run starts)" if fresh else ""
+    print(f"run folder: {out}{note}", flush=True)
     from agentrl.trainer import Trainer
 
     result = Trainer(cfg).train(resume=args.resume, overwrite=args.overwrite)
