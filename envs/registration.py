@@ -18,6 +18,7 @@ its wrappers (`TimeLimit` via `max_episode_steps=`, `RecordEpisodeStatistics`) a
 
 from __future__ import annotations
 
+import difflib
 import functools
 import importlib
 import importlib.metadata
@@ -146,8 +147,12 @@ def spec(id: str) -> EnvSpec:
         foreign = resolve(id)
         if foreign is not None:
             return foreign
-        close = [k for k in registry if k.split("/")[0] == id.split("/")[0]] or sorted(registry)
-        raise KeyError(f"unknown env id {id!r}; known: {', '.join(sorted(close)[:20])}")
+        near = difflib.get_close_matches(id, list(registry), n=3)
+        hint = f"did you mean {' or '.join(map(repr, near))}?" if near else "no close match"
+        raise KeyError(
+            f"unknown env id {id!r} ({hint}; `agentrl envs list` shows them all, and prefixed "
+            "ids such as `textarena:NAME` wrap other stacks' envs)"
+        )
     return registry[id]
 
 

@@ -27,3 +27,20 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
     # "No tests collected" must fail loudly, never pass as green.
     if exitstatus == pytest.ExitCode.NO_TESTS_COLLECTED:
         session.exitstatus = pytest.ExitCode.TESTS_FAILED
+
+
+def pytest_terminal_summary(terminalreporter, exitstatus: int, config: pytest.Config) -> None:
+    """End every run with its skips counted by reason, so a skip that should not happen
+    (a missing extra, a service that is down) is seen, not buried in the dots."""
+    import collections
+
+    reasons: collections.Counter[str] = collections.Counter()
+    for report in terminalreporter.stats.get("skipped", []):
+        longrepr = report.longrepr
+        reason = longrepr[2] if isinstance(longrepr, tuple) else str(longrepr)
+        reasons[reason.removeprefix("Skipped: ")] += 1
+    if not reasons:
+        return
+    terminalreporter.section(f"skipped by reason ({sum(reasons.values())})", sep="-")
+    for reason, n in reasons.most_common():
+        terminalreporter.line(f"{n:4d}  {reason}")

@@ -43,9 +43,20 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
+    """Exit codes: 0 ok, 1 the command ran and failed, 2 usage or config error (one line on
+    stderr naming the culprit, raised before any model loads), 130 interrupted."""
+    from agentrl.config import ConfigError
+    from agentrl.rows import DatasetError
+
     args = build_parser().parse_args(argv)
     try:
         return int(args.func(args) or 0)
+    except ConfigError as e:
+        print(f"agentrl {args.command}: config error: {e}", file=sys.stderr)
+        return 2
+    except DatasetError as e:  # a bad row: file, row and column, not a traceback
+        print(f"agentrl {args.command}: dataset error: {e}", file=sys.stderr)
+        return 2
     except KeyboardInterrupt:
         return 130
 

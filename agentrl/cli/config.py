@@ -32,16 +32,12 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 
 
 def cmd_show(args: argparse.Namespace) -> int:
-    from agentrl.config import ConfigError, TrainConfig, dump_yaml, load_config
+    from agentrl.config import TrainConfig, dump_yaml, load_config
 
     path, overrides = args.config, list(args.overrides)
     if path and "=" in path:
         path, overrides = None, [path, *overrides]
-    try:
-        cfg = load_config(TrainConfig, path, overrides)
-    except ConfigError as e:
-        print(f"config error: {e}")
-        return 2
+    cfg = load_config(TrainConfig, path, overrides)
     print(dump_yaml(cfg), end="")
     return 0
 
@@ -52,13 +48,11 @@ def cmd_import_verl(args: argparse.Namespace) -> int:
     import tempfile
     from pathlib import Path
 
-    import yaml
-
     from agentrl.config import ConfigError, TrainConfig, load_config
+    from agentrl.config.loader import read_yaml
     from agentrl.config.verl_import import import_verl, to_yaml
 
-    with open(args.verl_config, encoding="utf-8") as f:
-        tree = yaml.safe_load(f) or {}
+    tree = read_yaml(args.verl_config)
     result = import_verl(tree, env=args.env)
     text = to_yaml(result, args.verl_config)
     with tempfile.TemporaryDirectory() as tmp:

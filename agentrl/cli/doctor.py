@@ -44,9 +44,9 @@ def cmd_doctor(args: argparse.Namespace) -> int:
 
     console = Console()
     try:
-        cfg = load_config(TrainConfig, args.config, list(args.overrides))
         for m in args.env_module:
             load_env_module(m)
+        cfg = load_config(TrainConfig, args.config, list(args.overrides))
     except (ConfigError, OSError) as e:
         console.print(f"[red]config error:[/] {e}")
         return 2

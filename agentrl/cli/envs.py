@@ -27,10 +27,9 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 
 
 def _load(modules: list[str]) -> None:
-    from agentrl.envs import load_env_module
+    from agentrl.cli._common import load_env_modules
 
-    for m in modules:
-        load_env_module(m)
+    load_env_modules(modules)
 
 
 def cmd_list(args: argparse.Namespace) -> int:

@@ -62,23 +62,25 @@ def cmd_rollout(args: argparse.Namespace) -> int:
     from rich.console import Console
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TimeElapsedColumn
 
+    from agentrl.cli._common import load_env_modules
     from agentrl.config.schema import RolloutConfig, SamplingConfig
-    from agentrl.envs import load_env_module, make
+    from agentrl.envs import make, registry
+    from agentrl.envs.registration import load_plugins
     from agentrl.rollout import RolloutRunner
     from agentrl.types import write_jsonl
 
-    for m in args.env_module:
-        load_env_module(m)
+    load_env_modules(args.env_module)
+    load_plugins()
+    if args.env not in registry and ":" not in args.env:  # prefixed ids: other stacks' envs
+        from agentrl.config.validate import unknown_name
+
+        raise unknown_name("--env", args.env, registry, "env id", "agentrl rollout")
     make(args.env).close()  # fail fast on a bad id, before loading the model
     tasks: list = list(range(args.seed, args.seed + args.episodes))
     if args.data:  # rows, checked by the env class like data.path (docs/datasets.md)
-        from agentrl.rows import DatasetError, read_dataset, rows_env
+        from agentrl.rows import read_dataset, rows_env
 
-        try:
-            ds = read_dataset(args.data, check=rows_env(args.env).read_row)
-        except (DatasetError, ValueError) as e:
-            print(f"dataset error: {e}")
-            return 2
+        ds = read_dataset(args.data, check=rows_env(args.env).read_row)
         tasks = ds.rows[args.seed : args.seed + args.episodes]
     console = Console(stderr=True)
     engine, chat = build_engine(args.model, args.device, max_batch_size=args.concurrency)

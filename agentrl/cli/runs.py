@@ -1,6 +1,6 @@
 """`agentrl runs show|list|plot`: summarise training run folders (`metrics.jsonl`, `eval.jsonl`).
 
-agentrl runs show runs/quickstart          # steps, reward first/last/best, eval, wall time
+agentrl runs show runs/quickstart          # reward, eval, SFT loss, wall time by phase
 agentrl runs plot runs/quickstart          # PNG curves into runs/quickstart/plots/
 agentrl runs list runs/                    # one line per run folder under runs/
 """
@@ -94,7 +94,15 @@ def cmd_show(args: argparse.Namespace) -> int:
         before = s.eval_before[k]
         delta = "" if after is None else f"  ({after - before:+.3f})"
         table.add_row(f"eval {k} before → after", f"{_f(before)} → {_f(after)}{delta}")
+    if s.sft_loss_first is not None:
+        steps = f" ({s.sft_steps} steps)" if s.sft_steps else ""
+        table.add_row(
+            "sft loss first → last", f"{_f(s.sft_loss_first)} → {_f(s.sft_loss_last)}{steps}"
+        )
     table.add_row("wall time", _duration(s.wall_s))
+    for name, secs in s.phases.items():
+        share = secs / s.wall_s if s.wall_s else 0.0
+        table.add_row(f"  {name}", f"{_duration(secs)} ({share:.0%})")
     for k in ("kl", "entropy", "response_length/mean"):
         if k in s.last:
             table.add_row(f"{k} (last)", _f(s.last[k], 4))

@@ -29,7 +29,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 
 
 def cmd_selfplay(args: argparse.Namespace) -> int:
-    from agentrl.config import ConfigError, load_config
+    from agentrl.config import load_config
     from agentrl.recipes import SelfPlayTrainConfig, run_selfplay
 
     overrides = list(args.overrides)
@@ -37,11 +37,10 @@ def cmd_selfplay(args: argparse.Namespace) -> int:
         overrides.append(f"selfplay.method={args.method}")
     if args.env:
         overrides.append(f"data.env={args.env}")
-    try:
-        cfg = load_config(SelfPlayTrainConfig, args.config, overrides)
-    except ConfigError as e:
-        print(f"config error: {e}")
-        return 2
+    cfg = load_config(SelfPlayTrainConfig, args.config, overrides)
+    from agentrl.trainer import run_dir
+
+    cfg.trainer.out_dir = str(run_dir.resolve(cfg.trainer.out_dir, cfg.data.env))
     run_selfplay(cfg)
     print(f"final iterate: {cfg.trainer.out_dir}/final (use as model.path)")
     return 0

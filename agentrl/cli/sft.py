@@ -33,24 +33,18 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 
 
 def cmd_sft(args: argparse.Namespace) -> int:
+    from agentrl.cli._common import load_env_modules
     from agentrl.config import ConfigError, TrainConfig, load_config
-    from agentrl.envs import load_env_module
 
-    for m in args.env_module:
-        load_env_module(m)
+    load_env_modules(args.env_module)
     overrides = list(args.overrides)
     if args.env:
         overrides.append(f"data.env={args.env}")
     if args.steps is not None:
         overrides.append(f"sft.steps={args.steps}")
-    try:
-        cfg = load_config(TrainConfig, args.config, overrides)
-    except ConfigError as e:
-        print(f"config error: {e}")
-        return 2
+    cfg = load_config(TrainConfig, args.config, overrides)
     if cfg.sft.steps <= 0:
-        print("config error: sft.steps must be > 0 (pass --steps N)")
-        return 2
+        raise ConfigError("sft.steps must be > 0 (pass --steps N)")
     out = run_sft(cfg, args.out)
     print(f"saved {out} (use as model.path={out})")
     return 0
@@ -74,12 +68,29 @@ def run_sft(cfg: object, out: str) -> object:
     if device_name == "auto":
         device_name = "cuda" if torch.cuda.is_available() else "cpu"
     device = torch.device(device_name)
+    from agentrl.trainer.threads import apply_cpu_threads
+
+    apply_cpu_threads(cfg.trainer.cpu_threads, device)
     tokenizer = load_tokenizer(cfg.model)
     model = load_model(cfg.model).to(device)
     chat = ChatFormat(tokenizer, cfg.rollout.tool_format)
     items = TaskSource(cfg.data, cfg.trainer.seed).demo_items(cfg.sft.demos)
     demos = build_demos(env_factory(cfg), chat, items, cfg.sft.skip_tools)
-    losses = sft_train(model, demos, cfg.sft, tokenizer.pad_token_id, device, cfg.trainer.seed)
+    from rich.console import Console
+
+    from agentrl.report.progress import RunProgress
+
+    progress = RunProgress(Console())
+    with progress.task("sft", cfg.sft.steps) as bar:
+        losses = sft_train(
+            model,
+            demos,
+            cfg.sft,
+            tokenizer.pad_token_id,
+            device,
+            cfg.trainer.seed,
+            log=lambda _step, loss: bar.advance(status=f"loss {loss:.3f}"),
+        )
     path = save_pretrained(model, tokenizer, out)
     with open(Path(path) / "sft.jsonl", "w", encoding="utf-8") as f:
         for step, loss in enumerate(losses, 1):

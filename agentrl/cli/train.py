@@ -21,16 +21,25 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--env", help="env id (same as data.env=ID)")
     p.add_argument("--env-module", action="append", default=[], help="load a user env file")
     p.add_argument("--resume", action="store_true", help="continue from the latest checkpoint")
+    p.add_argument(
+        "--overwrite",
+        action="store_true",
+        help="replace the previous run in trainer.out_dir (default: refuse, or with the "
+        "default runs/{env} template, use the next free numbered folder)",
+    )
     p.add_argument("overrides", nargs="*", help="key.sub=value overrides")
     p.set_defaults(func=cmd_train)
 
 
 def resolve_config(args: argparse.Namespace) -> object:
-    """Config file (or the packaged quickstart) + --env + overrides, validated."""
+    """Config file (or the packaged quickstart) + --env + overrides, validated; `--env-module`
+    files are imported first (so `data.env` can name their envs)."""
     from pathlib import Path
 
+    from agentrl.cli._common import load_env_modules
     from agentrl.config import TrainConfig, load_config
 
+    load_env_modules(args.env_module)
     path = args.config
     if path is None:
         import importlib.resources
@@ -46,23 +55,22 @@ def resolve_config(args: argparse.Namespace) -> object:
 
 
 def cmd_train(args: argparse.Namespace) -> int:
-    from agentrl.config import ConfigError
-    from agentrl.envs import load_env_module
+    """Config errors and a refused run folder are raised (exit 2) before any model loads."""
+    if args.resume and args.overwrite:
+        from agentrl.config import ConfigError
 
-    for m in args.env_module:
-        load_env_module(m)
-    try:
-        cfg = resolve_config(args)
-    except ConfigError as e:
-        print(f"config error: {e}")
-        return 2
-    from agentrl.rows import DatasetError
+        raise ConfigError("--resume and --overwrite contradict each other; pass one")
+    cfg = resolve_config(args)
+    from agentrl.trainer import run_dir
+
+    out = run_dir.resolve(
+        cfg.trainer.out_dir, cfg.data.env, resume=args.resume, overwrite=args.overwrite
+    )
+    cfg.trainer.out_dir = str(out)
+    fresh = args.resume and not run_dir.has_checkpoint(out)
+    note = " (--resume: no checkpoint there yet, so a fresh run starts)" if fresh else ""
+    print(f"run folder: {out}{note}", flush=True)
     from agentrl.trainer import Trainer
 
-    try:
-        trainer = Trainer(cfg)
-    except DatasetError as e:  # a bad row: file, row and column, not a traceback
-        print(f"dataset error: {e}")
-        return 2
-    result = trainer.train(resume=args.resume)
+    result = Trainer(cfg).train(resume=args.resume, overwrite=args.overwrite)
     return 0 if result is not None else 1

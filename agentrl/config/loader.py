@@ -44,7 +44,9 @@ def _coerce(value: Any, tp: Any, key: str, src: str) -> Any:
         raise ConfigError(f"{src}: {key}: {value!r} is not a {_type_name(tp)}")
     if origin is Literal:
         if value not in args:
-            raise ConfigError(f"{src}: {key}: {value!r} is not one of {list(args)}")
+            near = difflib.get_close_matches(str(value), [str(a) for a in args], n=1)
+            hint = f" (did you mean {near[0]!r}?)" if near else ""
+            raise ConfigError(f"{src}: {key}: {value!r} is not one of {list(args)}{hint}")
         return value
     if dataclasses.is_dataclass(tp):
         if not isinstance(value, dict):
@@ -112,25 +114,60 @@ def apply_override(data: dict[str, Any], override: str) -> None:
         node = node.setdefault(p, {})
         if not isinstance(node, dict):
             raise ConfigError(f"override {override!r}: {p} is not a section")
-    node[parts[-1]] = yaml.safe_load(raw) if raw.strip() else ""
+    try:
+        node[parts[-1]] = yaml.safe_load(raw) if raw.strip() else ""
+    except yaml.YAMLError as e:
+        raise ConfigError(
+            f"override {override!r}: value is not valid YAML ({e.__class__.__name__})"
+        ) from None
 
 
 def load_config(
-    cls: type[T], path: str | Path | None = None, overrides: list[str] | tuple[str, ...] = ()
+    cls: type[T],
+    path: str | Path | None = None,
+    overrides: list[str] | tuple[str, ...] = (),
+    *,
+    validate: bool = True,
 ) -> T:
-    """Load YAML `path` (or defaults) into `cls`, then apply `key=value` overrides."""
+    """Load YAML `path` (or defaults) into `cls`, then apply `key=value` overrides.
+
+    A `TrainConfig` is then checked (`validate.validate`: ranges, registry names) unless
+    `validate=False` (for callers that register the env afterwards)."""
     data: dict[str, Any] = {}
     src = str(path) if path else "<defaults>"
     if path:
-        with open(path, encoding="utf-8") as f:
-            data = yaml.safe_load(f) or {}
+        data = read_yaml(path)
         if not isinstance(data, dict):
             raise ConfigError(f"{src}: top level must be a mapping")
     for o in overrides:
         apply_override(data, o)
     if overrides:
         src += " + overrides"
-    return from_dict(cls, data, src)
+    cfg = from_dict(cls, data, src)
+    if validate:
+        from .schema import TrainConfig
+
+        if isinstance(cfg, TrainConfig):
+            from .validate import validate as check
+
+            check(cfg, src)
+    return cfg
+
+
+def read_yaml(path: str | Path) -> Any:
+    """The parsed file; a missing file or a YAML syntax error is one `ConfigError` line."""
+    try:
+        with open(path, encoding="utf-8") as f:
+            return yaml.safe_load(f) or {}
+    except FileNotFoundError:
+        raise ConfigError(f"{path}: no such config file") from None
+    except IsADirectoryError:
+        raise ConfigError(f"{path}: is a directory, not a YAML config file") from None
+    except yaml.YAMLError as e:
+        mark = getattr(e, "problem_mark", None)
+        where = f"{path}:{mark.line + 1}:{mark.column + 1}" if mark else str(path)
+        problem = getattr(e, "problem", None) or str(e).splitlines()[0]
+        raise ConfigError(f"{where}: invalid YAML: {problem}") from None
 
 
 def dump_yaml(cfg: Any) -> str:

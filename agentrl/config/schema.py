@@ -265,7 +265,11 @@ class TrainerConfig:
     n_gpus_per_node: int = 0
     device: str = "auto"
     seed: int = 0
-    out_dir: str = "runs/default"
+    # Run folder. "{env}" is replaced by data.env (slashes -> dashes); a folder holding a
+    # previous run is never reused silently: the default template takes the next free
+    # numbered folder (runs/math-calc-easy-v0-2, ...), an explicit path is refused unless
+    # `agentrl train --resume` / `--overwrite` (see agentrl/trainer/run_dir.py).
+    out_dir: str = "runs/{env}"
     save_every: int = 0
     # Beside each checkpoint's resumable state, and as `final/` at the end: an HF directory
     # (merged weights, tokenizer, chat template; plus `adapter/` for LoRA) anyone can load.
@@ -276,6 +280,9 @@ class TrainerConfig:
     dump_rollouts_every: int = 0
     tensorboard: bool = True
     wandb: bool = False
+    # Torch intra-op threads on CPU runs; 0 = auto (the cores idle at start, see
+    # agentrl/trainer/threads.py: busy cores make every extra thread a stall).
+    cpu_threads: int = 0
 
 
 @dataclass(kw_only=True)

@@ -18,15 +18,30 @@ from agentrl.engines.hf import HFEngine
 
 __all__ = [
     "BUILDERS",
+    "EXTRA_KEYS",
     "Engine",
     "EngineError",
     "GenerateResult",
     "HFEngine",
     "SamplingParams",
     "build_engine",
+    "unknown_extra_keys",
 ]
 
 Builder = Callable[[Any, Any, Any], Engine]
+
+
+# `engine.extra` keys `_build_hf` accepts: its own two plus HFEngine's and FastHFEngine's
+# keyword arguments (tests/core/test_config_validate.py keeps this in step with them).
+HF_EXTRA_KEYS = frozenset(
+    {"fast", "precapture", "device", "max_prefill_tokens", "max_sessions", "request_timeout_s"}
+    | {"admission_window_s", "max_seq_len", "session_slots", "cuda_graphs", "batch_buckets"}
+    | {"decode_chunk", "share_prefill", "compile_decode"}
+)
+
+
+def _hf_extra_keys(cfg: Any) -> frozenset[str] | None:
+    return HF_EXTRA_KEYS
 
 
 def _build_hf(cfg: Any, model: Any, tokenizer: Any) -> Engine:
@@ -68,6 +83,35 @@ def _checkpoint_path(model: Any) -> Any:
 
 
 BUILDERS: dict[str, Builder] = {"hf": _build_hf, "vllm": _build_vllm, "sglang": _build_sglang}
+
+
+def _vllm_extra_keys(cfg: Any) -> frozenset[str] | None:
+    from agentrl.engines.vllm import extra_keys
+
+    return extra_keys(cfg)
+
+
+def _sglang_extra_keys(cfg: Any) -> frozenset[str] | None:
+    from agentrl.engines.sglang import extra_keys
+
+    return extra_keys(cfg)
+
+
+# kind -> the `engine.extra` keys its builder takes (None: not knowable here, e.g. the
+# backend that would list them is not installed; the builder then fails on a bad key itself).
+EXTRA_KEYS: dict[str, Callable[[Any], frozenset[str] | None]] = {
+    "hf": _hf_extra_keys,
+    "vllm": _vllm_extra_keys,
+    "sglang": _sglang_extra_keys,
+}
+
+
+def unknown_extra_keys(cfg: Any) -> tuple[list[str], list[str]]:
+    """(`cfg.extra` keys the `cfg.kind` builder does not take, the keys it does take)."""
+    accepted = EXTRA_KEYS[cfg.kind](cfg)
+    if accepted is None:
+        return [], []
+    return sorted(k for k in cfg.extra if k not in accepted), sorted(accepted)
 
 
 def build_engine(cfg: Any, model: Any, tokenizer: Any) -> Engine:

@@ -375,4 +375,7 @@ def make_hf_engine(
     if want:
         log.warning("hf fast path unavailable (%s); using HFEngine", reason)
     plain = {k: v for k, v in kwargs.items() if k not in _FAST_ONLY}
+    if dropped := sorted(set(kwargs) - set(plain)):  # said, never dropped silently
+        why = reason or f"fast={fast!r} on {torch.device(device).type}"
+        log.warning("engine.extra %s: fast-path options unused, HFEngine runs (%s)", dropped, why)
     return HFEngine(model, tokenizer_or_eos_ids, **plain)

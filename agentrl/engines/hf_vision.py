@@ -379,11 +379,15 @@ def mrope_positions(
     return pos
 
 
+VISION_EXTRA_KEYS = frozenset({"device", "max_sessions", "request_timeout_s"})
+
+
 def build_vision_engine(cfg: Any, model: Any, tokenizer: Any) -> HFVisionEngine:
     """The hf engine for `model.enable_vision` (an `EngineConfig`): `max_batch_size` bounds the
     decode batch; `extra` may set device, max_sessions and request_timeout_s."""
-    keys = ("device", "max_sessions", "request_timeout_s")
-    extra = {k: v for k, v in (cfg.extra or {}).items() if k in keys}
+    extra = dict(cfg.extra or {})
+    if unknown := sorted(set(extra) - VISION_EXTRA_KEYS):
+        raise EngineError(f"engine.extra {unknown}: the vision engine takes {VISION_EXTRA_KEYS}")
     return HFVisionEngine(model, tokenizer, max_batch_size=cfg.max_batch_size, **extra)
 
 

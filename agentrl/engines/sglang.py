@@ -185,3 +185,23 @@ def build_sglang(cfg: Any, model: Any, tokenizer: Any) -> Engine:
         **extra,
     )
     return SGLangEngine(engine)
+
+
+# `engine.extra` keys `build_sglang` takes. Server mode: `weight_sync_dir`. In-process: any
+# `sglang.srt.server_args.ServerArgs` field it does not set itself.
+SERVER_EXTRA_KEYS = frozenset({"weight_sync_dir"})
+_SET_BY_BUILDER = {"model_path", "mem_fraction_static", "enable_memory_saver"}
+
+
+def extra_keys(cfg: Any) -> frozenset[str] | None:
+    """The `engine.extra` keys `build_sglang` accepts for `cfg` (None: SGLang is not
+    installed, so its server arguments cannot be listed)."""
+    if cfg.server_url:
+        return SERVER_EXTRA_KEYS
+    try:
+        import dataclasses
+
+        from sglang.srt.server_args import ServerArgs
+    except ImportError:
+        return None
+    return frozenset({f.name for f in dataclasses.fields(ServerArgs)} - _SET_BY_BUILDER)

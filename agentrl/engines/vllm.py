@@ -248,3 +248,30 @@ def build_vllm(cfg: Any, model: Any, tokenizer: Any) -> Engine:
         **extra,
     )
     return VLLMEngine(AsyncLLM.from_engine_args(args), vllm.SamplingParams)
+
+
+# `engine.extra` keys `build_vllm` takes. Server mode: these two. In-process: `logprobs_mode`
+# plus any `vllm.AsyncEngineArgs` field it does not set itself.
+SERVER_EXTRA_KEYS = frozenset({"served_model_name", "weight_sync_dir"})
+_SET_BY_BUILDER = {
+    "model",
+    "gpu_memory_utilization",
+    "enable_sleep_mode",
+    "enable_prefix_caching",
+    "worker_extension_cls",
+}
+
+
+def extra_keys(cfg: Any) -> frozenset[str] | None:
+    """The `engine.extra` keys `build_vllm` accepts for `cfg` (None: vLLM is not installed,
+    so its engine arguments cannot be listed; `build_vllm` then says what to install)."""
+    if cfg.server_url:
+        return SERVER_EXTRA_KEYS
+    try:
+        import dataclasses
+
+        import vllm
+    except ImportError:
+        return None
+    names = {f.name for f in dataclasses.fields(vllm.AsyncEngineArgs)}
+    return frozenset((names - _SET_BY_BUILDER) | {"logprobs_mode"})

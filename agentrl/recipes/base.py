@@ -25,7 +25,7 @@ import torch
 
 from agentrl.algorithms import sequence_log_probs
 from agentrl.config import to_dict
-from agentrl.trainer import collate
+from agentrl.trainer import collate, run_dir
 from agentrl.trainer.build import build_components, env_factory
 from agentrl.trainer.logger import MetricsLogger
 from agentrl.trainer.logprobs import response_log_probs
@@ -43,7 +43,7 @@ class SelfPlayRecipe(ABC):
         self.actor = self.c.actor
         self.device = self.c.backend.device
         self.pad_id = self.c.tokenizer.pad_token_id
-        self.out = Path(cfg.trainer.out_dir)
+        self.out = run_dir.expand(cfg.trainer.out_dir, cfg.data.env)
         self.logger = MetricsLogger(
             self.out,
             tensorboard=cfg.trainer.tensorboard,

@@ -6,8 +6,12 @@ evaluation to `eval.jsonl`. Nothing here assumes a fixed key set: the reward and
 are found by name, non-numeric values are ignored, and a half-written last line (a run that
 is still going, or was killed mid-write) is skipped rather than fatal.
 
-Wall time, in order of preference: the span of `timestamp` / `time` (unix seconds), the last
-cumulative `time/elapsed_s` / `elapsed_s`, the sum of per-step `time/step` / `time/step_s`.
+Wall time, in order of preference: the sessions in `run.json` (the trainer records when each
+fresh or resumed session started and how long its setup took), the span of `timestamp` /
+`time` (unix seconds) over all of the run's files, the last cumulative `time/elapsed_s` /
+`elapsed_s`, the sum of per-step `time/step` / `time/step_s`. Phases (`RunSummary.phases`)
+split it into setup (model and engine build), SFT, evals, RL steps and the rest
+(checkpoints, plots), from the `time/*` keys the trainer logs.
 """
 
 from __future__ import annotations
@@ -20,6 +24,8 @@ from typing import Any
 
 METRICS_FILE = "metrics.jsonl"
 EVAL_FILE = "eval.jsonl"
+SFT_FILE = "sft.jsonl"
+RUN_FILE = "run.json"
 REWARD_KEYS = ("reward/mean", "reward", "rewards/mean", "train/reward/mean", "reward_mean")
 SUCCESS_KEYS = ("success_rate", "success/mean", "success", "accuracy", "pass@1")
 X_KEYS = ("step", "global_step", "iteration")
@@ -98,6 +104,11 @@ class RunSummary:
     eval_after: dict[str, float] = field(default_factory=dict)
     wall_s: float | None = None
     last: dict[str, float] = field(default_factory=dict)
+    # Seconds per phase (setup, sft, eval, rl steps, other); they add up to wall_s.
+    phases: dict[str, float] = field(default_factory=dict)
+    sft_steps: int = 0
+    sft_loss_first: float | None = None
+    sft_loss_last: float | None = None
 
 
 def wall_time(rows: list[dict[str, Any]]) -> float | None:
@@ -142,5 +153,60 @@ def summarize(run_dir: str | Path) -> RunSummary:
     if evals:
         s.eval_before = _eval_point(evals[0])
         s.eval_after = _eval_point(evals[-1]) if len(evals) > 1 else {}
-    s.wall_s = wall_time(rows)
+    sft = read_rows(run_dir / SFT_FILE)
+    losses = [float(r["loss"]) for r in sft if is_number(r.get("loss"))]
+    if losses:
+        s.sft_steps, s.sft_loss_first, s.sft_loss_last = len(losses), losses[0], losses[-1]
+    else:  # older runs logged only the summary row
+        firsts = [float(r[k]) for r in sft for k in ("loss_first", "sft/loss_first") if k in r]
+        lasts = [float(r[k]) for r in sft for k in ("loss_last", "sft/loss_last") if k in r]
+        s.sft_loss_first, s.sft_loss_last = (firsts or [None])[0], (lasts or [None])[-1]
+    sessions = _sessions(run_dir, [*rows, *evals, *sft])
+    s.wall_s = sum(end - start for start, end, _ in sessions) if sessions else None
+    if s.wall_s is None:
+        s.wall_s = wall_time([*rows, *evals, *sft]) or wall_time(rows)
+    if s.wall_s is not None:
+        s.phases = _phases(s.wall_s, sessions, rows, evals, sft)
     return s
+
+
+def _sessions(run_dir: Path, rows: list[dict[str, Any]]) -> list[tuple[float, float, float]]:
+    """(start, end, setup_s) per session in run.json; a session that never recorded its end
+    (killed, or still running) ends at the last row logged after it started."""
+    try:
+        info = json.loads((run_dir / RUN_FILE).read_text(encoding="utf-8"))
+    except (FileNotFoundError, json.JSONDecodeError):
+        return []
+    stamps = sorted(float(r["time"]) for r in rows if is_number(r.get("time")))
+    out = []
+    for sess in info.get("sessions", []):
+        start, end = float(sess["start"]), sess.get("end")
+        if end is None:
+            later = [t for t in stamps if t >= start]
+            end = later[-1] if later else start
+        out.append((start, float(end), float(sess.get("setup_s", 0.0))))
+    return out
+
+
+def _phases(
+    wall: float,
+    sessions: list[tuple[float, float, float]],
+    rows: list[dict[str, Any]],
+    evals: list[dict[str, Any]],
+    sft: list[dict[str, Any]],
+) -> dict[str, float]:
+    def total(rs: list[dict[str, Any]], key: str) -> float:
+        return sum(float(r[key]) for r in rs if is_number(r.get(key)))
+
+    phases = {
+        "setup": sum(setup for _, _, setup in sessions),
+        "sft": total(sft, "time/sft"),
+        "eval": total(evals, "time/eval"),
+        "rl steps": total(rows, "time/step"),
+    }
+    phases = {k: v for k, v in phases.items() if v > 0}
+    counted = sum(phases.values())
+    phases["other"] = max(wall - counted, 0.0)
+    if counted > wall:  # clocks disagree (old run without run.json): scale to the wall
+        phases = {k: v * wall / counted for k, v in phases.items()}
+    return phases

@@ -243,12 +243,15 @@ class Actor:
         out["lr"] = float(self.scheduler.get_last_lr()[0])
         return out
 
-    def sft(self, demos: list[Any], cfg: Any, pad_id: int, seed: int) -> list[float]:
-        """Supervised bootstrap on demonstrations (see `sft.sft_train`); returns the losses."""
+    def sft(
+        self, demos: list[Any], cfg: Any, pad_id: int, seed: int, log: Any = None
+    ) -> list[float]:
+        """Supervised bootstrap on demonstrations (see `sft.sft_train`); returns the losses.
+        `log(step, loss)` is called after each step (progress)."""
         from .sft import sft_train
 
         with self.backend.on_device(self.model):
-            return sft_train(self.model, demos, cfg, pad_id, self.backend.device, seed)
+            return sft_train(self.model, demos, cfg, pad_id, self.backend.device, seed, log)
 
     def state(self) -> dict[str, Any]:
         """Model, optimizer and scheduler state a single process can load (collective)."""

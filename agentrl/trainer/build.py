@@ -134,9 +134,12 @@ def build_components(cfg: TrainConfig) -> Components:
     """Every role in this process (`trainer.placement=local`)."""
     from agentrl.models.load import load_model, load_tokenizer
 
+    from .threads import apply_cpu_threads
+
     seed_everything(cfg.trainer.seed)
     data = TaskSource(cfg.data, cfg.trainer.seed)  # first: a bad dataset row fails in seconds
     backend = build_backend(cfg.trainer.backend, cfg.trainer.device, cfg.trainer)
+    apply_cpu_threads(cfg.trainer.cpu_threads, backend.device, log=backend.is_main)
     tokenizer = load_tokenizer(cfg.model)
     policy = load_model(cfg.model)
     rollout, success_at = build_rollout(cfg, policy, tokenizer, backend.device)

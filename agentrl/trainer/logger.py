@@ -23,57 +23,77 @@ class MetricsLogger:
         enabled: bool = True,
     ) -> None:
         self.enabled = enabled
+        self.out_dir = out_dir
         self.path = out_dir / "metrics.jsonl"
         self.console = Console()
         self.tb: Any = None
         self.wandb: Any = None
-        if not enabled:
-            return
-        out_dir.mkdir(parents=True, exist_ok=True)
+        # Writers open on the first row, so building a trainer writes nothing into a folder
+        # the run-folder policy (`run_dir.claim`) has yet to approve.
+        self._want = (tensorboard, wandb, config)
+        self._opened = False
+
+    def _open(self) -> None:
+        self._opened = True
+        tensorboard, wandb, config = self._want
+        self.out_dir.mkdir(parents=True, exist_ok=True)
         if tensorboard:
             from torch.utils.tensorboard import SummaryWriter
 
-            self.tb = SummaryWriter(str(out_dir / "tensorboard"))
+            self.tb = SummaryWriter(str(self.out_dir / "tensorboard"))
         if wandb:
             try:
                 import wandb as wb
 
-                self.wandb = wb.init(project="agentrl", config=config, dir=str(out_dir))
+                self.wandb = wb.init(project="agentrl", config=config, dir=str(self.out_dir))
             except ImportError:
                 self.console.print(
                     "[yellow]trainer.wandb=true but wandb is not installed; skipping[/]"
                 )
 
-    def start_fresh(self) -> None:
-        """A new (not resumed) run in an existing folder starts its logs from scratch."""
-        if self.enabled:
-            for name in ("metrics.jsonl", "eval.jsonl", "sft.jsonl"):
-                self.path.with_name(name).unlink(missing_ok=True)
-
-    def truncate_after(self, step: int) -> None:
-        """On resume, forget metrics of steps after the checkpoint (they are redone)."""
-        if not self.enabled or not self.path.exists():
+    def truncate_after(
+        self, step: int, file: str = "metrics.jsonl", inclusive: bool = True
+    ) -> None:
+        """On resume, forget rows of steps after the checkpoint (they are redone); with
+        `inclusive=False` the checkpoint's own step goes too (a final eval that is redone)."""
+        path = self.path.with_name(file)
+        if not self.enabled or not path.exists():
             return
+        lines = [ln for ln in path.read_text().splitlines() if ln]
         keep = [
-            ln for ln in self.path.read_text().splitlines() if ln and json.loads(ln)["step"] <= step
+            ln
+            for ln in lines
+            if json.loads(ln)["step"] < step or (inclusive and json.loads(ln)["step"] == step)
         ]
-        self.path.write_text("".join(ln + "\n" for ln in keep))
+        path.write_text("".join(ln + "\n" for ln in keep))
 
-    def log(self, step: int, metrics: dict[str, float], file: str = "metrics.jsonl") -> None:
+    def log(
+        self,
+        step: int,
+        metrics: dict[str, float],
+        file: str = "metrics.jsonl",
+        echo: bool = True,
+    ) -> None:
+        """Append a row to `file`; TensorBoard/wandb tags are `<file stem>/<key>` for files
+        other than metrics.jsonl (`sft.jsonl` + `loss` -> `sft/loss`). `echo`: also print."""
         if not self.enabled:
             return
+        if not self._opened:
+            self._open()
         row = {"step": step, "time": time.time(), **metrics}
         with open(self.path.with_name(file), "a", encoding="utf-8") as f:
             f.write(json.dumps(row) + "\n")
         prefix = "" if file == "metrics.jsonl" else file.split(".")[0] + "/"
+        tags = {(k if k.startswith(prefix) else prefix + k): v for k, v in metrics.items()}
         if self.tb is not None:
-            for k, v in metrics.items():
-                self.tb.add_scalar(prefix + k, v, step)
+            for k, v in tags.items():
+                self.tb.add_scalar(k, v, step)
             self.tb.flush()
         if self.wandb is not None:
-            self.wandb.log({prefix + k: v for k, v in metrics.items()}, step=step)
-        shown = " ".join(f"{k}={metrics[k]:.4g}" for k in SHOWN if k in metrics)
-        self.console.print(f"[bold]{prefix}step {step}[/] {shown}")
+            self.wandb.log(tags, step=step)
+        if echo:
+            shown = " ".join(f"{k}={metrics[k]:.4g}" for k in SHOWN if k in metrics)
+            self.console.print(f"[bold]{prefix}step {step}[/] {shown}")
 
     def close(self) -> None:
         if self.tb is not None:

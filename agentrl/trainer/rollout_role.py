@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import dataclasses
 import time
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import Any
 
 import torch
@@ -15,7 +16,10 @@ from agentrl.config import RolloutConfig, SamplingConfig
 from agentrl.engines import Engine
 from agentrl.rollout import RolloutRunner
 from agentrl.rollout.runner import summarize
-from agentrl.types import TrajectoryGroup
+from agentrl.types import Trajectory, TrajectoryGroup
+
+# Called with each finished episode (the trainer's progress bars count them).
+EpisodeHook = Callable[[Trajectory], None] | None
 
 
 class Rollout:
@@ -35,10 +39,22 @@ class Rollout:
         self.greedy = dataclasses.replace(sampling_cfg, temperature=0.0)
         self._stats: dict[str, float] = {}
 
-    def collect(self, items: Sequence[Any], n: int) -> list[TrajectoryGroup]:
-        groups = self.runner.collect_sync(items, n)
+    def collect(
+        self, items: Sequence[Any], n: int, on_episode: EpisodeHook = None
+    ) -> list[TrajectoryGroup]:
+        """`n` sampled episodes per item; `on_episode(traj)` as each one ends (progress)."""
+        with self._hook(on_episode):
+            groups = self.runner.collect_sync(items, n)
         self._stats = dict(self.runner.last_stats)
         return groups
+
+    @contextlib.contextmanager
+    def _hook(self, on_episode: EpisodeHook) -> Iterator[None]:
+        previous, self.runner.on_episode = self.runner.on_episode, on_episode
+        try:
+            yield
+        finally:
+            self.runner.on_episode = previous
 
     @property
     def stats(self) -> dict[str, float]:
@@ -54,7 +70,7 @@ class Rollout:
         return self.runner.collect_sync(items, 1, sampling_cfg=self.greedy)
 
     def collect_with_greedy(
-        self, items: Sequence[Any], n: int
+        self, items: Sequence[Any], n: int, on_episode: EpisodeHook = None
     ) -> tuple[list[TrajectoryGroup], list[TrajectoryGroup]]:
         """`collect(items, n)` and `collect_greedy(items)` at the same time on one engine:
         ReMax's baseline episodes ride along with the samples instead of adding a serial
@@ -67,13 +83,17 @@ class Rollout:
             greedy = runner.collect(items, 1, sampling_cfg=self.greedy)
             return tuple(await asyncio.gather(sampled, greedy))  # type: ignore[return-value]
 
-        groups, greedy = runner.run_sync(both())
+        with self._hook(on_episode):
+            groups, greedy = runner.run_sync(both())
         self._stats = summarize(groups) | {"wall_s": time.monotonic() - t0}
         return groups, greedy
 
-    def evaluate(self, seeds: Sequence[Any], success_at: float) -> dict[str, float]:
+    def evaluate(
+        self, seeds: Sequence[Any], success_at: float, on_episode: EpisodeHook = None
+    ) -> dict[str, float]:
         """Greedy, one episode per held-out seed (or validation row): reward and success."""
-        groups = self.runner.collect_sync(seeds, 1, sampling_cfg=self.greedy)
+        with self._hook(on_episode):
+            groups = self.runner.collect_sync(seeds, 1, sampling_cfg=self.greedy)
         rewards = [t.reward for g in groups for t in g.trajectories]
         return {
             "reward": sum(rewards) / max(len(rewards), 1),

@@ -99,7 +99,10 @@ def build_demos(
     finally:
         env.close()
     if any(d is None for d in demos):
-        raise ValueError("SFT needs an env with an oracle (oracle_action returned None)")
+        raise ValueError(
+            "SFT needs an env with an oracle (oracle_action returned None); "
+            "set sft.steps=0 to train with RL only"
+        )
     return [d for d in demos if d is not None]
 
 

@@ -8,7 +8,6 @@ from the config; the loop only composes them.
 from __future__ import annotations
 
 import time
-from pathlib import Path
 from typing import Any
 
 import torch
@@ -22,9 +21,11 @@ from agentrl.algorithms import (
     needs_greedy_baseline,
 )
 from agentrl.config import TrainConfig, to_dict
+from agentrl.report.progress import RunProgress
 from agentrl.types import TrajectoryGroup
 from agentrl.workers import place
 
+from . import run_dir
 from .actor import Actor, single_on_policy_pass
 from .batch import TrainBatch
 from .build import Components
@@ -35,13 +36,17 @@ from .logger import MetricsLogger
 
 class Trainer:
     def __init__(self, cfg: TrainConfig, components: Components | None = None) -> None:
+        from agentrl.config.validate import validate
+
+        self.t_init = time.time()
+        validate(cfg)  # before any model loads: one line naming a bad key
         self.cfg = cfg
         # The KL coefficient of each step (`algorithm.kl.ctrl`); checkpointed. Built first: a
         # bad controller setting fails before any model is loaded.
         self.kl_ctrl = KLController.from_config(cfg.algorithm.kl)
         self.c = components or place(cfg)
         self.actor: Actor = self.c.actor
-        self.out = Path(cfg.trainer.out_dir)
+        self.out = run_dir.expand(cfg.trainer.out_dir, cfg.data.env)
         main = self.c.backend.is_main
         self.logger = MetricsLogger(
             self.out,
@@ -50,6 +55,7 @@ class Trainer:
             config=to_dict(cfg),
             enabled=main,
         )
+        self.progress = RunProgress(self.logger.console, enabled=main)
         self.checkpointer = Checkpointer(self.out)
         if main:
             write_config(cfg, self.out)
@@ -62,30 +68,41 @@ class Trainer:
         self.generator = torch.Generator().manual_seed(cfg.trainer.seed)
 
     # ------------------------------------------------------------------ the loop
-    def train(self, resume: bool = False) -> dict[str, Any]:
-        if resume:
-            self.load_checkpoint()
-        else:
-            self.logger.start_fresh()
-        if self.c.backend.is_main:
+    def train(self, resume: bool = False, overwrite: bool = False) -> dict[str, Any]:
+        """Run (or, with `resume`, continue) training in `trainer.out_dir`. A folder holding a
+        previous run is refused unless `resume` or `overwrite` (see `run_dir`)."""
+        main, tcfg = self.c.backend.is_main, self.cfg.trainer
+        run_dir.claim(self.out, resume=resume, overwrite=overwrite, dry_run=not main)
+        self.c.backend.barrier()
+        if main:
+            run_dir.start_session(self.out, self.t_init, time.time() - self.t_init)
+        resumed = resume and self.load_checkpoint()
+        if main:
             for line in self.c.data.describe():
                 self.logger.console.print(line)
-        if self.step == 0 and self.cfg.sft.steps:
+        if not resumed and self.cfg.sft.steps:
             self.bootstrap_sft()
-        if self.step == 0:
+        if not resumed:
             self.evaluate("before")
-        while self.step < self.cfg.trainer.steps:
-            self.step += 1
-            t0 = time.perf_counter()
-            metrics = self.train_step()
-            metrics["time/step"] = time.perf_counter() - t0
-            self.logger.log(self.step, metrics)
-            every = self.cfg.trainer.save_every
-            if every and self.step % every == 0:
-                self.save_checkpoint()
-            if self.cfg.trainer.eval_every and self.step % self.cfg.trainer.eval_every == 0:
-                self.evaluate("eval")
+        saved = self.step if resumed else None
+        with self.progress.task("train", tcfg.steps, transient=False) as bar:
+            bar.advance(self.step)
+            while self.step < tcfg.steps:
+                self.step += 1
+                t0 = time.perf_counter()
+                metrics = self.train_step()
+                metrics["time/step"] = time.perf_counter() - t0
+                self.logger.log(self.step, metrics)
+                if tcfg.save_every and self.step % tcfg.save_every == 0:
+                    self.save_checkpoint()
+                    saved = self.step
+                # The last step's eval is the "after" one below, not a second one here.
+                if tcfg.eval_every and self.step % tcfg.eval_every == 0 and self.step < tcfg.steps:
+                    self.evaluate("eval")
+                bar.advance(status=f"reward {metrics.get('reward/mean', 0.0):.3f}")
         result = self.evaluate("after")
+        if saved != self.step and (self.step or self.cfg.sft.steps):
+            self.save_checkpoint()  # always end with one: a short run's model is not lost
         self.report_held_out(result)
         self.export_final()
         self.finish()
@@ -146,12 +163,15 @@ class Trainer:
         group through DAPO filtering and refills. Costs one greedy episode per collected prompt.
         """
         c = self.c
-        items = c.data.next_batch()
-        if self.greedy_baseline:  # greedy episodes run alongside the samples (same engine)
-            groups, greedy = c.rollout.collect_with_greedy(items, self.cfg.rollout.n)
-            c.scorer.attach_greedy_baseline(groups, greedy)
-        else:
-            groups = c.rollout.collect(items, self.cfg.rollout.n)
+        items, n = c.data.next_batch(), self.cfg.rollout.n
+        total = len(items) * (n + int(self.greedy_baseline))
+        with self.progress.task(f"rollout {self.step}", total) as bar:
+            hook = self.progress.callback(bar)
+            if self.greedy_baseline:  # greedy episodes run alongside the samples (same engine)
+                groups, greedy = c.rollout.collect_with_greedy(items, n, on_episode=hook)
+                c.scorer.attach_greedy_baseline(groups, greedy)
+            else:
+                groups = c.rollout.collect(items, n, on_episode=hook)
         c.scorer.shape(groups)
         return groups
 
@@ -272,8 +292,13 @@ class Trainer:
         items = self.c.data.eval_items() if self.cfg.data.eval_episodes > 0 else []
         if not items:  # eval off, or dataset rows without a validation split
             return {}
-        res = self.c.rollout.evaluate(items, self.c.success_at)
-        self.logger.log(self.step, res, file="eval.jsonl")
+        t0 = time.perf_counter()
+        with self.progress.task(f"eval ({tag})", len(items)) as bar:
+            res = self.c.rollout.evaluate(items, self.c.success_at, self.progress.callback(bar))
+        # Logged under the training curves' names, so plots overlay eval on them.
+        row = {"reward/mean": res["reward"], "success_rate": res["success_rate"]}
+        row |= {"episodes": res["episodes"], "time/eval": time.perf_counter() - t0}
+        self.logger.log(self.step, row, file="eval.jsonl", echo=False)
         if self.c.backend.is_main:
             self.logger.console.print(
                 f"[bold cyan]eval ({tag})[/] step {self.step}: success {res['success_rate']:.3f}"
@@ -286,12 +311,24 @@ class Trainer:
         from .sft import build_demos
 
         cfg, c = self.cfg, self.c
+        t0 = time.perf_counter()
         items = c.data.demo_items(cfg.sft.demos)  # the training rows on a dataset run
         demos = build_demos(env_factory(cfg), c.rollout.chat, items, cfg.sft.skip_tools)
-        losses = self.actor.sft(demos, cfg.sft, c.tokenizer.pad_token_id, cfg.trainer.seed)
-        self.logger.log(
-            0, {"sft/loss_first": losses[0], "sft/loss_last": losses[-1]}, file="sft.jsonl"
-        )
+        with self.progress.task("sft", cfg.sft.steps) as bar:
+
+            def log(step: int, loss: float) -> None:
+                self.logger.log(step + 1, {"loss": loss}, file="sft.jsonl", echo=False)
+                bar.advance(status=f"loss {loss:.3f}")
+
+            losses = self.actor.sft(demos, cfg.sft, c.tokenizer.pad_token_id, cfg.trainer.seed, log)
+        took = time.perf_counter() - t0
+        summary = {"loss_first": losses[0], "loss_last": losses[-1], "time/sft": took}
+        self.logger.log(len(losses), summary, file="sft.jsonl", echo=False)
+        if c.backend.is_main:
+            self.logger.console.print(
+                f"[bold]sft[/] {len(losses)} steps on {len(demos)} demos: loss "
+                f"{losses[0]:.3f} -> {losses[-1]:.3f} ({took:.0f}s)"
+            )
         weights = dict(self.actor.named_weights())
         c.rollout.sync_weights(weights.items())
         if c.reference is not None:
@@ -360,10 +397,11 @@ class Trainer:
             export(self.out / FINAL_DIR)
         self.c.backend.barrier()
 
-    def load_checkpoint(self) -> None:
+    def load_checkpoint(self) -> bool:
+        """Restore the latest checkpoint; False when there is none (a fresh start)."""
         state = self.checkpointer.load()
         if state is None:
-            return
+            return False
         self.actor.load_state(state)
         self.c.data.cursor = state["cursor"]
         self.generator.set_state(state["generator"])
@@ -374,10 +412,15 @@ class Trainer:
         self.step = state["step"]
         self.c.rollout.sync_weights(self.actor.named_weights())
         self.logger.truncate_after(self.step)
+        # Evals after the checkpoint are redone; at the last step, so is the final one.
+        final = self.step >= self.cfg.trainer.steps
+        self.logger.truncate_after(self.step, "eval.jsonl", inclusive=not final)
+        return True
 
     def finish(self) -> None:
         self.logger.close()
         if self.c.backend.is_main:
+            run_dir.end_session(self.out)
             try:
                 from agentrl.report import write_plots
 

@@ -58,8 +58,15 @@ class RayActor:
     def named_weights(self) -> WeightsRef:
         return WeightsRef(self.handle.named_weights.remote())
 
-    def sft(self, demos: list[Any], cfg: Any, pad_id: int, seed: int) -> list[float]:
-        return ray.get(self.handle.sft.remote(demos, cfg, pad_id, seed))
+    def sft(
+        self, demos: list[Any], cfg: Any, pad_id: int, seed: int, log: Any = None
+    ) -> list[float]:
+        """`log(step, loss)` runs here once the remote SFT returns (no streaming)."""
+        losses = ray.get(self.handle.sft.remote(demos, cfg, pad_id, seed))
+        for step, loss in enumerate(losses):
+            if log is not None:
+                log(step, loss)
+        return losses
 
     def state(self) -> dict[str, Any]:
         return ray.get(self.handle.state.remote())
@@ -104,13 +111,22 @@ class RayCritic:
         self._call("load_state", state)
 
 
+def _replay(groups: list[TrajectoryGroup], on_episode: Any) -> None:
+    for t in (t for g in groups for t in g.trajectories) if on_episode is not None else ():
+        on_episode(t)
+
+
 class RayRollout:
     def __init__(self, handle: Any, chat: ChatFormat) -> None:
         self.handle, self.chat = handle, chat
         self._stats: dict[str, float] = {}
 
-    def collect(self, items: Sequence[Any], n: int) -> list[TrajectoryGroup]:
+    def collect(
+        self, items: Sequence[Any], n: int, on_episode: Any = None
+    ) -> list[TrajectoryGroup]:
+        """`on_episode` runs here per episode once the remote collect returns (no streaming)."""
         groups, self._stats = ray.get(self.handle.collect.remote(list(items), n))
+        _replay(groups, on_episode)
         return groups
 
     @property
@@ -118,15 +134,21 @@ class RayRollout:
         return self._stats
 
     def collect_with_greedy(
-        self, items: Sequence[Any], n: int
+        self, items: Sequence[Any], n: int, on_episode: Any = None
     ) -> tuple[list[TrajectoryGroup], list[TrajectoryGroup]]:
         groups, greedy, self._stats = ray.get(
             self.handle.collect_with_greedy.remote(list(items), n)
         )
+        _replay([*groups, *greedy], on_episode)
         return groups, greedy
 
-    def evaluate(self, seeds: Sequence[int], success_at: float) -> dict[str, float]:
-        return ray.get(self.handle.evaluate.remote(list(seeds), success_at))
+    def evaluate(
+        self, seeds: Sequence[int], success_at: float, on_episode: Any = None
+    ) -> dict[str, float]:
+        result = ray.get(self.handle.evaluate.remote(list(seeds), success_at))
+        for _ in range(len(seeds) if on_episode is not None else 0):
+            on_episode(None)
+        return result
 
     def sync_weights(self, named: Iterable[tuple[str, torch.Tensor]]) -> float:
         """Seconds until the engine holds the new weights, transfer included."""

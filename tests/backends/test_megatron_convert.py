@@ -202,5 +202,9 @@ def test_megatron_grpo_update_matches_torch_backend_on_cpu(megatron_on_cpu) -> N
     (m_ref, w_ref), (m_got, w_got) = runs
     assert m_got["loss"] == pytest.approx(m_ref["loss"], rel=1e-4, abs=1e-6)
     assert m_got["grad_norm"] == pytest.approx(m_ref["grad_norm"], rel=1e-4)
+    # Adam's first step is lr * g / (|g| + eps): for the rare weight whose gradient is near
+    # eps, float32 rounding differences between the two backends move it by a few % of lr
+    # (seen: 1.1e-5 on 1 of 6144 weights with megatron-core 0.16.1). A wrong update moves
+    # weights by ~lr = 1e-3, so atol = lr / 20 still catches one.
     for k, v in w_ref.items():
-        torch.testing.assert_close(w_got[k], v, rtol=1e-4, atol=1e-5)
+        torch.testing.assert_close(w_got[k], v, rtol=1e-4, atol=5e-5)

@@ -17,4 +17,4 @@ def test_config_show_names_bad_key():
         text=True,
         timeout=60,
     )
-    assert out.returncode == 2 and "rollout.nn: unknown key" in out.stdout
+    assert out.returncode == 2 and "rollout.nn: unknown key" in out.stderr

@@ -42,4 +42,4 @@ def test_sft_with_lora_saves_merged_plain_weights(tmp_path: Path) -> None:
 
 def test_sft_needs_steps(capsys) -> None:
     assert main(["sft", "--env", "math/calc-easy-v0", *SMALL]) == 2
-    assert "sft.steps must be > 0" in capsys.readouterr().out
+    assert "sft.steps must be > 0" in capsys.readouterr().err

@@ -100,8 +100,10 @@ def test_ray_workers_import_user_env_modules(
     rollout worker, a process that never ran the driver's import."""
     path = tmp_path / "user_env.py"
     path.write_text(USER_ENV)
-    cfg = _cfg(tiny_model_dir.parent, tmp_path / "run", "ray", data__env="demo/calc-user-v0")
-    cfg.data.env_modules = [str(path)]
+    # Config load imports the file in the driver too (to check data.env names a real env).
+    extra = {"data__env": "demo/calc-user-v0", "data__env_modules": f"[{path}]"}
+    cfg = _cfg(tiny_model_dir.parent, tmp_path / "run", "ray", **extra)
+    assert cfg.data.env_modules == [str(path)]
     trainer = Trainer(cfg)
     try:
         fn = lambda self: "demo/calc-user-v0" in __import__("agentrl.envs").envs.registry  # noqa: E731

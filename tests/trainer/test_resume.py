@@ -43,8 +43,8 @@ if os.environ["KILL_AT"] == "after_checkpoint_2":
     checkpoint.Checkpointer.save = save_then_die
 else:  # "mid_step_3": metrics of step 3 written, its checkpoint not yet
     log = logger.MetricsLogger.log
-    def log_then_die(self, step, metrics, file="metrics.jsonl"):
-        log(self, step, metrics, file)
+    def log_then_die(self, step, metrics, file="metrics.jsonl", **kw):
+        log(self, step, metrics, file, **kw)
         if step == 3 and file == "metrics.jsonl":
             os.kill(os.getpid(), signal.SIGKILL)
     logger.MetricsLogger.log = log_then_die

@@ -40,7 +40,7 @@ def test_grpo_step_on_vision_env(tmp_path: Path, tiny_vlm_dir: Path, vlm_preset:
     before = {k: v.clone() for k, v in trainer.actor.named_weights()}
     captured = []
     collect = trainer.c.rollout.collect
-    trainer.c.rollout.collect = lambda *a: captured.extend(collect(*a)) or captured  # type: ignore[method-assign]
+    trainer.c.rollout.collect = lambda *a, **k: captured.extend(collect(*a, **k)) or captured  # type: ignore[method-assign]
     trainer.train()
     trajs = [t for g in captured for t in g.trajectories]
     assert len(trajs) == 4 and all(t.multimodal.get("images") for t in trajs)

@@ -1,0 +1,20 @@
+"""What every subcommand shares: loading `--env-module` files as a usage error, not a crash.
+
+A missing user file is the user's typo, so it is a `ConfigError` (one line, exit code 2 from
+`agentrl.cli.main`), raised before any model is loaded.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+
+def load_env_modules(paths: Iterable[str]) -> None:
+    from agentrl.config import ConfigError
+    from agentrl.envs import load_env_module
+
+    for path in paths:
+        try:
+            load_env_module(path)
+        except FileNotFoundError:
+            raise ConfigError(f"--env-module {path}: no such file") from None

@@ -1,0 +1,70 @@
+"""`agentrl.config.validate`: every numeric key has a range, the defaults satisfy them, and
+the `engine.extra` key lists match what the engines really take."""
+
+from __future__ import annotations
+
+import inspect
+
+import pytest
+
+from agentrl.config import ConfigError, TrainConfig, load_config
+from agentrl.config.validate import RANGES, Range, numeric_fields, validate
+
+
+def test_every_numeric_field_has_a_range_and_defaults_fit():
+    keys = {k for k, _ in numeric_fields(TrainConfig())}
+    assert keys - set(RANGES) == set(), "add these keys to validate.RANGES"
+    assert set(RANGES) - keys == set(), "RANGES names keys that no longer exist"
+    validate(TrainConfig())
+
+
+def test_range_text_and_extra_values():
+    dual = RANGES["algorithm.dual_clip_c"]
+    assert dual.contains(0.0) and dual.contains(3.0) and not dual.contains(0.5)
+    assert str(dual) == "> 1, or 0"
+    assert not Range(0).contains(float("nan"))
+    with pytest.raises(ConfigError, match=r"optim.betas: \(0.9, 1.5\) is out of range"):
+        load_config(TrainConfig, None, ["optim.betas=[0.9, 1.5]"])
+
+
+def test_hf_extra_keys_match_the_engines():
+    from agentrl.engines import HF_EXTRA_KEYS
+    from agentrl.engines.hf import HFEngine
+    from agentrl.engines.hf_fast import FastHFEngine
+
+    taken = set()
+    for cls in (HFEngine, FastHFEngine):
+        params = inspect.signature(cls.__init__).parameters.values()
+        taken |= {p.name for p in params if p.kind is inspect.Parameter.KEYWORD_ONLY}
+    taken -= {"max_batch_size"}  # set from engine.max_batch_size
+    assert HF_EXTRA_KEYS == taken | {"fast", "precapture"}
+
+
+def test_server_mode_extra_keys():
+    cfg = load_config(
+        TrainConfig, None, ["engine.kind=vllm", "engine.server_url=http://x", "model.path=/m"]
+    )
+    assert cfg.engine.kind == "vllm"
+    with pytest.raises(ConfigError, match=r"engine.extra.weight_sink_dir: .*did you mean"):
+        load_config(
+            TrainConfig,
+            None,
+            ["engine.kind=sglang", "engine.server_url=http://x", "engine.extra.weight_sink_dir=a"],
+        )
+
+
+def test_vision_engine_rejects_unknown_extra():
+    with pytest.raises(ConfigError, match=r"engine.extra.fast: not an option"):
+        load_config(TrainConfig, None, ["model.enable_vision=true", "engine.extra.fast=true"])
+
+
+def test_auto_cpu_threads_uses_idle_cores(monkeypatch):
+    from agentrl.trainer.threads import auto_threads, choose_cpu_threads
+
+    assert auto_threads(2, 0.2) == 2  # quiet: every core
+    assert auto_threads(2, 1.2) == 1
+    assert auto_threads(2, 16.0) == 1  # busy: never fewer than one
+    assert auto_threads(64, 10.0) == 54
+    assert choose_cpu_threads(3) == (3, "trainer.cpu_threads")
+    monkeypatch.setenv("OMP_NUM_THREADS", "1")
+    assert choose_cpu_threads(0)[1] == "OMP_NUM_THREADS"
