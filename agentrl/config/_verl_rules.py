@@ -70,8 +70,6 @@ class Ctx:
                 self.put(dst, convert(value) if convert else value)
 
 
-
-
 def model(c: Ctx) -> None:
     path = c.get(M + "path")
     if path is not None:
