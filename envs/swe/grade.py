@@ -35,6 +35,7 @@ from agentrl.sandboxes import ExecRequest, get_backend
 from agentrl.sandboxes.base import SandboxBackend
 from agentrl.sandboxes.workspace import command_env
 
+from .tamper import screen
 from .tasks import PLUGIN, PLUGIN_FILE, SweTask, parse_report, pristine
 
 TAMPER = re.compile(
@@ -135,7 +136,7 @@ def _strip(source: str, paths: set[tuple[str, ...]]) -> str:
 
 def graded_tree(task: SweTask, final: Mapping[str, bytes]) -> tuple[dict, list[str], list[str]]:
     """Buggy repo + the agent's source changes only; also (discarded paths, tamper hits)."""
-    base, seen = mutated_tree(task), workspace_tree(task)
+    base, seen, orig = mutated_tree(task), workspace_tree(task), pristine(task.package)
     tree, discarded, tamper = dict(base), [], []
     for path in sorted(set(final) | set(seen)):
         new, old = final.get(path), seen.get(path)
@@ -148,6 +149,7 @@ def graded_tree(task: SweTask, final: Mapping[str, bytes]) -> tuple[dict, list[s
             tree.pop(path, None)
             continue
         tree[path] = new
+        tamper += screen(path, new, orig.get(path), base.get(path))
         before = base.get(path, b"").decode("utf-8", "replace").splitlines()
         after = new.decode("utf-8", "replace").splitlines()
         for line in difflib.unified_diff(before, after, lineterm="", n=0):
