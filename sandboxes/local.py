@@ -47,7 +47,7 @@ from . import _cgroup, _io
 from ._pool import Pool
 from ._seccomp import denylist_bpf
 from ._zygote import SandboxProcess, Zygote
-from .base import ExecRequest, ExecResult, SandboxBackend
+from .base import ExecRequest, ExecResult, SandboxBackend, hidden_paths
 
 RUNNER = (Path(__file__).parent / "_runner.py").read_text()
 UID_BASE = 2_000_000_000
@@ -123,6 +123,8 @@ class LocalBackend(SandboxBackend):
                     a += ["--perms", "0755", "--dir", str(parent)]
                     made.add(str(parent))
             a += ["--ro-bind", path, path]
+        for path in hidden_paths([*self.ro_binds, "/usr"]):
+            a += ["--perms", "0555", "--tmpfs", path]
         a += ["--clearenv", "--chdir", "/work", "--"]
         return a + [self.python, "-I", "-S", "-c", RUNNER, str(arg), mode, self.site_dirs]
 

@@ -79,3 +79,57 @@ def test_copying_pristine_lines_is_not_tampering() -> None:
     line = next(x for x in src.splitlines() if x.startswith("import "))
     new = (line + "\n" + grading.workspace_tree(task)[f].decode()).encode()
     assert screen(f, new, pristine("toolz")[f], grading.mutated_tree(task)[f]) == []
+
+
+_LEAK = """
+import sys
+from agentrl.envs.swe.tasks import DATA
+from agentrl.sandboxes.local import LocalBackend
+from agentrl.sandboxes.workspace import Workspace
+assert DATA.is_relative_to(sys.argv[1]), DATA
+backend = LocalBackend(ro_binds=(sys.argv[1],))  # site-packages, as the prefix bind exposes it
+res = Workspace({"a.py": b""}, backend).run(f"ls {DATA}; head -c 300 {DATA}/tasks.jsonl; echo END")
+backend.close()
+print(res.render())
+"""
+
+
+def test_task_data_is_not_readable_from_a_workspace_of_an_installed_agentrl(tmp_path) -> None:
+    """A non-editable install puts envs/swe/data (hidden tests, pristine sdists) under the
+    interpreter prefix, which every sandbox binds read-only: `head tasks.jsonl` in the
+    agent's bash read every task's hidden tests and mutation. The install is laid out as
+    setup.py's package map would (outside /work and /tmp, which sandboxes cover with tmpfs)."""
+    import os
+    import shutil
+    import subprocess
+    import sys
+    import tempfile
+    from pathlib import Path
+
+    from agentrl.sandboxes.local import LocalBackend
+
+    try:
+        LocalBackend().close()
+    except RuntimeError as e:
+        pytest.skip(str(e))
+    repo = Path(__file__).resolve().parents[2]
+    site = Path(tempfile.mkdtemp(dir="/var/tmp", prefix="agentrl-site-"))
+    site.chmod(0o755)  # world-readable, as site-packages is
+    try:
+        junk = shutil.ignore_patterns("__pycache__", "*.pyc")
+        shutil.copytree(repo / "agentrl", site / "agentrl", ignore=junk)
+        for sub in ("envs", "tools", "sandboxes", "configs"):
+            shutil.copytree(repo / sub, site / "agentrl" / sub, ignore=junk)
+        env = dict(os.environ, PYTHONPATH=str(site))
+        out = subprocess.run(
+            [sys.executable, "-c", _LEAK, str(site)],
+            cwd=site,
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=300,
+        )
+    finally:
+        shutil.rmtree(site, ignore_errors=True)
+    assert out.returncode == 0 and "END" in out.stdout, out.stderr[-2000:]
+    assert "fail_tests" not in out.stdout and ".tar.gz" not in out.stdout, out.stdout
