@@ -133,3 +133,46 @@ def test_task_data_is_not_readable_from_a_workspace_of_an_installed_agentrl(tmp_
         shutil.rmtree(site, ignore_errors=True)
     assert out.returncode == 0 and "END" in out.stdout, out.stderr[-2000:]
     assert "fail_tests" not in out.stdout and ".tar.gz" not in out.stdout, out.stdout
+
+
+def _workspace(files: dict[str, bytes] | None = None):
+    from agentrl.sandboxes.workspace import Workspace
+
+    pytest.importorskip("agentrl.sandboxes.local")
+    try:
+        return Workspace(files or {"a.py": b"x = 1\n"})
+    except RuntimeError as e:
+        pytest.skip(str(e))
+
+
+def test_cd_into_a_new_empty_folder_does_not_brick_the_workspace() -> None:
+    """`mkdir sub && cd sub` kept cwd=sub but not the (empty) folder: every later command of
+    the episode died in the driver's chdir ("sandbox ended the command")."""
+    ws = _workspace()
+    assert ws.run("mkdir sub && cd sub").applied
+    res = ws.run("pwd; echo ok > f.txt")
+    assert res.applied and res.output.strip() == "/work/repo/sub", res.render()
+    assert ws.read("/work/repo/sub/f.txt") == b"ok\n"
+
+
+def test_a_forged_working_directory_stays_inside_the_workspace() -> None:
+    """The command writes /tmp/.pwd itself; a lie such as /work/repository became cwd
+    '../repository' on the host."""
+    ws = _workspace()
+    ws.run("mkdir -p /work/repository; cd /work/repository")
+    assert ws.cwd == "."
+    res = ws.run("pwd")
+    assert res.applied and res.output.strip() == "/work/repo", res.render()
+
+
+def test_edits_after_cd_land_on_the_edited_file() -> None:
+    """The driver reports root-relative paths but they were stored relative to the old cwd:
+    after `cd pkg`, `sed -i` on pkg/m.py was recorded as pkg/pkg/m.py (the fix was lost and
+    grading saw the buggy file)."""
+    ws = _workspace({"pkg/m.py": b"x = 1\n", "pkg/old.py": b""})
+    ws.run("cd pkg")
+    assert ws.cwd == "pkg"
+    assert ws.run("sed -i 's/1/2/' m.py && rm old.py").applied
+    files = ws.files()
+    assert files["pkg/m.py"] == b"x = 2\n" and "pkg/old.py" not in files, sorted(files)
+    assert not any(p.startswith("pkg/pkg/") for p in files), sorted(files)
