@@ -176,3 +176,22 @@ def test_edits_after_cd_land_on_the_edited_file() -> None:
     files = ws.files()
     assert files["pkg/m.py"] == b"x = 2\n" and "pkg/old.py" not in files, sorted(files)
     assert not any(p.startswith("pkg/pkg/") for p in files), sorted(files)
+
+
+def test_str_replace_keeps_the_bytes_it_does_not_touch() -> None:
+    """A file with a non-UTF-8 byte (a latin-1 comment) came back from str_replace with every
+    such byte turned into U+FFFD; a lone surrogate in new_str raised instead of answering."""
+    from agentrl.envs import make
+
+    from agentrl.types import Message, ToolCall
+
+    env = make("swe/tiny-repo-v0")
+    env.reset(seed=0)
+    ws = env.swe.ws
+    ws.write("minilib/core.py", b"# caf\xe9\n" + ws.read("minilib/core.py"))
+    args = {"path": "minilib/core.py", "old_str": "def clamp", "new_str": "def clamp"}
+    for new in ("def clamp", "def clamp  # \udcff"):
+        args["new_str"] = new
+        obs, *_ = env.step(Message("assistant", "", tool_calls=[ToolCall("str_replace", args)]))
+        assert obs.messages[0].content.startswith("Edited"), obs.messages[0].content
+        assert ws.read("minilib/core.py").startswith(b"# caf\xe9\n")
