@@ -15,7 +15,8 @@ the interpreter, the process, frames or files) is allowed only on a line that al
 stripped, in the pristine or in the buggy version of that file. Restoring the original code (the
 oracle) therefore always passes, and a fix of an injected bug (an operator, a constant, a
 branch, a return) needs nothing else. Files that do not parse, or that declare a source
-encoding other than UTF-8, are rejected outright. Residual risk (documented in docs/envs.md):
+encoding other than UTF-8, or that grew past 4x their size (+64 KiB: parsing a 20 MB file on
+the host takes seconds and gigabytes), are rejected outright. Residual risk (documented in docs/envs.md):
 an existing sensitive line copied verbatim into another context.
 """
 
@@ -83,6 +84,9 @@ def _lines(data: bytes | None) -> set[str]:
 
 def screen(path: str, new: bytes, pristine: bytes | None, buggy: bytes | None) -> list[str]:
     """Why the agent's version ``new`` of ``path`` is tampering (empty: it is not)."""
+    limit = 4 * max(len(pristine or b""), len(buggy or b"")) + (64 << 10)
+    if len(new) > limit:  # parsing it would cost the host seconds and gigabytes
+        return [f"{path}: {len(new)} bytes is too large to grade (limit {limit})"]
     text, problem = _decode(new)
     if text is None:
         return [f"{path}: {problem}"]

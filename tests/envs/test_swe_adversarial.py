@@ -195,3 +195,11 @@ def test_str_replace_keeps_the_bytes_it_does_not_touch() -> None:
         obs, *_ = env.step(Message("assistant", "", tool_calls=[ToolCall("str_replace", args)]))
         assert obs.messages[0].content.startswith("Edited"), obs.messages[0].content
         assert ws.read("minilib/core.py").startswith(b"# caf\xe9\n")
+
+
+def test_a_huge_source_file_is_rejected_before_parsing() -> None:
+    """ast.parse of a 20 MB source file in the host's grading thread costs seconds and GBs."""
+    task = _task()
+    tree = _with_prefix(task, "x = 1\n" * 400_000)
+    g = grading.grade(task, tree)
+    assert g.reward == 0.0 and "too large" in g.error, g.summary()
