@@ -191,7 +191,7 @@ class Workspace:
         if not sep or res.status not in ("ok", "error"):
             why = {"timeout": f"timed out after {timeout:g} s", "memory": "ran out of memory"}
             note = why.get(res.status, f"sandbox ended the command ({res.status})")
-            text = (head or res.stdout)[-self.max_output_chars :]
+            text = head[-self.max_output_chars :]  # no mark: stdout is a cut driver report
             return CommandResult(None, text, f"[{note}; its changes were rolled back]", False)
         report = json.loads(tail.splitlines()[0])
         for path, b64 in report["changed"].items():  # root-relative, not cwd-relative

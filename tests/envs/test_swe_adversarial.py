@@ -203,3 +203,13 @@ def test_a_huge_source_file_is_rejected_before_parsing() -> None:
     tree = _with_prefix(task, "x = 1\n" * 400_000)
     g = grading.grade(task, tree)
     assert g.reward == 0.0 and "too large" in g.error, g.summary()
+
+
+def test_a_rolled_back_command_does_not_show_the_drivers_report() -> None:
+    """A file too big for the output cap rolled the command back and showed the agent the
+    driver's cut report (the random mark and base64 of the workspace) as the output."""
+    ws = _workspace()
+    res = ws.run("head -c 30000000 /dev/zero | tr '\\0' a > big.txt; echo hi")
+    assert not res.applied and "rolled back" in res.note
+    assert "YWFh" not in res.output and "\x1e" not in res.output, res.output[:300]
+    assert "big.txt" not in ws.files()
