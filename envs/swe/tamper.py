@@ -32,18 +32,24 @@ NAMES = frozenset(
     "getattr setattr delattr vars globals locals eval exec compile open breakpoint exit quit "
     "input help memoryview type object __import__ __builtins__ __loader__ __spec__".split()
 )
-ATTRS = frozenset(
-    "modules _getframe _current_frames settrace setprofile stdout stderr stdin argv meta_path "
-    "path_hooks path_importer_cache addaudithook audit environ environb system popen kill "
-    "killpg fork forkpty _exit exit abort putenv unsetenv remove unlink rmdir removedirs "
-    "rmtree rename replace chmod chown write writelines write_text write_bytes read_text "
-    "read_bytes open fdopen dup dup2 listdir scandir walk glob iterdir f_back f_globals "
-    "f_locals f_builtins f_code f_trace gi_frame gi_code cr_frame ag_frame tb_frame tb_next "
-    "currentframe stack trace getouterframes getinnerframes get_objects get_referrers "
-    "get_referents get_field get_value format_map attrgetter methodcaller mro register load_module exec_module find_spec "
-    "spec_from_file_location module_from_spec import_module reload loads load "
-    "setrecursionlimit call_tracing setswitchinterval excepthook displayhook".split()
-)
+ATTRS = (
+    frozenset(
+        "modules _getframe _current_frames settrace setprofile stdout stderr stdin argv meta_path "
+        "path_hooks path_importer_cache addaudithook audit environ environb system popen kill "
+        "killpg fork forkpty _exit exit abort putenv unsetenv remove unlink rmdir removedirs "
+        "rmtree rename replace chmod chown write writelines write_text write_bytes read_text "
+        "read_bytes open fdopen dup dup2 listdir scandir walk glob iterdir f_back f_globals "
+        "f_locals f_builtins f_code f_trace gi_frame gi_code cr_frame ag_frame tb_frame tb_next "
+        "currentframe stack trace getouterframes getinnerframes get_objects get_referrers "
+        "get_referents get_field get_value format_map attrgetter methodcaller mro register load_module exec_module find_spec "
+        "spec_from_file_location module_from_spec import_module reload loads load "
+        "setrecursionlimit call_tracing setswitchinterval excepthook displayhook getattr_static "
+        "getmembers getmembers_static getargvalues getframeinfo getclosurevars walk_stack walk_tb "
+        "extract_stack format_stack resolve_name run_module run_path sys os gc inspect builtins "
+        "bltns importlib ctypes".split()
+    )
+    | NAMES
+)  # modules re-export builtins and sys: ``re.enum.bltns.getattr``, ``re.enum.sys``
 
 
 def _decode(data: bytes) -> tuple[str | None, str]:
@@ -72,6 +78,9 @@ def _sensitive(node: ast.AST) -> str | None:
         return f"def {node.name}" if _DUNDER.match(node.name) else None
     if isinstance(node, ast.arg | ast.keyword) and _DUNDER.match(node.arg or ""):
         return node.arg
+    if isinstance(node, ast.MatchClass):  # ``case C(modules=m)`` reads attributes by name
+        bad = [a for a in node.kwd_attrs if a in ATTRS or _DUNDER.match(a)]
+        return f"case (...{bad[0]}=...)" if bad else None
     if isinstance(node, ast.Constant) and isinstance(node.value, str) and "__" in node.value:
         return repr(node.value[:40])
     return None

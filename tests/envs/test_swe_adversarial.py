@@ -29,6 +29,10 @@ EXPLOITS = {
     "frame-walk": "def _f(g):\n    return g.gi_frame.f_back\n",
     "reflective-vars": '_v = vars()["__buil" + "tins__"]\n',
     "new-import": "import gc as _g\n",
+    # inflection imports re: re.enum re-exports builtins (as bltns) and sys
+    "reexported-builtins": f'_m = re.enum.bltns.getattr(re.enum.sys, "mod" + "ules")\n_m{_RANK}\n',
+    "match-class-attrs": f"match re.enum.sys:\n    case _Mod(modules=_m):\n        _m{_RANK}\n",
+    "inspect-members": '_d = dict(re.enum.sys.inspect.getmembers(re.enum.sys))["mod" + "ules"]\n',
 }
 
 
@@ -45,7 +49,7 @@ def _with_prefix(task, code: str) -> dict[str, bytes]:
 
 @pytest.mark.parametrize("name", sorted(EXPLOITS))
 def test_exploit_scores_zero_and_says_why(name: str) -> None:
-    task = _task()
+    task = _task("inflection" if "re.enum" in EXPLOITS[name] else "minilib")
     g = grading.grade(task, _with_prefix(task, EXPLOITS[name]))
     assert g.reward == 0.0 and g.tamper, g.summary()
     assert g.error.startswith("tampering: ")
