@@ -15,7 +15,8 @@ The rules, each closing a way to score without fixing the bug:
   and says why; a fix of an injected bug needs none of these. The report travels after a
   random per-grade marker and the last one printed wins, after pytest has exited.
 * **The rest stays green.** Every test that passed before the bug must still pass; otherwise
-  the reward is 0 whatever the hidden tests say.
+  the reward is 0 whatever the hidden tests say. Only tests defined in the restored test files
+  count (a test file's ``from pkg import *`` would collect ``test_*`` written into the source).
 
 Reward: the fraction of hidden tests passing (``mode="fraction"``), or 1 only if all pass
 (``mode="all"``). All grading runs in a sandbox of the env's backend.
@@ -26,6 +27,7 @@ from __future__ import annotations
 import ast
 import dataclasses
 import difflib
+import functools
 import json
 import re
 import secrets
@@ -180,11 +182,35 @@ def grade(
         )
     hidden = set(task.fail_tests)
     h_ok = sum(outcomes.get(t) == "passed" for t in hidden)
-    o_ok = sum(v == "passed" for t, v in outcomes.items() if t not in hidden)
+    own = {t for t in outcomes if t not in hidden and _defined_in_tests(tree, t)}
+    o_ok = sum(outcomes[t] == "passed" for t in own)
     reward = h_ok / n_hidden if mode == "fraction" else float(h_ok == n_hidden)
     if o_ok < task.pass_count:
         reward = 0.0
     return Grade(reward, h_ok, n_hidden, o_ok, task.pass_count, discarded, [])
+
+
+def _defined_in_tests(tree: Mapping[str, bytes], nodeid: str) -> bool:
+    """Is the test's function or class defined in its (restored) test file, not only imported?
+
+    A test file's ``from pkg import *`` collects ``test_*`` functions written into the source;
+    counted, they could stand in for the tests a change broke."""
+    file, _, rest = nodeid.partition("::")
+    return rest.split("::")[0].split("[")[0] in _top_names(tree.get(file, b""))
+
+
+@functools.lru_cache(maxsize=256)
+def _top_names(source: bytes) -> frozenset[str]:
+    try:
+        body = ast.parse(source).body
+    except (SyntaxError, ValueError):
+        return frozenset()
+    names = {n.name for n in body if isinstance(n, ast.FunctionDef | ast.AsyncFunctionDef)}
+    names |= {n.name for n in body if isinstance(n, ast.ClassDef)}
+    for n in body:
+        if isinstance(n, ast.Assign):
+            names |= {t.id for t in n.targets if isinstance(t, ast.Name)}
+    return frozenset(names)
 
 
 def run_tests_in_sandbox(

@@ -217,3 +217,21 @@ def test_a_rolled_back_command_does_not_show_the_drivers_report() -> None:
     assert not res.applied and "rolled back" in res.note
     assert "YWFh" not in res.output and "\x1e" not in res.output, res.output[:300]
     assert "big.txt" not in ws.files()
+
+
+def test_tests_defined_in_the_source_do_not_count_as_still_green() -> None:
+    """toolz/tests/test_serialization.py does `from toolz import *`: `def test_n(): pass` added
+    to toolz/__init__.py were collected there as passing "other" tests, so they could stand in
+    for tests that the change broke (the rest-stays-green rule is a count): here they hid the
+    real test that they break themselves."""
+    task = next(t for t in load_tasks() if t.package == "toolz")
+    tree = grading.workspace_tree(task)
+    m = task.mutation
+    tree[m.file] = m.revert(tree[m.file].decode("utf-8")).encode("utf-8")
+    fakes = "".join(f"\n\ndef test_fake_{i}():\n    pass\n" for i in range(20))
+    tree["toolz/__init__.py"] += fakes.encode()
+    g = grading.grade(task, tree)
+    # The fakes themselves break a real test (toolz checks its namespace): 166/167 others
+    # passed, but the 20 fakes made it 186/167 and the reward 1.
+    assert g.hidden_passed == g.hidden_total and g.others_passed <= task.pass_count, g.summary()
+    assert g.reward == 0.0, g.summary()
