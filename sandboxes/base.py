@@ -170,3 +170,21 @@ def get_backend(name: str | SandboxBackend = "local", **kwargs: Any) -> SandboxB
     if name not in _DEFAULTS:
         _DEFAULTS[name] = _REGISTRY[name]()
     return _DEFAULTS[name]
+
+
+def hidden_paths(binds: list[str] | tuple[str, ...]) -> list[str]:
+    """agentrl's own install folders that lie inside ``binds``: backends mask them (empty).
+
+    Why: a non-editable install puts agentrl under the interpreter prefix, which every sandbox
+    binds read-only, and agentrl ships task data there (``envs/swe/data``: the hidden tests and
+    the pristine sources of every SWE task). Sandboxed code never needs agentrl itself.
+    """
+    import os
+
+    import agentrl.envs
+
+    import agentrl
+
+    roots = [os.path.realpath(b).rstrip("/") for b in binds]
+    found = {os.path.realpath(p) for m in (agentrl, agentrl.envs) for p in m.__path__}
+    return sorted(p for p in found if any(p == r or p.startswith(r + "/") for r in roots))

@@ -38,7 +38,7 @@ import time
 from . import _io
 from ._docker_pool import Launched, WarmContainers
 from ._seccomp import denylist_bpf
-from .base import ExecRequest, ExecResult, SandboxBackend, check_knobs
+from .base import ExecRequest, ExecResult, SandboxBackend, check_knobs, hidden_paths
 from .local import ENV, RUNNER, _python_dirs, new_uid
 
 IMAGE = os.environ.get("AGENTRL_SANDBOX_IMAGE", "agentrl-sandbox:base")
@@ -120,7 +120,11 @@ class DockerBackend(SandboxBackend):
             stdin_open=True,
             network_mode="none",
             read_only=True,
-            tmpfs={"/work": tmpfs, "/tmp": tmpfs},
+            tmpfs={
+                "/work": tmpfs,
+                "/tmp": tmpfs,
+                **dict.fromkeys(hidden_paths(self.binds), "size=1k,mode=0555"),
+            },
             volumes={p: {"bind": p, "mode": "ro"} for p in self.binds},
             mem_limit=memory_mb << 20,
             memswap_limit=memory_mb << 20,

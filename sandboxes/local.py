@@ -52,7 +52,7 @@ from . import _cgroup, _io
 from ._pool import Pool
 from ._seccomp import denylist_bpf
 from ._zygote import SandboxProcess, Zygote
-from .base import ExecRequest, ExecResult, SandboxBackend, check_knobs
+from .base import ExecRequest, ExecResult, SandboxBackend, check_knobs, hidden_paths
 
 _HERE = Path(__file__).parent
 RUNNER = (_HERE / "_harness.py").read_text() + "\n" + (_HERE / "_runner.py").read_text()
@@ -155,6 +155,8 @@ class LocalBackend(SandboxBackend):
                     a += ["--perms", "0755", "--dir", str(parent)]
                     made.add(str(parent))
             a += ["--ro-bind", path, path]
+        for path in hidden_paths([*self.ro_binds, "/usr"]):
+            a += ["--perms", "0555", "--tmpfs", path]
         a += ["--clearenv", "--chdir", "/work", "--"]
         return a + [self.python, "-I", "-S", "-c", RUNNER, str(arg), mode, self.site_dirs]
 

@@ -36,6 +36,7 @@ _DRIVER = r"""
 import base64, hashlib, json, os, signal, subprocess
 cfg = json.loads(base64.b64decode(CFG))
 root, cap = "/work/repo", cfg["cap"]
+os.makedirs(os.path.join(root, cfg["cwd"]), exist_ok=True)  # folders persist only as cwd
 os.chdir(os.path.join(root, cfg["cwd"]))
 with open("/tmp/.cmd", "w") as f:
     f.write(cfg["command"] + '\n__rc=$?\nprintf "\\n%s" "$PWD" > /tmp/.pwd\nexit $__rc\n')
@@ -71,7 +72,7 @@ for d, dirs, files in os.walk(root):
         if cfg["hashes"].get(rel) != hashlib.sha1(data).hexdigest():
             changed[rel] = base64.b64encode(data).decode()
 deleted = [p for p in cfg["hashes"] if p not in seen]
-rel_cwd = os.path.relpath(cwd, root) if cwd.startswith(root) else "."
+rel_cwd = os.path.relpath(cwd, root) if (cwd + "/").startswith(root + "/") else "."
 print(cfg["mark"] + json.dumps({"rc": rc, "out": text, "size": size, "cwd": rel_cwd,
                                 "changed": changed, "deleted": deleted}))
 """
@@ -190,14 +191,15 @@ class Workspace:
         if not sep or res.status not in ("ok", "error"):
             why = {"timeout": f"timed out after {timeout:g} s", "memory": "ran out of memory"}
             note = why.get(res.status, f"sandbox ended the command ({res.status})")
-            text = (head or res.stdout)[-self.max_output_chars :]
+            text = head[-self.max_output_chars :]  # no mark: stdout is a cut driver report
             return CommandResult(None, text, f"[{note}; its changes were rolled back]", False)
         report = json.loads(tail.splitlines()[0])
-        for path, b64 in report["changed"].items():
-            self.write(path, base64.b64decode(b64))
+        for path, b64 in report["changed"].items():  # root-relative, not cwd-relative
+            self.write(f"{ROOT}/{path}", base64.b64decode(b64))
         for path in report["deleted"]:
-            self.write(path, None)  # type: ignore[arg-type]
-        self.cwd = posixpath.normpath(report["cwd"])
+            self.write(f"{ROOT}/{path}", None)  # type: ignore[arg-type]
+        cwd = posixpath.normpath(report["cwd"])
+        self.cwd = cwd if cwd != ".." and not cwd.startswith(("../", "/")) else "."
         text, note = report["out"], ""
         if report["rc"] is None:
             note = f"[command timed out after {timeout:g} s and was killed]"

@@ -114,7 +114,7 @@ class SweTools(ToolSet):
         rel = ws.resolve(path)
         if not ws.exists(rel):
             return f"Error: {path} does not exist"
-        text = ws.read(rel).decode("utf-8", "replace")
+        text = ws.read(rel).decode("utf-8", "surrogateescape")  # other bytes round-trip
         count = text.count(old_str) if old_str else 0
         if count != 1:
             if not old_str:
@@ -123,7 +123,7 @@ class SweTools(ToolSet):
                 return f"Error: old_str was not found in {path} (it must match exactly, whitespace included)"
             lines = [str(text[:i].count("\n") + 1) for i in _find_all(text, old_str)][:10]
             return f"Error: old_str occurs {count} times in {path} (lines {', '.join(lines)}); make it unique"
-        ws.write(rel, text.replace(old_str, new_str).encode("utf-8"))
+        ws.write(rel, text.replace(old_str, new_str).encode("utf-8", "surrogateescape"))
         line = text[: text.index(old_str)].count("\n") + 1
         return f"Edited {path} at line {line}."
 

@@ -15,7 +15,8 @@ The rules, each closing a way to score without fixing the bug:
   and says why; a fix of an injected bug needs none of these. The report travels after a
   random per-grade marker and the last one printed wins, after pytest has exited.
 * **The rest stays green.** Every test that passed before the bug must still pass; otherwise
-  the reward is 0 whatever the hidden tests say.
+  the reward is 0 whatever the hidden tests say. Only tests defined in the restored test files
+  count (a test file's ``from pkg import *`` would collect ``test_*`` written into the source).
 
 Reward: the fraction of hidden tests passing (``mode="fraction"``), or 1 only if all pass
 (``mode="all"``). All grading runs in a sandbox of the env's backend.
@@ -26,6 +27,7 @@ from __future__ import annotations
 import ast
 import dataclasses
 import difflib
+import functools
 import json
 import re
 import secrets
@@ -35,6 +37,7 @@ from agentrl.sandboxes import ExecRequest, get_backend
 from agentrl.sandboxes.base import SandboxBackend
 from agentrl.sandboxes.workspace import command_env
 
+from .tamper import screen
 from .tasks import PLUGIN, PLUGIN_FILE, SweTask, parse_report, pristine
 
 TAMPER = re.compile(
@@ -135,7 +138,7 @@ def _strip(source: str, paths: set[tuple[str, ...]]) -> str:
 
 def graded_tree(task: SweTask, final: Mapping[str, bytes]) -> tuple[dict, list[str], list[str]]:
     """Buggy repo + the agent's source changes only; also (discarded paths, tamper hits)."""
-    base, seen = mutated_tree(task), workspace_tree(task)
+    base, seen, orig = mutated_tree(task), workspace_tree(task), pristine(task.package)
     tree, discarded, tamper = dict(base), [], []
     for path in sorted(set(final) | set(seen)):
         new, old = final.get(path), seen.get(path)
@@ -148,6 +151,7 @@ def graded_tree(task: SweTask, final: Mapping[str, bytes]) -> tuple[dict, list[s
             tree.pop(path, None)
             continue
         tree[path] = new
+        tamper += screen(path, new, orig.get(path), base.get(path))
         before = base.get(path, b"").decode("utf-8", "replace").splitlines()
         after = new.decode("utf-8", "replace").splitlines()
         for line in difflib.unified_diff(before, after, lineterm="", n=0):
@@ -178,11 +182,35 @@ def grade(
         )
     hidden = set(task.fail_tests)
     h_ok = sum(outcomes.get(t) == "passed" for t in hidden)
-    o_ok = sum(v == "passed" for t, v in outcomes.items() if t not in hidden)
+    own = {t for t in outcomes if t not in hidden and _defined_in_tests(tree, t)}
+    o_ok = sum(outcomes[t] == "passed" for t in own)
     reward = h_ok / n_hidden if mode == "fraction" else float(h_ok == n_hidden)
     if o_ok < task.pass_count:
         reward = 0.0
     return Grade(reward, h_ok, n_hidden, o_ok, task.pass_count, discarded, [])
+
+
+def _defined_in_tests(tree: Mapping[str, bytes], nodeid: str) -> bool:
+    """Is the test's function or class defined in its (restored) test file, not only imported?
+
+    A test file's ``from pkg import *`` collects ``test_*`` functions written into the source;
+    counted, they could stand in for the tests a change broke."""
+    file, _, rest = nodeid.partition("::")
+    return rest.split("::")[0].split("[")[0] in _top_names(tree.get(file, b""))
+
+
+@functools.lru_cache(maxsize=256)
+def _top_names(source: bytes) -> frozenset[str]:
+    try:
+        body = ast.parse(source).body
+    except (SyntaxError, ValueError):
+        return frozenset()
+    names = {n.name for n in body if isinstance(n, ast.FunctionDef | ast.AsyncFunctionDef)}
+    names |= {n.name for n in body if isinstance(n, ast.ClassDef)}
+    for n in body:
+        if isinstance(n, ast.Assign):
+            names |= {t.id for t in n.targets if isinstance(t, ast.Name)}
+    return frozenset(names)
 
 
 def run_tests_in_sandbox(

@@ -104,7 +104,8 @@ class SweTask:
             f"A bug was introduced in `{m.file}` in the `{self.package}` repository, in "
             f"`{name}`: {len(self.fail_tests)} test(s) of the project's suite now fail. The "
             "repository is checked out in the current directory. Find the bug and fix it in "
-            "the source (the tests are fine; changes to test files are discarded). Use the "
+            "the source (the tests are fine; changes to test files are discarded, and a fix "
+            "must not add imports or reflection such as getattr or dunder names). Use the "
             "tools to look around, edit files and run the visible tests, then call `submit`."
         )
 
