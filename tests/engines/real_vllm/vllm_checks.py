@@ -42,9 +42,12 @@ def token_in_token_out(loop: Any, engine: Engine, tok: Any) -> None:
 def logprobs_match_rescore(loop: Any, engine: Engine, model: Any, tok: Any) -> None:
     prompts = [tok.encode(t) for t in TEXTS]
     params = [SamplingParams(24, temperature=0.8, seed=i) for i in range(len(prompts))]
-    results = run(
-        loop, asyncio.gather(*(engine.generate(p, s) for p, s in zip(prompts, params, strict=True)))
-    )
+
+    async def together() -> list[Any]:
+        calls = (engine.generate(p, s) for p, s in zip(prompts, params, strict=True))
+        return list(await asyncio.gather(*calls))
+
+    results = run(loop, together())
     for prompt, res in zip(prompts, results, strict=True):
         assert res.error is None, res.error
         expected = rescore(model, prompt, res.token_ids, 0.8)
