@@ -26,7 +26,13 @@ import uuid
 from collections.abc import Iterable, Sequence
 from typing import Any
 
-from agentrl.engines._remote import EngineLoop, HTTPServerEngine, weights_to_bytes
+from agentrl.engines._remote import (
+    EngineLoop,
+    HTTPServerEngine,
+    cpu_tensors,
+    save_weights,
+    weights_to_bytes,
+)
 from agentrl.engines.base import (
     Engine,
     EngineError,
@@ -35,6 +41,7 @@ from agentrl.engines.base import (
     SamplingParams,
     error_result,
 )
+from agentrl.engines.vllm_platform import check_weights, checkpoint_shapes
 
 _FINISH: dict[str | None, FinishReason] = {"stop": "stop", "length": "length", "abort": "abort"}
 
@@ -133,6 +140,7 @@ class VLLMEngine(Engine):
         admin_timeout_s: float = 600.0,
         request_timeout_s: float | None = None,
         weight_sync_dir: str = "",
+        expected_weights: dict[str, tuple[int, ...]] | None = None,
     ) -> None:
         self.llm = llm
         self.sampling_cls = sampling_cls
@@ -140,6 +148,7 @@ class VLLMEngine(Engine):
         self.admin_timeout_s = admin_timeout_s
         self.request_timeout_s = request_timeout_s
         self.weight_sync_dir = weight_sync_dir
+        self.expected_weights = expected_weights
         self._loop = loop or EngineLoop("agentrl-vllm")
         self._ids = itertools.count()
 
@@ -179,14 +188,17 @@ class VLLMEngine(Engine):
         return from_vllm_output(final)
 
     def update_weights(self, named_tensors: Iterable[tuple[str, Any]]) -> None:
-        """Reload weights (HF names) in every worker, then drop cached prefixes."""
+        """Reload weights (HF names) in every worker, then drop cached prefixes. The names
+        and shapes are checked against the checkpoint first (`check_weights`)."""
+        tensors = cpu_tensors(named_tensors)
+        check_weights(tensors, self.expected_weights)
         if self.weight_sync_dir:
-            from agentrl.engines._remote import save_weights
-
-            path = save_weights(named_tensors, self.weight_sync_dir, "agentrl-weights.safetensors")
+            path = save_weights(
+                tensors.items(), self.weight_sync_dir, "agentrl-weights.safetensors"
+            )
             method, arg = "agentrl_load_weights_file", path
         else:
-            method, arg = "agentrl_load_weights_bytes", weights_to_bytes(named_tensors)
+            method, arg = "agentrl_load_weights_bytes", weights_to_bytes(tensors.items())
 
         async def call() -> None:
             await self.llm.collective_rpc(method, args=(arg,))
@@ -238,7 +250,7 @@ class VLLMServerEngine(HTTPServerEngine):
         )
         self.model = model
         self.sleep_mode = sleep_mode
-        self._last_file = ""
+        self.expected_weights = checkpoint_shapes(model)
 
     async def generate(
         self,
@@ -259,7 +271,9 @@ class VLLMServerEngine(HTTPServerEngine):
     def update_weights(self, named_tensors: Iterable[tuple[str, Any]]) -> None:
         """Write a safetensors file into `weight_sync_dir` (which the server must see), ask
         the server's workers to reload from it, drop cached prefixes, delete the file."""
-        path = self._save_weights(named_tensors)
+        tensors = cpu_tensors(named_tensors)
+        check_weights(tensors, self.expected_weights)
+        path = self._save_weights(tensors.items())
         rpc = {"method": "agentrl_load_weights_file", "args": [path]}
 
         async def call() -> None:
@@ -331,4 +345,5 @@ def build_vllm(cfg: Any, model: Any, tokenizer: Any) -> Engine:
         admin_timeout_s=admin_timeout_s,
         request_timeout_s=request_timeout_s,
         weight_sync_dir=sync_dir,
+        expected_weights=checkpoint_shapes(model),
     )

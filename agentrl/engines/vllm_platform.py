@@ -138,3 +138,46 @@ def engine_kwargs(
         kw["gpu_memory_utilization"] = gpu_memory_utilization
     kw.update(extra)
     return kw
+
+
+def checkpoint_shapes(model_path: str) -> dict[str, tuple[int, ...]] | None:
+    """{HF name: shape} of a local safetensors checkpoint (headers only), or None."""
+    root = Path(model_path)
+    files = sorted(root.glob("*.safetensors")) if root.is_dir() else []
+    if not files:
+        return None
+    from safetensors import safe_open
+
+    shapes: dict[str, tuple[int, ...]] = {}
+    for f in files:
+        with safe_open(str(f), framework="pt") as sf:
+            for name in sf.keys():  # noqa: SIM118 (safe_open is not a mapping)
+                shapes[name] = tuple(sf.get_slice(name).get_shape())
+    return shapes
+
+
+def check_weights(tensors: dict[str, Any], expected: dict[str, tuple[int, ...]] | None) -> None:
+    """Refuse an update vLLM would half-apply: vLLM reloads layer by layer, and an unknown
+    name, a wrong shape or a missing tensor leaves layers unloaded and kills the engine core.
+    `lm_head.weight` may be given or not (tied embeddings are saved without it)."""
+    if expected is None:
+        return
+    optional = {"lm_head.weight"}
+    unknown = sorted(set(tensors) - set(expected) - optional)
+    missing = sorted(set(expected) - set(tensors))
+    wrong = sorted(
+        f"{n} {tuple(t.shape)} != {expected[n]}"
+        for n, t in tensors.items()
+        if n in expected and tuple(t.shape) != expected[n]
+    )
+    problems = [
+        f"unknown names {unknown[:5]}" if unknown else "",
+        f"missing names {missing[:5]}" if missing else "",
+        f"wrong shapes {wrong[:5]}" if wrong else "",
+    ]
+    problems = [p for p in problems if p]
+    if problems:
+        raise EngineError(
+            "vLLM update_weights refused (vLLM reloads whole layers; send the full state "
+            f"dict in HF names): {'; '.join(problems)}"
+        )

@@ -105,3 +105,20 @@ def test_engine_loop_gates_requests_behind_admin_calls() -> None:
 
 async def _raise() -> None:
     raise ValueError("bad")
+
+
+def test_check_weights_refuses_what_vllm_would_half_apply() -> None:
+    from agentrl.engines.vllm_platform import check_weights, checkpoint_shapes
+
+    small = str(build_tiny("qwen2-small", str(CACHE)))
+    shapes = checkpoint_shapes(small)
+    assert shapes is not None and "model.embed_tokens.weight" in shapes
+    full = {n: torch.zeros(s) for n, s in shapes.items()}
+    check_weights(full, shapes)
+    check_weights(full | {"lm_head.weight": full["model.embed_tokens.weight"]}, shapes)
+    with pytest.raises(EngineError, match="unknown names"):
+        check_weights(full | {"model.nope.weight": torch.zeros(1)}, shapes)
+    with pytest.raises(EngineError, match="missing names"):
+        check_weights({"model.norm.weight": full["model.norm.weight"]}, shapes)
+    with pytest.raises(EngineError, match="wrong shapes"):
+        check_weights(full | {"model.norm.weight": torch.zeros(3)}, shapes)

@@ -100,7 +100,7 @@ def test_update_weights_from_sync_code_before_any_request(
 def test_update_weights_unknown_name_is_a_clear_error(engine: Any, small_model: Any) -> None:
     import torch
 
-    with pytest.raises(EngineError, match="update_weights"):
+    with pytest.raises(EngineError, match="update_weights refused.*unknown names"):
         engine.update_weights([("model.no_such_layer.weight", torch.zeros(2, 2))])
     checks.token_in_token_out(asyncio.new_event_loop(), engine, small_model[1])
 
