@@ -299,13 +299,16 @@ def build_vllm(cfg: Any, model: Any, tokenizer: Any) -> Engine:
 
     `model` is the checkpoint path (a string) for in-process mode, or the served model name.
     agentrl's own `engine.extra` keys (`weight_sync_dir`, `request_timeout_s`,
-    `admin_timeout_s`, and for servers `served_model_name`, `sleep_mode`) are taken out; the
+    `admin_timeout_s`, `start_timeout_s`, and for servers `served_model_name`, `sleep_mode`) are taken out; the
     rest override `AsyncEngineArgs` (see `vllm_platform.engine_kwargs`).
     """
     extra = dict(cfg.extra)
     sync_dir = extra.pop("weight_sync_dir", "")
     request_timeout_s = extra.pop("request_timeout_s", None)
     admin_timeout_s = float(extra.pop("admin_timeout_s", 600.0))
+    # Start-up: about a minute eager on 2 idle cores, many minutes with torch.compile on a
+    # loaded machine; bounded all the same.
+    start_timeout_s = float(extra.pop("start_timeout_s", 1800.0))
     if cfg.server_url:
         return VLLMServerEngine(
             cfg.server_url,
@@ -333,7 +336,7 @@ def build_vllm(cfg: Any, model: Any, tokenizer: Any) -> Engine:
 
     loop = EngineLoop("agentrl-vllm")
     try:
-        llm = loop.run(start, admin_timeout_s, "vLLM engine start")
+        llm = loop.run(start, start_timeout_s, "vLLM engine start")
     except BaseException:
         loop.stop()
         raise
