@@ -50,7 +50,8 @@ _FINISH: dict[str | None, FinishReason] = {"stop": "stop", "length": "length", "
 
 
 def to_vllm_sampling(params: SamplingParams) -> dict[str, Any]:
-    """Our SamplingParams → kwargs for `vllm.SamplingParams` (one sample, sampled logprob)."""
+    """Our SamplingParams → kwargs for `vllm.SamplingParams` (one sample, sampled logprob).
+    Output text is only needed to match stop strings; without them vLLM skips detokenizing."""
     return {
         "n": 1,
         "max_tokens": params.max_new_tokens,
@@ -63,6 +64,7 @@ def to_vllm_sampling(params: SamplingParams) -> dict[str, Any]:
         "logprobs": 0,  # the sampled token's logprob only
         "include_stop_str_in_output": True,  # keep what the model sampled
         "skip_special_tokens": False,
+        "detokenize": bool(params.stop),
     }
 
 
@@ -93,7 +95,7 @@ def to_completions_payload(
 ) -> dict[str, Any]:
     """Body for vLLM's `/v1/completions` with a token-id prompt."""
     body = to_vllm_sampling(params)
-    del body["n"]
+    del body["n"], body["detokenize"]  # the completions API always returns text
     body.update(
         model=model,
         prompt=[int(t) for t in prompt_ids],

@@ -47,6 +47,7 @@ def test_sampling_translation() -> None:
     assert kw["top_k"] == -1 and kw["seed"] == 3 and kw["logprobs"] == 0
     assert kw["stop"] == ["</tool_call>"] and kw["include_stop_str_in_output"] is True
     assert to_vllm_sampling(SamplingParams(top_k=20))["top_k"] == 20
+    assert kw["detokenize"] is True and to_vllm_sampling(SamplingParams())["detokenize"] is False
 
 
 def test_prompt_translation_with_image() -> None:
