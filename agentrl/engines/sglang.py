@@ -1,13 +1,17 @@
 """SGLang adapters: in-process `sgl.Engine` (`SGLangEngine`) and a running server's native
 `/generate` endpoint (`SGLangServerEngine`), token ids in / token ids + logprobs out.
 
-NOT RUN HERE: SGLang needs a CUDA GPU and was not installed on the machines this was written
-on. The code follows SGLang's documented APIs (`Engine.async_generate(input_ids=...,
+NOT RUN HERE: SGLang cannot be installed on these machines (the CUDA-only `sglang-kernel`, a
+torch 2.14.1 pin, no CPU build on PyPI). The code follows SGLang's documented APIs (`Engine.async_generate(input_ids=...,
 sampling_params=..., return_logprob=True, image_data=...)` with
 `meta_info["output_token_logprobs"]` as (logprob, token_id, text) triples,
 `update_weights_from_tensor`, `release_memory_occupation` / `resume_memory_occupation`,
 server `/generate`, `/update_weights_from_disk`); translations are unit-tested against
-recorded-shape fakes and server mode against a fake HTTP server only.
+recorded-shape fakes and server mode against a fake HTTP server only. What running the vLLM
+adapter against real vLLM taught is applied here too: the server mode shares
+`HTTPServerEngine` (engine-owned loop, timeouts, errors recorded), weight files are written
+with tied tensors cloned (`_remote.save_weights`), and every engine argument can be
+overridden from `engine.extra`.
 
 Logprobs: SGLang's sampler reports log p under the temperature-scaled distribution before
 top-k/top-p, which is agentrl's contract (setting `SGLANG_RETURN_ORIGINAL_LOGPROB=1` on the
@@ -178,19 +182,20 @@ def build_sglang(cfg: Any, model: Any, tokenizer: Any) -> Engine:
         raise EngineError("engine.kind=sglang needs `pip install agentrl[sglang]`") from exc
     if not isinstance(model, str):
         raise EngineError("in-process SGLang loads from a checkpoint path; pass model.path")
-    engine = sglang.Engine(
-        model_path=model,
-        mem_fraction_static=cfg.gpu_memory_utilization,
-        enable_memory_saver=True,
-        **extra,
-    )
-    return SGLangEngine(engine)
+    # Defaults first, `engine.extra` overriding any of them (what vLLM's hard-coded
+    # enable_sleep_mode taught: a platform without the feature must be able to turn it off).
+    kwargs = {
+        "model_path": model,
+        "mem_fraction_static": cfg.gpu_memory_utilization,
+        "enable_memory_saver": True,
+    }
+    kwargs.update(extra)
+    return SGLangEngine(sglang.Engine(**kwargs))
 
 
 # `engine.extra` keys `build_sglang` takes. Server mode: `weight_sync_dir`. In-process: any
-# `sglang.srt.server_args.ServerArgs` field it does not set itself.
+# `sglang.srt.server_args.ServerArgs` field (they override agentrl's defaults).
 SERVER_EXTRA_KEYS = frozenset({"weight_sync_dir"})
-_SET_BY_BUILDER = {"model_path", "mem_fraction_static", "enable_memory_saver"}
 
 
 def extra_keys(cfg: Any) -> frozenset[str] | None:
@@ -204,4 +209,4 @@ def extra_keys(cfg: Any) -> frozenset[str] | None:
         from sglang.srt.server_args import ServerArgs
     except ImportError:
         return None
-    return frozenset({f.name for f in dataclasses.fields(ServerArgs)} - _SET_BY_BUILDER)
+    return frozenset({f.name for f in dataclasses.fields(ServerArgs)} - {"model_path"})

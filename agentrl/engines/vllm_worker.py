@@ -1,18 +1,22 @@
 """A vLLM worker extension that loads agentrl's weight updates (imported inside vLLM workers).
 
-NOT RUN HERE (no vLLM / GPU on the machines this was written on). vLLM mixes the class named
-by `worker_extension_cls` into its GPU worker, so `self.model_runner` is the worker's model
-runner and `collective_rpc("<method>", args=...)` calls these methods on every worker. The
-model's own `load_weights` maps HF parameter names onto vLLM's fused/sharded layout.
+vLLM mixes the class named by `worker_extension_cls` into its worker (GPU or CPU), so
+`self.model_runner` is the worker's model runner and `collective_rpc("<method>", args=...)`
+calls these methods on every worker. Arguments cross a process boundary (msgpack; tensors
+would arrive as nested lists), so weights come as safetensors bytes or a file path.
 
-Start a server that accepts file-based updates with:
-    VLLM_SERVER_DEV_MODE=1 vllm serve <ckpt> --enable-sleep-mode \
-        --worker-extension-cls agentrl.engines.vllm_worker.WeightSyncExtension
+Loading goes through `model_runner.reload_weights(weights_iterator=...)`, not
+`model.load_weights`: vLLM post-processes weights after loading (on CPU it repacks linear
+weights for its kernels), and `reload_weights` redoes that step; the model's own loader maps
+HF parameter names onto vLLM's fused layout and skips `lm_head` for tied embeddings.
+
+Start a server that accepts file-based updates with `agentrl.engines.vllm_server`
+(`python -m vllm.entrypoints.openai.api_server ... --worker-extension-cls
+agentrl.engines.vllm_worker.WeightSyncExtension`, `VLLM_SERVER_DEV_MODE=1`).
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable
 from typing import Any
 
 
@@ -21,14 +25,18 @@ class WeightSyncExtension:
 
     model_runner: Any  # provided by the vLLM worker this class is mixed into
 
-    def agentrl_load_weights(self, named_tensors: Iterable[tuple[str, Any]]) -> int:
-        """Load (HF name, tensor) pairs; returns how many were given."""
-        items = list(named_tensors)
-        self.model_runner.model.load_weights(weights=items)
-        return len(items)
+    def agentrl_load_weights_bytes(self, blob: bytes) -> int:
+        """Load a safetensors blob made by `_remote.weights_to_bytes`; how many tensors."""
+        from safetensors.torch import load
+
+        return self._agentrl_reload(load(bytes(blob)))
 
     def agentrl_load_weights_file(self, path: str) -> int:
-        """Load a safetensors file written by `VLLMServerEngine.update_weights`."""
+        """Load a safetensors file written by `update_weights`; how many tensors."""
         from safetensors.torch import load_file
 
-        return self.agentrl_load_weights(load_file(path, device="cpu").items())
+        return self._agentrl_reload(load_file(path, device="cpu"))
+
+    def _agentrl_reload(self, tensors: dict[str, Any]) -> int:
+        self.model_runner.reload_weights(weights_iterator=iter(tensors.items()))
+        return len(tensors)

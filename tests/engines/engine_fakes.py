@@ -1,6 +1,7 @@
 """Fakes imitating the documented shapes of vLLM / SGLang objects and HTTP responses.
 
-They are stand-ins for tests only: the real backends cannot run on these machines. Each fake
+They are stand-ins for tests only, for what cannot run on these machines: SGLang (CUDA-only)
+and vLLM's GPU-only paths (sleep mode); real vLLM runs in tests/engines/real_vllm/. Each fake
 returns a scripted continuation (`SCRIPT`) and records what it was asked.
 """
 
@@ -71,6 +72,9 @@ class FakeAsyncLLM:
                 [FakeVLLMCompletion(SCRIPT_IDS[:n], steps, "stop" if n == 3 else None)],
                 n == 3,
             )
+
+    async def abort(self, request_id: str) -> None:
+        self.calls.append(("abort", request_id))
 
     async def collective_rpc(self, method: str, args: tuple[Any, ...] = ()) -> list[Any]:
         self.calls.append(("collective_rpc", (method, args)))

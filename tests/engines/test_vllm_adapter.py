@@ -1,5 +1,7 @@
-"""vLLM adapter: translations against recorded-shape fakes, server mode against a fake HTTP
-server on 127.0.0.1. The real-engine test only runs where vLLM and a GPU exist."""
+"""vLLM adapter pieces that need no vLLM: translations (against recorded-shape fakes), the
+platform-chosen engine arguments, weights as safetensors, and the one path real vLLM on CPU
+cannot take: sleep mode (CUDA-only), driven through `FakeAsyncLLM` / a fake HTTP server,
+both named fakes. Everything else runs against real vLLM in tests/engines/real_vllm/."""
 
 from __future__ import annotations
 
@@ -45,6 +47,7 @@ def test_sampling_translation() -> None:
     assert kw["top_k"] == -1 and kw["seed"] == 3 and kw["logprobs"] == 0
     assert kw["stop"] == ["</tool_call>"] and kw["include_stop_str_in_output"] is True
     assert to_vllm_sampling(SamplingParams(top_k=20))["top_k"] == 20
+    assert kw["detokenize"] is True and to_vllm_sampling(SamplingParams())["detokenize"] is False
 
 
 def test_prompt_translation_with_image() -> None:
@@ -74,13 +77,18 @@ def test_completions_translation_both_id_formats() -> None:
         assert res.finish_reason == "length"
 
 
-def test_in_process_engine_with_fake_async_llm() -> None:
+def test_fake_gpu_engine_sleep_mode_and_weight_bytes() -> None:
+    """FAKE: a GPU AsyncLLM with sleep mode (CPU vLLM has none): sleep/wake reach vLLM,
+    weights cross as one safetensors blob, requests run on the engine's own loop."""
+    from safetensors.torch import load
+
     llm = FakeAsyncLLM()
-    engine = VLLMEngine(llm, FakeVLLMSamplingParams)
+    engine = VLLMEngine(llm, FakeVLLMSamplingParams, sleep_mode=True)
 
     async def body() -> Any:
         first = await engine.generate([1, 2, 3], PARAMS, multimodal={"image": "img"})
-        engine.update_weights([("w", torch.zeros(1))])  # scheduled, runs before next request
+        tied = torch.ones(2, 2)
+        engine.update_weights([("embed.weight", tied), ("lm_head.weight", tied)])
         engine.sleep()
         engine.wake()
         second = await engine.generate([1], PARAMS)
@@ -101,63 +109,36 @@ def test_in_process_engine_with_fake_async_llm() -> None:
         "shutdown",
     ]
     assert llm.calls[0][1][0]["multi_modal_data"] == {"image": "img"}
-    assert llm.calls[1][1][0] == "agentrl_load_weights"
+    method, args = llm.calls[1][1]
+    assert method == "agentrl_load_weights_bytes" and isinstance(args[0], bytes)
+    assert sorted(load(args[0])) == ["embed.weight", "lm_head.weight"]
+
+
+def test_no_sleep_mode_means_sleep_is_a_noop() -> None:
+    llm = FakeAsyncLLM()
+    engine = VLLMEngine(llm, FakeVLLMSamplingParams, sleep_mode=False)
+    engine.sleep()
+    engine.wake()
+    assert llm.calls == []
+    asyncio.run(engine.close())
 
 
 def test_in_process_errors_become_error_results() -> None:
     engine = VLLMEngine(FakeAsyncLLM(fail=True), FakeVLLMSamplingParams)
     res = asyncio.run(engine.generate([1], PARAMS))
     assert res.finish_reason == "error" and "engine dead" in (res.error or "")
+    asyncio.run(engine.close())
 
 
-def test_admin_call_outside_event_loop_runs_immediately() -> None:
-    llm = FakeAsyncLLM()
-    engine = VLLMEngine(llm, FakeVLLMSamplingParams)
-    engine.sleep()
-    assert llm.calls == [("sleep", 1)]
-
-
-def test_server_mode_against_fake_vllm_server(tmp_path: Any) -> None:
-    routes = {
-        "/v1/completions": (200, fake_completions_body(with_token_ids=False)),
-        "/collective_rpc": (200, {"results": [2]}),
-        "/reset_prefix_cache": (200, {}),
-        "/sleep": (200, {}),
-        "/wake_up": (200, {}),
-    }
+def test_fake_gpu_server_sleep_mode(tmp_path: Any) -> None:
+    """FAKE: a GPU server started with --enable-sleep-mode (a CPU server cannot be)."""
+    routes = {"/sleep": (200, {}), "/wake_up": (200, {})}
     with FakeHTTPServer(routes) as server:
-        engine = VLLMServerEngine(server.url, "tiny", weight_sync_dir=str(tmp_path))
-
-        async def body() -> Any:
-            res = await engine.generate([4, 5], PARAMS)
-            engine.update_weights([("lm_head.weight", torch.ones(2, 2))])
-            engine.sleep()
-            engine.wake()
-            again = await engine.generate([4], PARAMS)
-            await engine.close()
-            return res, again
-
-        res, again = asyncio.run(body())
-    assert res.token_ids == SCRIPT_IDS and res.logprobs == SCRIPT_LOGPROBS
-    assert again.finish_reason == "length"
-    paths = [p for p, _ in server.requests]
-    assert paths == [
-        "/v1/completions",
-        "/collective_rpc",
-        "/reset_prefix_cache",
-        "/sleep?level=1",
-        "/wake_up",
-        "/v1/completions",
-    ]
-    assert server.requests[0][1]["prompt"] == [4, 5]
-    rpc = server.requests[1][1]
-    assert rpc["method"] == "agentrl_load_weights_file" and rpc["args"][0].startswith(str(tmp_path))
-
-
-def test_server_http_error_becomes_error_result() -> None:
-    with FakeHTTPServer({"/v1/completions": (500, {"error": "boom"})}) as server:
-        res = asyncio.run(VLLMServerEngine(server.url, "m").generate([1], PARAMS))
-    assert res.finish_reason == "error" and "500" in (res.error or "")
+        engine = VLLMServerEngine(server.url, "tiny", sleep_mode=True)
+        engine.sleep()
+        engine.wake()
+        asyncio.run(engine.close())
+    assert [p for p, _ in server.requests] == ["/sleep?level=1", "/wake_up"]
 
 
 def test_build_engine_server_mode_needs_no_vllm() -> None:

