@@ -116,14 +116,15 @@ def test_engine_and_fast_path_greedy_equal_generate_fp32(smol) -> None:
     assert fast == ref
 
 
-def _rollout(model, tok, env_id: str, n: int) -> list:
+def _rollout(model, tok, env_id: str, n: int, stop: list[str] | None = None) -> list:
     runner = RolloutRunner(
         HFEngine(model, tok, max_batch_size=8),
         ChatFormat(tok),
         lambda: make(env_id),
         RolloutConfig(n=n, max_turns=2, max_total_tokens=768, episode_timeout_s=900),
-        # A turn cut at the budget ends the episode ("overlong"): leave room to finish one.
-        SamplingConfig(max_new_tokens=48),
+        # A turn cut at the budget ends the episode ("overlong"); SmolLM2 rambles, so the
+        # multi-turn env's turns end at a stop string instead (still sampled, kept verbatim).
+        SamplingConfig(max_new_tokens=48, stop=stop or []),
         seed=0,
     )
     try:
@@ -134,7 +135,7 @@ def _rollout(model, tok, env_id: str, n: int) -> list:
 
 def test_multi_turn_rollouts_rescore_exactly_and_do_not_drift(smol) -> None:
     _, tok, model = smol
-    groups = _rollout(model, tok, "games/guess-number-v0", 3)  # hints: a user turn per guess
+    groups = _rollout(model, tok, "games/guess-number-v0", 2, ["."])  # a user turn per reply
     groups += _rollout(model, tok, "math/calc-mul-v0", 1)  # the injected-tools prompt
     trajs = [t for g in groups for t in g.trajectories]
     assert max(len(t.turns) for t in trajs) >= 2, "no multi-turn episode"
