@@ -117,7 +117,7 @@ def test_jsonl_with_a_column_mapping_skips_and_counts_bad_rows(
     base = dict(data__path=path, data__columns=mapping)
     # Bad rows are an error by default: one message with file, row and column.
     assert main(["train", "--env", "math/boxed-v0", *tiny(tmp_path / "a", agentrl_cache, **base)])
-    assert f"{path}: row 3: column 'solution': missing" in capsys.readouterr().out
+    assert f"{path}: row 3: column 'solution': missing" in capsys.readouterr().err
     spy = RolloutSpy(monkeypatch)
     args = tiny(tmp_path / "b", agentrl_cache, **base, data__on_bad_row="skip")
     assert main(["train", "--env", "math/boxed-v0", *args]) == 0
@@ -210,8 +210,8 @@ def test_dataset_with_an_env_that_cannot_take_rows_fails_at_config_load(
 ) -> None:
     train = write_parquet(tmp_path / "train.parquet", verl_rows(TRAIN))
     assert main(["train", "--env", "games/wordle-v0", f"data.path={train}"]) == 2
-    out = capsys.readouterr().out
-    assert "config error" in out and "'games/wordle-v0' (WordleTextEnv) cannot take" in out
+    err = capsys.readouterr().err  # usage and config errors: one line on stderr
+    assert "config error" in err and "'games/wordle-v0' (WordleTextEnv) cannot take" in err
     assert main(["config", "show", "data.env=games/wordle-v0", f"data.val_path={train}"]) == 2
 
 
