@@ -174,7 +174,9 @@ def part_train(args: argparse.Namespace) -> dict[str, Any]:
         if resumed:
             trainer.load_checkpoint()
         else:
-            trainer.logger.start_fresh()
+            from agentrl.trainer import run_dir
+
+            run_dir.claim(trainer.out, resume=False, overwrite=True)  # this script's own folder
             t = time.perf_counter()
             trainer.bootstrap_sft()
             out["sft_s"] = time.perf_counter() - t

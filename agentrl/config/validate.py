@@ -58,6 +58,17 @@ UNIT = Range(0, 1)
 
 # Dotted key -> allowed values. Every int/float field of TrainConfig has an entry.
 RANGES: dict[str, Range] = {
+    # verl-parity algorithm knobs (docs/algorithms.md)
+    "algorithm.kl.target_kl": POS,
+    "algorithm.kl.horizon": AT_LEAST_1,
+    "algorithm.loss_scale_factor": NONNEG,  # 0: the batch's response width
+    "algorithm.tau_pos": POS,
+    "algorithm.tau_neg": POS,
+    "algorithm.clip_cov_ratio": UNIT,
+    "algorithm.clip_cov_lb": Range(),  # covariance bounds: any finite value
+    "algorithm.clip_cov_ub": Range(),
+    "algorithm.kl_cov_ratio": UNIT,
+    "algorithm.ppo_kl_coef": NONNEG,
     "model.lora.r": AT_LEAST_1,
     "model.lora.alpha": POS,
     "model.lora.dropout": Range(0, 1, open_hi=True),
@@ -179,6 +190,14 @@ def check_env(cfg: Any, src: str) -> None:
             raise ConfigError(f"{src}: data.env_modules: {e}") from None
     load_plugins()
     env_id = cfg.data.env
+    from agentrl.envs.interop import resolve
+
+    try:
+        foreign = resolve(env_id)  # `textarena:NAME`, `skyrl:...`: other stacks' envs
+    except KeyError as e:
+        raise ConfigError(f"{src}: data.env: {e.args[0]}") from None
+    if foreign is not None:
+        return  # built (and its arguments checked) by its own package when the env is made
     if env_id not in registry:
         hint = did_you_mean(env_id, registry) or " (no close match)"
         raise ConfigError(

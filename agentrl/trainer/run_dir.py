@@ -34,6 +34,7 @@ RUN_FILES = (
     "plots",
     "rollouts",
     "wandb",
+    "final",
 )
 
 

@@ -60,7 +60,7 @@ def test_custom_env_via_env_module(tmp_path):
     assert len(CUSTOM_ENV.strip().splitlines()) < 50
     load_env_module(path)
     report = check_env(make("demo/reverse-v0"))
-    assert report == {"oracle": True, "tools": ["reverse"]}
+    assert report == {"oracle": True, "tools": ["reverse"], "adversaries": []}
     out = subprocess.run(
         [
             sys.executable,
@@ -132,7 +132,11 @@ def test_custom_env_via_entry_point(tmp_path):
         env={**os.environ, **env},
     )
     assert out.returncode == 0, out.stderr
-    assert json.loads(out.stdout.strip().splitlines()[-1]) == {"oracle": True, "tools": ["reverse"]}
+    assert json.loads(out.stdout.strip().splitlines()[-1]) == {
+        "oracle": True,
+        "tools": ["reverse"],
+        "adversaries": [],
+    }
 
 
 class BrokenOracleEnv(ToolEnv):

@@ -74,4 +74,4 @@ def test_generic_gymnasium_env_by_id() -> None:
     _, reward, _, _, _ = env.step(act(0))
     assert reward == -1.0
     report = check_env(env)
-    assert report == {"oracle": False, "tools": ["act"]}
+    assert report == {"oracle": False, "tools": ["act"], "adversaries": []}
