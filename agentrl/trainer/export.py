@@ -74,12 +74,17 @@ def export_hf(
     cpu = {k: v.detach().to("cpu").contiguous() for k, v in weights.items()}
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # gradient-checkpointing / generation-config chatter
-        use_cache = plain.config.use_cache
-        plain.config.use_cache = True  # trainers turn it off for checkpointing; users want it
+        # Trainers turn the KV cache off for checkpointing; users want it. A VLM keeps the
+        # flag on its text config (the composite config has none).
+        text_cfg = plain.config.get_text_config()
+        use_cache = getattr(text_cfg, "use_cache", None)
+        if use_cache is not None:
+            text_cfg.use_cache = True
         try:
             plain.save_pretrained(out, state_dict=cpu)
         finally:
-            plain.config.use_cache = use_cache
+            if use_cache is not None:
+                text_cfg.use_cache = use_cache
         if is_peft(model):
             getattr(model, "module", model).save_pretrained(out / ADAPTER_DIR)
     if chat_template and chat_template != getattr(tokenizer, "chat_template", None):

@@ -84,7 +84,7 @@ def test_sft_without_oracle_says_how_to_skip_it(capsys, tmp_path):
         "        return Task([Message('user', 'say hi')], answer='hi')\n"
         "    def score(self, final):\n"
         "        return float(final.content == 'hi')\n"
-        "register('test/no-oracle-v0', E)\n"
+        "register('test/no-oracle-v0', E, description='a test env without an oracle')\n"
     )
     argv = ["train", "--env-module", str(env_file), "--env", "test/no-oracle-v0"]
     err = _one_line_error(capsys, [*argv, "sft.steps=10"])

@@ -41,8 +41,8 @@ def _spy(obj: Any, name: str, calls: list[tuple[tuple, Any]], mp: pytest.MonkeyP
     """Wrap `obj.name`: the real method runs; its arguments and result go to `calls`."""
     real = getattr(obj, name)
 
-    def wrapper(*args: Any) -> Any:
-        out = real(*args)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:  # kwargs: e.g. the progress hook
+        out = real(*args, **kwargs)
         calls.append((args, out))
         return out
 
