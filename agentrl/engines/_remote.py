@@ -201,7 +201,12 @@ class HTTPServerEngine(Engine):
 
         async def round_trip() -> GenerateResult:
             try:
-                body = await self._post(path, payload, timeout=self.request_timeout_s)
+                # A total deadline: httpx's timeout bounds each socket operation, not the
+                # whole round trip (a server that trickles bytes would never time out).
+                body = await asyncio.wait_for(
+                    self._post(path, payload, timeout=self.request_timeout_s),
+                    self.request_timeout_s,
+                )
                 return parse(body)
             except Exception as exc:
                 return error_result(exc)
