@@ -96,6 +96,9 @@ def from_sglang_output(out: dict[str, Any]) -> GenerateResult:
 class SGLangEngine(Engine):
     """In-process SGLang (`sglang.Engine`)."""
 
+    multimodal_inputs = "images"  # `image_data`: SGLang runs the model's own processor
+    can_sleep = True  # release_memory_occupation / resume_memory_occupation
+
     def __init__(self, engine: Any) -> None:
         self.engine = engine
 
@@ -142,6 +145,9 @@ def _outside_loop(what: str) -> None:
 
 class SGLangServerEngine(HTTPServerEngine):
     """A running `python -m sglang.launch_server` reached over HTTP."""
+
+    multimodal_inputs = "images"
+    can_sleep = True
 
     async def generate(
         self,
