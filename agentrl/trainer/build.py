@@ -100,8 +100,9 @@ def build_rollout(
     chat = ChatFormat(
         tokenizer, cfg.rollout.tool_format, vision=load_vision_processor(cfg.model, tokenizer)
     )
+    sleeps = cfg.engine.sleep_between_phases
     return Rollout(
-        engine, chat, make_env, cfg.rollout, cfg.sampling, seed=cfg.trainer.seed
+        engine, chat, make_env, cfg.rollout, cfg.sampling, seed=cfg.trainer.seed, sleeps=sleeps
     ), success_at
 
 
