@@ -27,41 +27,15 @@ import contextlib
 import threading
 from abc import abstractmethod
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass, field
 from typing import Any
 
 import torch
 
 from agentrl.engines import _sampling as smp
+from agentrl.engines._hf_request import Request, Session, resolve
 from agentrl.engines.base import Engine, EngineError, FinishReason, GenerateResult, SamplingParams
 
-
-@dataclass(eq=False)
-class Request:
-    """One `generate` call as the worker thread sees it."""
-
-    prompt_ids: list[int]
-    params: SamplingParams
-    session_id: str | None
-    future: asyncio.Future[GenerateResult]
-    generator: torch.Generator
-    multimodal: dict[str, Any] | None = None
-    output_ids: list[int] = field(default_factory=list)
-    logprobs: list[float] = field(default_factory=list)
-    top: list[list[tuple[int, float]]] = field(default_factory=list)
-    finish: FinishReason | None = None
-    error: str | None = None
-    weight_version: int = 0
-
-    def result(self) -> GenerateResult:
-        out, lps, top = list(self.output_ids), list(self.logprobs), list(self.top)
-        return GenerateResult(out, lps, self.finish or "abort", self.error, top)
-
-
-@dataclass
-class Session:
-    ids: list[int]  # prompt + output of the session's last request
-    kv: Any  # per layer (k, v) covering ids[:-1] (the last sampled token was never fed back)
+__all__ = ["HFCore", "Request", "Session", "common_prefix", "resolve"]
 
 
 class HFCore(Engine):
@@ -398,15 +372,6 @@ def _running_loop() -> asyncio.AbstractEventLoop | None:
         return asyncio.get_running_loop()
     except RuntimeError:
         return None
-
-
-def resolve(req: Request) -> None:
-    if req.future.done():
-        return
-    try:
-        req.future.set_result(req.result())
-    except RuntimeError:  # the future's event loop is already closed
-        pass
 
 
 def common_prefix(a: Sequence[int], b: Sequence[int]) -> int:
