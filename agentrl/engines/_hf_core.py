@@ -167,10 +167,14 @@ class HFCore(Engine):
 
     def sleep(self) -> None:
         """Free the accelerator between phases: sessions and layer state go, the model moves
-        to CPU (a no-op on CPU). Requests fail until `wake()`."""
-        if self._rows or self._waiting:
-            raise EngineError("sleep() while requests are in flight")
+        to CPU (a no-op on CPU). Requests fail until `wake()`. Rows whose callers already gave
+        up (timed out, cancelled) and that no step has retired yet are dropped."""
         with self._lock:
+            if any(req.finish is None for req in [*self._rows, *self._waiting]):
+                raise EngineError("sleep() while requests are in flight")
+            self._waiting.clear()
+            self._rows = []
+            self._reset_rows()
             self._drop_all_sessions()
             self._release_device_state()
             if self.device.type != "cpu":

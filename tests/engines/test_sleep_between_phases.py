@@ -102,3 +102,35 @@ def test_an_engine_that_cannot_sleep_is_refused(monkeypatch: pytest.MonkeyPatch)
     with pytest.raises(EngineError, match="engine.sleep_between_phases: SleeplessFakeEngine"):
         build_engine(cfg, "/some/model", None)
     assert SleeplessFakeEngine.closed
+
+
+def test_hf_engine_sleeps_past_abandoned_rows_and_serves_the_same_after_wake(tiny: Any) -> None:
+    """The rollout runner's loop stops between collects, so a request whose caller timed out
+    can still sit in the batch when the trainer sleeps the engine: sleep drops it. Asleep,
+    requests fail with an error; woken, the engine answers exactly as before."""
+    import asyncio
+
+    from agentrl.engines import HFEngine, SamplingParams
+
+    model, tok = tiny
+    engine = HFEngine(model, tok)
+    loop = asyncio.new_event_loop()
+    ids = tok.encode("What is 3 + 4?")
+    greedy = SamplingParams(max_new_tokens=8, temperature=0.0)
+    try:
+        before = loop.run_until_complete(engine.generate(ids, greedy))
+        eos, engine.eos_ids = engine.eos_ids, frozenset()  # the next one never stops itself
+        endless = SamplingParams(max_new_tokens=100_000, temperature=0.0)
+        engine.request_timeout_s = 0.05  # this request only: its caller gives up
+        late = loop.run_until_complete(engine.generate(ids, endless))
+        assert late.finish_reason == "abort"
+        engine.eos_ids, engine.request_timeout_s = eos, None
+        engine.sleep()
+        asleep = loop.run_until_complete(engine.generate(ids, greedy))
+        assert asleep.finish_reason == "error" and "asleep" in (asleep.error or "")
+        engine.wake()
+        after = loop.run_until_complete(engine.generate(ids, greedy))
+        assert after.token_ids == before.token_ids and after.logprobs == before.logprobs
+    finally:
+        loop.run_until_complete(engine.close())
+        loop.close()
