@@ -130,10 +130,10 @@ def train_config(path: Path, args: argparse.Namespace, out_dir: Path) -> Any:
 
 def use_fast_engine(max_seq_len: int, extra: dict[str, Any] | None = None) -> None:
     """Register the CUDA-graph hf engine as `hf` for this process when it can be imported
-    (`make_hf_engine` itself falls back to `HFEngine` off CUDA)."""
+    (on CUDA; off CUDA `make_hf_engine` refuses the fast-only `max_seq_len`)."""
     try:
         from agentrl import engines
-        from agentrl.engines.hf_fast import make_hf_engine
+        from agentrl.engines import make_hf_engine
     except ImportError:
         return
 
@@ -145,9 +145,7 @@ def use_fast_engine(max_seq_len: int, extra: dict[str, Any] | None = None) -> No
             max_seq_len=max_seq_len,
             **(extra or {}),
         )
-        if hasattr(engine, "precapture"):  # as `build_engine` does: no capture in a step
-            engine.precapture()
-        return engine
+        return engine  # `build_engine` then precaptures its graphs (engine.hf.precapture)
 
     engines.BUILDERS["hf"] = build
 

@@ -37,7 +37,7 @@ def build(device: str, shape: str) -> tuple[Any, Any]:
     model.to(torch.bfloat16 if device == "cuda" else torch.float32)
     frozen = copy.deepcopy(model).eval().requires_grad_(False)
     try:
-        from agentrl.engines.hf_fast import make_hf_engine
+        from agentrl.engines import make_hf_engine
 
         engine = make_hf_engine(frozen, [2], max_batch_size=64, max_seq_len=1024)
     except ImportError:

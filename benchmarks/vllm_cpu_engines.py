@@ -81,7 +81,7 @@ def build(kind: str, path: str, tok: Any, args: argparse.Namespace) -> Engine:
     import torch
     from transformers import AutoModelForCausalLM
 
-    from agentrl.engines.hf_fast import make_hf_engine
+    from agentrl.engines import make_hf_engine
 
     model = AutoModelForCausalLM.from_pretrained(path, dtype=torch.float32).eval()
     fast = kind == "hf-fast"

@@ -47,7 +47,7 @@ def build_engine(
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
     from agentrl.chat import ChatFormat
-    from agentrl.engines.hf_fast import make_hf_engine
+    from agentrl.engines import make_hf_engine
     from agentrl.models.tiny import resolve_model_path
 
     path = resolve_model_path(model_path)

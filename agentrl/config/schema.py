@@ -48,13 +48,60 @@ class SamplingConfig:
 
 
 @dataclass(kw_only=True)
+class HFEngineConfig:
+    """`engine.hf`: options of the in-process hf engines (docs/engines.md). `build_engine`
+    builds HFVisionEngine (model.enable_vision), else FastHFEngine where `fast` resolves to
+    true, else HFEngine. An option the engine that is built does not take is an error naming
+    it (a fast-path option with fast=false, or where fast=auto resolves to HFEngine)."""
+
+    # auto: FastHFEngine on CUDA for qwen2/qwen3/llama, HFEngine otherwise; true: FastHFEngine
+    # (also on CPU, eager; an unsupported architecture is an error); false: HFEngine.
+    fast: Literal["auto"] | bool = "auto"
+    # Prompt tokens one admission prefills at most.
+    max_prefill_tokens: int = 8192
+    # Finished episodes whose KV is kept for their next turn (LRU). null: 1024, vision 256.
+    max_sessions: int | None = None
+    # Seconds one request may take (then finish_reason abort). null: no limit.
+    request_timeout_s: float | None = None
+    # Idle engine: wait this long per tick (at most 10) while requests keep arriving. 0: off.
+    admission_window_s: float = 0.002
+    # The engine's device; empty: where the trainer puts the rollout model.
+    device: str = ""
+    # Capture every decode graph at build time, so no training step pays for a capture
+    # (a no-op without CUDA graphs).
+    precapture: bool = True
+    # ---- fast path only (FastHFEngine); a changed value where it does not run is an error.
+    # Static KV cache length per sequence; requests end with "length" there.
+    max_seq_len: int = 4096
+    # Parked session slots beyond the running batch. null: max_batch_size (capped by
+    # max_sessions).
+    session_slots: int | None = None
+    # Decode steps as CUDA graph replays. null: on CUDA.
+    cuda_graphs: bool | None = None
+    batch_buckets: list[int] = field(default_factory=lambda: [1, 2, 4, 8, 16, 32, 64, 128, 256])
+    # Decode steps per worker-thread hop while no waiting request can join.
+    decode_chunk: int = 8
+    # Identical prompts of one admission (a GRPO group) are prefilled once.
+    share_prefill: bool = True
+    # torch.compile the decode forward (captured into the graphs).
+    compile_decode: bool = False
+
+
+@dataclass(kw_only=True)
 class EngineConfig:
     kind: Literal["hf", "vllm", "sglang"] = "hf"
-    # hf: most sequences decoded together; new episodes join between decode steps.
+    # Most sequences decoded together; new episodes join between decode steps.
     max_batch_size: int = 64
     # vllm/sglang: server URL for server mode; empty = in-process engine.
     server_url: str = ""
     gpu_memory_utilization: float = 0.5
+    # Between rollout and update, free the engine's accelerator memory (engine.sleep(), the
+    # model/KV offload verl calls free_cache_engine); woken for the next rollout or weight
+    # sync. For one GPU shared by trainer and engine; an engine without sleep is an error.
+    sleep_between_phases: bool = False
+    hf: HFEngineConfig = field(default_factory=HFEngineConfig)
+    # vllm/sglang: backend engine arguments (docs/engines.md). The hf engine takes none: its
+    # options are the typed `engine.hf` section.
     extra: dict[str, Any] = field(default_factory=dict)
 
 

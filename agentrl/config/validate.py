@@ -74,6 +74,11 @@ RANGES: dict[str, Range] = {
     "model.lora.dropout": Range(0, 1, open_hi=True),
     "engine.max_batch_size": AT_LEAST_1,
     "engine.gpu_memory_utilization": Range(0, 1, open_lo=True),
+    "engine.hf.max_prefill_tokens": AT_LEAST_1,
+    "engine.hf.admission_window_s": NONNEG,
+    "engine.hf.max_seq_len": AT_LEAST_1,
+    "engine.hf.batch_buckets": AT_LEAST_1,
+    "engine.hf.decode_chunk": AT_LEAST_1,
     "sampling.temperature": NONNEG,
     "sampling.top_p": Range(0, 1, open_lo=True),
     "sampling.top_k": NONNEG,
@@ -231,21 +236,12 @@ def _check_kwargs(target: Any, kwargs: dict[str, Any], src: str) -> None:
 
 
 def check_engine(cfg: Any, src: str) -> None:
-    from agentrl.engines import unknown_extra_keys
+    """`engine.*` keys that the engine this config builds does not take (the rules live with
+    the builder, `agentrl.engines.build.config_problems`, which `build_engine` applies too)."""
+    from agentrl.engines.build import config_problems
 
-    if cfg.model.enable_vision and cfg.engine.kind == "hf":
-        from agentrl.engines.hf_vision import VISION_EXTRA_KEYS
-
-        accepted = sorted(VISION_EXTRA_KEYS)
-        unknown = sorted(set(cfg.engine.extra) - VISION_EXTRA_KEYS)
-    else:
-        unknown, accepted = unknown_extra_keys(cfg.engine)
-    if unknown:
-        k = unknown[0]
-        raise ConfigError(
-            f"{src}: engine.extra.{k}: not an option of engine.kind={cfg.engine.kind}"
-            f"{did_you_mean(k, accepted)}; it takes: {', '.join(accepted)}"
-        )
+    for problem in config_problems(cfg.engine, vision=cfg.model.enable_vision):
+        raise ConfigError(f"{src}: {problem}")
 
 
 def check_model(cfg: Any, src: str) -> None:

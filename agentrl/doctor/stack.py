@@ -182,6 +182,15 @@ def check_vllm(cfg: Any) -> list[Finding]:
     ]
     if plat.sleep_mode:
         out.append(Finding("OK", "vLLM sleep mode available (engine.sleep frees memory)"))
+    elif cfg.engine.sleep_between_phases:
+        out.append(
+            Finding(
+                "FAIL",
+                f"engine.sleep_between_phases: vLLM has no sleep mode on {plat.device}",
+                "the engine cannot free memory between rollout and update",
+                "set engine.sleep_between_phases: false",
+            )
+        )
     else:
         out.append(
             Finding(

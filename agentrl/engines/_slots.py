@@ -13,6 +13,8 @@ import collections
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from agentrl.engines._hf_core import common_prefix
+
 
 @dataclass
 class _Parked:
@@ -41,7 +43,7 @@ class SlotPool:
         the slot's cache (its session's last turn); the caller prefills the rest."""
         parked = self._parked.pop(session_id, None) if session_id else None
         if parked is not None:
-            reuse = _common_prefix(parked.ids, prompt)
+            reuse = common_prefix(parked.ids, prompt)
             # The cache holds ids[:-1], and the prompt's last token must be fed to get logits.
             return parked.slot, max(0, min(reuse, len(prompt) - 1, len(parked.ids) - 1))
         if not self._free:
@@ -76,11 +78,3 @@ class SlotPool:
         while self._parked:
             _, parked = self._parked.popitem(last=False)
             self.release(parked.slot)
-
-
-def _common_prefix(a: Sequence[int], b: Sequence[int]) -> int:
-    n = min(len(a), len(b))
-    for i in range(n):
-        if a[i] != b[i]:
-            return i
-    return n

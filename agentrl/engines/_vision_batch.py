@@ -11,45 +11,13 @@ whatever shares its batch. Deepstack (Qwen3-VL) only acts on forwards with pixel
 
 from __future__ import annotations
 
-import concurrent.futures
-from dataclasses import dataclass, field
 from typing import Any
 
 import torch
 
 from agentrl.engines import _kvbatch as kvb
+from agentrl.engines._hf_core import Request
 from agentrl.engines._sampling import sample_tokens
-from agentrl.engines.base import FinishReason, GenerateResult, SamplingParams
-
-
-@dataclass(eq=False)
-class VisionRequest:
-    """One generate call as the worker thread sees it."""
-
-    ids: list[int]
-    params: SamplingParams
-    mm: dict[str, Any] | None
-    session: str | None
-    future: concurrent.futures.Future[GenerateResult]
-    generator: torch.Generator
-    out: list[int] = field(default_factory=list)
-    lps: list[float] = field(default_factory=list)
-    finish: FinishReason | None = None
-    weight_version: int = 0
-
-    def result(self) -> GenerateResult:
-        return GenerateResult(list(self.out), list(self.lps), self.finish or "abort")
-
-
-def settle(future: concurrent.futures.Future[Any], result: Any = None, exc: Any = None) -> None:
-    """Resolve a future unless the caller already cancelled it (timeout / episode abort)."""
-    try:
-        if exc is not None:
-            future.set_exception(exc)
-        else:
-            future.set_result(result)
-    except concurrent.futures.InvalidStateError:
-        pass
 
 
 def join(
@@ -80,7 +48,7 @@ def decode(runner: kvb.ModelRunner, batch: kvb.KVBatch) -> torch.Tensor:
 
 
 def sample_rows(
-    rows: list[VisionRequest], logits: torch.Tensor, banned: list[int]
+    rows: list[Request], logits: torch.Tensor, banned: list[int]
 ) -> tuple[list[int], list[float]]:
     """Sample one token per row with image/video placeholders filtered out: a sampled
     placeholder would have no pixels behind it and break every later forward. Like top-k, the

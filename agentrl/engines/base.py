@@ -18,6 +18,9 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 FinishReason = Literal["stop", "length", "abort", "error"]
+# What `generate(multimodal=...)` takes: nothing (text-only), raw images (the backend runs its
+# own processor: vllm, sglang), or the processor's outputs (pixel_values + image_grid_thw).
+MultimodalInputs = Literal["none", "images", "processed"]
 
 
 @dataclass
@@ -86,10 +89,20 @@ def error_result(exc: BaseException) -> GenerateResult:
 
 
 class Engine(ABC):
-    """A generation backend. `features` declares the optional `SamplingParams` it honours:
-    "constraint", "top_logprobs", "stream" (`on_token`); callers reject what is missing."""
+    """A generation backend. What it can do beyond `generate` is declared here, once, and
+    callers read these declarations instead of probing the object:
+
+    - `features`: the optional `SamplingParams` it honours ("constraint", "top_logprobs",
+      "stream" for `on_token`); callers reject what is missing.
+    - `multimodal_inputs`: what `generate(multimodal=...)` takes (see `MultimodalInputs`).
+    - `can_sleep`: `sleep()` frees accelerator memory and `wake()` restores it; when False
+      both are no-ops (`engine.sleep_between_phases` refuses such an engine).
+    - `precapture()`: capture ahead-of-time state (the fast path's CUDA graphs); 0 elsewhere.
+    """
 
     features: frozenset[str] = frozenset()
+    multimodal_inputs: MultimodalInputs = "none"
+    can_sleep: bool = False
 
     @abstractmethod
     async def generate(
@@ -120,10 +133,15 @@ class Engine(ABC):
         """Forget cached state of a finished episode."""
 
     def sleep(self) -> None:
-        """Free accelerator memory between rollouts (engines that support it)."""
+        """Free accelerator memory between rollouts (engines with `can_sleep`)."""
 
     def wake(self) -> None:
         """Undo `sleep`."""
+
+    def precapture(self) -> int:
+        """Capture what would otherwise be built during the first steps (decode graphs), so
+        no training step pays for it; returns how many are held. Nothing to do here."""
+        return 0
 
     async def close(self) -> None:
         """Stop background work; pending requests finish with `abort`."""

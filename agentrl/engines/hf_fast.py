@@ -2,9 +2,9 @@
 
 Why: `HFEngine` decodes through transformers' forward, which at small batch is bound by
 kernel-launch latency, not by the GPU (on an H200, plain `generate` ran 16 tok/s at batch 1
-for a 0.5B model whose weight-bandwidth limit is ~4,850). This subclass keeps everything
-user-visible from `HFEngine` (the asyncio request queue, continuous batching, admission,
-stop handling, timeouts, failure semantics, `update_weights`) and replaces the batch state:
+for a 0.5B model whose weight-bandwidth limit is ~4,850). This layer over `_hf_core.HFCore`
+keeps everything user-visible (the request queue, continuous batching, admission, stop
+handling, timeouts, failure semantics, `update_weights`) and replaces the batch state:
 
 - `_static_model.StaticDecoder`: one pre-allocated cache `[layers, slots, kv, len, dim]`;
   rows are slots + per-row positions, so joining/leaving the batch copies no KV at all;
@@ -28,15 +28,14 @@ stop handling, timeouts, failure semantics, `update_weights`) and replaces the b
   tokens computed, `stats["prefill_tokens_shared"]` those copied instead.
 
 On CPU (or with `cuda_graphs=False`) the same static forward runs eagerly. Architectures
-`_static_model` does not support are refused here; `make_hf_engine` falls back to `HFEngine`.
+`_static_model` does not support are refused here; which hf engine runs is decided by
+`agentrl.engines.hf_build` from the typed `engine.hf` options.
 """
 
 from __future__ import annotations
 
-import logging
-import threading
 import time
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -44,25 +43,15 @@ import torch
 
 from agentrl.engines._cudagraph import DecodeGraphs
 from agentrl.engines._fast_sampling import SAMPLE, pick_mode, sample_rows, split_seed
+from agentrl.engines._hf_core import HFCore
+from agentrl.engines._hf_core import Request as _Request
 from agentrl.engines._prefix_share import prefill_shared
 from agentrl.engines._sampling import make_generator
 from agentrl.engines._slots import SlotPool
 from agentrl.engines._static_model import StaticDecoder, unsupported_reason
 from agentrl.engines.base import EngineError, SamplingParams
-from agentrl.engines.hf import HFEngine, _Request
-
-log = logging.getLogger(__name__)
 
 DEFAULT_BUCKETS = (1, 2, 4, 8, 16, 32, 64, 128, 256)
-_FAST_ONLY = (
-    "max_seq_len",
-    "session_slots",
-    "cuda_graphs",
-    "batch_buckets",
-    "decode_chunk",
-    "share_prefill",
-    "compile_decode",
-)
 
 
 @dataclass
@@ -72,7 +61,7 @@ class _Row:
     seed_hi: int
 
 
-class FastHFEngine(HFEngine):
+class FastHFEngine(HFCore):
     """Continuous batching over a static KV cache with CUDA-graph decode steps."""
 
     features: frozenset[str] = frozenset()  # its fused sampler has no per-request hooks
@@ -122,9 +111,7 @@ class FastHFEngine(HFEngine):
         self._pool = SlotPool(max_batch_size + parked, parked)
         self.batch_buckets = sorted({b for b in batch_buckets if b < max_batch_size})
         self.batch_buckets.append(max_batch_size)
-        self._lock = threading.RLock()  # update_weights/sleep wrap HFEngine's locked versions
         self._row: dict[_Request, _Row] = {}
-        self._drops: list[str] = []  # release_session ids, applied by the next step
         self._admitting: set[tuple[int, ...]] = set()  # prompts of the admission in progress
         self._decoder: StaticDecoder | None = None
         self._graphs: DecodeGraphs | None = None
@@ -132,23 +119,17 @@ class FastHFEngine(HFEngine):
 
     # ---------------------------------------------------------------- public API
 
-    def update_weights(self, named_tensors: Iterable[tuple[str, Any]]) -> None:
-        """In-place copy (graphs keep pointing at the same tensors); parked sessions drop."""
-        with self._lock:
-            super().update_weights(named_tensors)
-            self._pool.clear_sessions()
+    # Weights are copied in place (graphs keep pointing at the same tensors); sessions are
+    # parked slots, and sleep() frees the cache and graphs (they point at device memory).
 
-    def release_session(self, session_id: str) -> None:
-        self._drops.append(session_id)  # never blocks the event loop on a running step
+    def _drop_all_sessions(self) -> None:
+        self._pool.clear_sessions()
 
-    def sleep(self) -> None:
-        """Free the cache and graphs (they point at device memory), then move the model."""
-        if self._rows or self._waiting:
-            raise EngineError("sleep() while requests are in flight")
-        with self._lock:
-            self._pool.clear_sessions()
-            self._decoder, self._graphs = None, None
-            super().sleep()
+    def _drop_session(self, session_id: str) -> None:
+        self._pool.drop_session(session_id)
+
+    def _release_device_state(self) -> None:
+        self._decoder, self._graphs = None, None
 
     def precapture(
         self, lengths: Sequence[int] | None = None, modes: Sequence[int] = (SAMPLE,)
@@ -190,26 +171,21 @@ class FastHFEngine(HFEngine):
         return self._decoder
 
     def _step(self, admitted: list[_Request]) -> list[_Request]:
-        """One engine step (worker thread): decode running rows, prefill admitted ones."""
+        """Decode running rows, prefill admitted ones (worker thread, under the lock)."""
         t0 = time.perf_counter()
-        with self._lock, torch.inference_mode():
-            if self._asleep:
-                raise EngineError("engine is asleep; call wake() first")
-            decoder = self._ensure_decoder()
-            while self._drops:
-                self._pool.drop_session(self._drops.pop())
-            if self._rows:
-                steps = 1 if admitted else self._chunk_steps(self._rows)
-                self._decode(decoder, self._rows, steps)
-                self.stats["decode_steps"] += steps
-                self.stats["decode_chunks"] += 1
-            t1 = time.perf_counter()  # both phases end in a host read of their tokens (a sync)
-            if admitted:
-                self._prefill(decoder, admitted)
-                self._rows = self._rows + admitted
-                self.stats["prefill_calls"] += 1
-                self.stats["prefill_s"] += time.perf_counter() - t1
-            done = self._retire()
+        decoder = self._ensure_decoder()
+        if self._rows:
+            steps = 1 if admitted else self._chunk_steps(self._rows)
+            self._decode(decoder, self._rows, steps)
+            self.stats["decode_steps"] += steps
+            self.stats["decode_chunks"] += 1
+        t1 = time.perf_counter()  # both phases end in a host read of their tokens (a sync)
+        if admitted:
+            self._prefill(decoder, admitted)
+            self._rows = self._rows + admitted
+            self.stats["prefill_calls"] += 1
+            self.stats["prefill_s"] += time.perf_counter() - t1
+        done = self._retire()
         self.stats["busy_s"] += time.perf_counter() - t0  # worker time, vs the caller's wall
         return done
 
@@ -317,29 +293,11 @@ class FastHFEngine(HFEngine):
         self._rows = keep
         return done
 
-    # ---------------------------------------------------------------- failure paths
-
-    def _release_rows(self) -> None:
+    def _reset_rows(self) -> None:
+        """A failed step or an abort: the running rows' slots go back to the pool."""
         for row in self._row.values():
             self._pool.release(row.slot)
         self._row.clear()
-
-    def _fail_rows(self, admitted: list[_Request], error: str) -> list[_Request]:
-        with self._lock:
-            self._release_rows()
-        return super()._fail_rows(admitted, error)
-
-    def _abort_all(self, reason: str) -> None:
-        super()._abort_all(reason)
-        with self._lock:
-            self._release_rows()
-
-    def _validate(self, prompt_ids: Sequence[int], params: SamplingParams, multimodal: Any) -> None:
-        if multimodal:
-            raise EngineError("FastHFEngine is text-only; use HFEngine, vllm or sglang")
-        if params.constraint or params.top_logprobs or params.on_token:
-            raise EngineError("FastHFEngine has no constraint/top_logprobs/on_token; use HFEngine")
-        super()._validate(prompt_ids, params, None)
 
 
 def length_buckets(max_len: int) -> list[int]:
@@ -357,25 +315,3 @@ def _length_bucket(need: int, max_len: int) -> int:
     while length < need:
         length *= 2
     return min(length, max_len)
-
-
-def make_hf_engine(
-    model: Any, tokenizer_or_eos_ids: Any, *, fast: bool | str = "auto", **kwargs: Any
-) -> HFEngine:
-    """The hf engine for `model`: `FastHFEngine` where it applies, else `HFEngine`.
-
-    `fast="auto"` uses the fast path on CUDA for supported architectures; `True` also on CPU
-    (eager static forward); `False` never. Fast-only options are dropped on fallback.
-    """
-    device = kwargs.get("device") or next(model.parameters()).device
-    reason = unsupported_reason(model)
-    want = fast is True or (fast == "auto" and torch.device(device).type == "cuda")
-    if want and reason is None:
-        return FastHFEngine(model, tokenizer_or_eos_ids, **kwargs)
-    if want:
-        log.warning("hf fast path unavailable (%s); using HFEngine", reason)
-    plain = {k: v for k, v in kwargs.items() if k not in _FAST_ONLY}
-    if dropped := sorted(set(kwargs) - set(plain)):  # said, never dropped silently
-        why = reason or f"fast={fast!r} on {torch.device(device).type}"
-        log.warning("engine.extra %s: fast-path options unused, HFEngine runs (%s)", dropped, why)
-    return HFEngine(model, tokenizer_or_eos_ids, **plain)

@@ -96,6 +96,9 @@ def from_sglang_output(out: dict[str, Any]) -> GenerateResult:
 class SGLangEngine(Engine):
     """In-process SGLang (`sglang.Engine`)."""
 
+    multimodal_inputs = "images"  # `image_data`: SGLang runs the model's own processor
+    can_sleep = True  # release_memory_occupation / resume_memory_occupation
+
     def __init__(self, engine: Any) -> None:
         self.engine = engine
 
@@ -143,6 +146,9 @@ def _outside_loop(what: str) -> None:
 class SGLangServerEngine(HTTPServerEngine):
     """A running `python -m sglang.launch_server` reached over HTTP."""
 
+    multimodal_inputs = "images"
+    can_sleep = True
+
     async def generate(
         self,
         prompt_ids: Sequence[int],
@@ -171,8 +177,9 @@ class SGLangServerEngine(HTTPServerEngine):
         self._admin_post("/resume_memory_occupation", {})
 
 
-def build_sglang(cfg: Any, model: Any, tokenizer: Any) -> Engine:
-    """Engine for `engine.kind: sglang`: server mode if `cfg.server_url`, else in-process."""
+def build_sglang(cfg: Any, model: Any, tokenizer: Any, dtype: str | None = None) -> Engine:
+    """Engine for `engine.kind: sglang`: server mode if `cfg.server_url`, else in-process;
+    `dtype` (the trainer's) is the in-process engine's unless `engine.extra` sets one."""
     extra = dict(cfg.extra)
     if cfg.server_url:
         return SGLangServerEngine(cfg.server_url, weight_sync_dir=extra.pop("weight_sync_dir", ""))
@@ -189,6 +196,8 @@ def build_sglang(cfg: Any, model: Any, tokenizer: Any) -> Engine:
         "mem_fraction_static": cfg.gpu_memory_utilization,
         "enable_memory_saver": True,
     }
+    if dtype is not None:  # SGLang's "auto" downcasts fp32 like vLLM's (engines/build.py)
+        kwargs["dtype"] = dtype
     kwargs.update(extra)
     return SGLangEngine(sglang.Engine(**kwargs))
 

@@ -132,6 +132,8 @@ class VLLMEngine(Engine):
     with it (where the platform has none, `sleep`/`wake` are no-ops: vLLM would pause the
     engine and free nothing). `request_timeout_s` bounds one request (then `abort`)."""
 
+    multimodal_inputs = "images"  # vLLM runs the model's own processor
+
     def __init__(
         self,
         llm: Any,
@@ -147,6 +149,7 @@ class VLLMEngine(Engine):
         self.llm = llm
         self.sampling_cls = sampling_cls
         self.sleep_mode = sleep_mode
+        self.can_sleep = sleep_mode  # started with sleep mode: sleep() frees the GPU
         self.admin_timeout_s = admin_timeout_s
         self.request_timeout_s = request_timeout_s
         self.weight_sync_dir = weight_sync_dir
@@ -252,6 +255,7 @@ class VLLMServerEngine(HTTPServerEngine):
         )
         self.model = model
         self.sleep_mode = sleep_mode
+        self.can_sleep = sleep_mode  # text-only (multimodal_inputs "none")
         self.expected_weights = checkpoint_shapes(model)
 
     async def generate(

@@ -74,7 +74,7 @@ class EpisodeImages:
         """The engine's `multimodal=` argument: every image so far, or None before any."""
         if not self.inputs:
             return None
-        if getattr(engine, "multimodal_inputs", "images") == "processed":
+        if engine.multimodal_inputs == "processed":
             return {
                 "pixel_values": torch.cat([i.pixel_values for i in self.inputs]),
                 "image_grid_thw": torch.tensor([list(i.grid_thw) for i in self.inputs]),

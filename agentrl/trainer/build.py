@@ -72,11 +72,7 @@ def build_engine_for(
     engine_model = engine_model.to(device).eval()
     for p in engine_model.parameters():
         p.requires_grad_(False)
-    if cfg.model.enable_vision and cfg.engine.kind == "hf":  # 3D M-RoPE needs its own engine
-        from agentrl.engines.hf_vision import build_vision_engine
-
-        return build_vision_engine(cfg.engine, engine_model, tokenizer)
-    return build_engine(cfg.engine, engine_model, tokenizer)
+    return build_engine(cfg.engine, engine_model, tokenizer, vision=cfg.model.enable_vision)
 
 
 def _base_model(model: torch.nn.Module) -> torch.nn.Module:
@@ -104,8 +100,9 @@ def build_rollout(
     chat = ChatFormat(
         tokenizer, cfg.rollout.tool_format, vision=load_vision_processor(cfg.model, tokenizer)
     )
+    sleeps = cfg.engine.sleep_between_phases
     return Rollout(
-        engine, chat, make_env, cfg.rollout, cfg.sampling, seed=cfg.trainer.seed
+        engine, chat, make_env, cfg.rollout, cfg.sampling, seed=cfg.trainer.seed, sleeps=sleeps
     ), success_at
 
 

@@ -31,8 +31,11 @@ class Rollout:
         rollout_cfg: RolloutConfig,
         sampling_cfg: SamplingConfig,
         seed: int | None = None,
+        sleeps: bool = False,
     ) -> None:
         self.engine = engine
+        # engine.sleep_between_phases: `offload()` sleeps the engine, the next use wakes it.
+        self.sleeps, self._asleep = sleeps, False
         self.chat = chat
         # Seeded: each (task, sample, turn) samples from its own stream, so runs reproduce.
         self.runner = RolloutRunner(engine, chat, env_factory, rollout_cfg, sampling_cfg, seed=seed)
@@ -43,6 +46,7 @@ class Rollout:
         self, items: Sequence[Any], n: int, on_episode: EpisodeHook = None
     ) -> list[TrajectoryGroup]:
         """`n` sampled episodes per item; `on_episode(traj)` as each one ends (progress)."""
+        self._wake()
         with self._hook(on_episode):
             groups = self.runner.collect_sync(items, n)
         self._stats = dict(self.runner.last_stats)
@@ -67,6 +71,7 @@ class Rollout:
         Pass the very list given to `collect` so each episode resets its env with the same
         task, seed and position as the group it baselines (dataset rows reset by position).
         """
+        self._wake()
         return self.runner.collect_sync(items, 1, sampling_cfg=self.greedy)
 
     def collect_with_greedy(
@@ -76,6 +81,7 @@ class Rollout:
         ReMax's baseline episodes ride along with the samples instead of adding a serial
         round of episode latency after them."""
         runner = self.runner
+        self._wake()
         t0 = time.monotonic()
 
         async def both() -> tuple[list[TrajectoryGroup], list[TrajectoryGroup]]:
@@ -92,6 +98,7 @@ class Rollout:
         self, seeds: Sequence[Any], success_at: float, on_episode: EpisodeHook = None
     ) -> dict[str, float]:
         """Greedy, one episode per held-out seed (or validation row): reward and success."""
+        self._wake()
         with self._hook(on_episode):
             groups = self.runner.collect_sync(seeds, 1, sampling_cfg=self.greedy)
         rewards = [t.reward for g in groups for t in g.trajectories]
@@ -103,8 +110,22 @@ class Rollout:
 
     def sync_weights(self, named: Iterable[tuple[str, torch.Tensor]]) -> float:
         t0 = time.perf_counter()
+        self._wake()
         self.engine.update_weights(named)
         return time.perf_counter() - t0
+
+    def offload(self) -> None:
+        """The trainer's update phase starts: with `engine.sleep_between_phases`, free the
+        engine's accelerator memory (`engine.sleep()`); the next collect, evaluate or weight
+        sync wakes it first. A no-op otherwise."""
+        if self.sleeps and not self._asleep:
+            self.engine.sleep()
+            self._asleep = True
+
+    def _wake(self) -> None:
+        if self._asleep:
+            self.engine.wake()
+            self._asleep = False
 
     def close(self) -> None:
         self.runner.close(close_engine=True)  # on the loop where the engine's task lives

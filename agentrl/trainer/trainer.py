@@ -111,6 +111,7 @@ class Trainer:
     def train_step(self) -> dict[str, float]:
         c, m = self.c, {}
         groups, m["time/rollout"] = self.timed(self.collect_groups)
+        c.rollout.offload()  # engine.sleep_between_phases: the engine frees the GPU until reused
         batch = c.scorer.batch(groups)
         t0 = time.perf_counter()
         if self.needs_old_log_probs(batch):

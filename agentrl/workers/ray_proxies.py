@@ -156,6 +156,9 @@ class RayRollout:
         ray.get(self.handle.sync_weights.remote(_object(named)))
         return time.perf_counter() - t0
 
+    def offload(self) -> None:
+        ray.get(self.handle.offload.remote())
+
     def close(self) -> None:
         ray.get(self.handle.close.remote())
         ray.kill(self.handle)

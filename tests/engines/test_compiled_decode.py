@@ -23,10 +23,10 @@ from engine_helpers import (
     with_engine,
 )
 
-from agentrl.engines import HFEngine, SamplingParams
+from agentrl.engines import EngineError, SamplingParams, make_hf_engine
 from agentrl.engines._fast_sampling import GREEDY, SAMPLE
 from agentrl.engines._static_model import INPUT_ROWS, StaticDecoder, _reduce_attention
-from agentrl.engines.hf_fast import FastHFEngine, make_hf_engine
+from agentrl.engines.hf_fast import FastHFEngine
 
 needs_gpu = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
 
@@ -82,8 +82,8 @@ def test_compiled_decode_matches_eager_cpu() -> None:
 
 
 def test_engine_compile_decode_option() -> None:
-    """`compile_decode` reaches the decoder through make_hf_engine and is dropped on the
-    HFEngine fallback."""
+    """`compile_decode` reaches the decoder through make_hf_engine; where HFEngine would run
+    it is an error naming the option."""
     model, tok = load_tiny("qwen2")
     prompts = [tok.encode(t) for t in TEXTS[:2]]
     params = SamplingParams(max_new_tokens=8, temperature=0.0)
@@ -98,9 +98,8 @@ def test_engine_compile_decode_option() -> None:
     for prompt, res in zip(prompts, results, strict=True):
         assert res.token_ids == reference_greedy(model, prompt, 8)
         assert res.logprobs == pytest.approx(rescore(model, prompt, res.token_ids, 0), abs=1e-4)
-    plain = make_hf_engine(model, tok, fast=False, compile_decode=True)
-    assert isinstance(plain, HFEngine) and not isinstance(plain, FastHFEngine)
-    asyncio.run(plain.close())
+    with pytest.raises(EngineError, match="engine.hf.compile_decode: a fast-path option"):
+        make_hf_engine(model, tok, fast=False, compile_decode=True)  # never dropped silently
 
 
 # ---------------------------------------------------------------------- GPU

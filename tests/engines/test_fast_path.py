@@ -21,11 +21,11 @@ from engine_helpers import (
     with_engine,
 )
 
-from agentrl.engines import HFEngine, SamplingParams
+from agentrl.engines import EngineError, HFEngine, SamplingParams, make_hf_engine
 from agentrl.engines._fast_sampling import FILTER, SAMPLE, counter_uniform, sample_rows
 from agentrl.engines._slots import SlotPool
 from agentrl.engines._static_model import INPUT_ROWS, StaticDecoder
-from agentrl.engines.hf_fast import FastHFEngine, make_hf_engine
+from agentrl.engines.hf_fast import FastHFEngine
 
 
 @pytest.mark.parametrize("preset", ["qwen2", "llama", "qwen3"])
@@ -257,7 +257,9 @@ def test_make_hf_engine_routes_and_falls_back(tiny: Any) -> None:
     fast = make_hf_engine(model, tok, fast=True, max_seq_len=256)
     assert isinstance(fast, FastHFEngine) and fast.cuda_graphs is False
     gemma, gtok = load_tiny("gemma2")
-    assert type(make_hf_engine(gemma, gtok, fast=True, max_seq_len=256)) is HFEngine
+    assert type(make_hf_engine(gemma, gtok, fast="auto")) is HFEngine
+    with pytest.raises(EngineError, match="does not support this model"):
+        make_hf_engine(gemma, gtok, fast=True, max_seq_len=256)  # asked for: never dropped
     fast.sleep()
     fast.wake()
     res = run_async(_run_and_close(fast, tok.encode(TEXTS[2])))
@@ -271,14 +273,15 @@ async def _run_and_close(engine: HFEngine, prompt: list[int]) -> Any:
         await engine.close()
 
 
-def test_build_engine_routes_through_extra_fast(tiny: Any) -> None:
-    from agentrl.config.schema import EngineConfig
+def test_build_engine_routes_through_hf_fast(tiny: Any) -> None:
+    from agentrl.config.schema import EngineConfig, HFEngineConfig
     from agentrl.engines import build_engine
 
     model, tok = tiny
     plain = build_engine(EngineConfig(kind="hf", max_batch_size=4), model, tok)
     assert type(plain) is HFEngine  # "auto" on CPU
-    cfg = EngineConfig(kind="hf", max_batch_size=4, extra={"fast": True, "max_seq_len": 128})
+    hf = HFEngineConfig(fast=True, max_seq_len=128)
+    cfg = EngineConfig(kind="hf", max_batch_size=4, hf=hf)
     fast = build_engine(cfg, model, tok)
     assert isinstance(fast, FastHFEngine) and fast.max_positions == 128
     assert fast.precapture([64]) == 0  # no CUDA graphs on CPU

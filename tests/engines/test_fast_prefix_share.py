@@ -10,10 +10,10 @@ import pytest
 import torch
 from engine_helpers import TEXTS, reference_greedy, rescore, run_async, with_engine
 
-from agentrl.engines import SamplingParams
+from agentrl.engines import SamplingParams, make_hf_engine
 from agentrl.engines._prefix_share import plan_share, prefill_shared
 from agentrl.engines._static_model import StaticDecoder
-from agentrl.engines.hf_fast import FastHFEngine, make_hf_engine
+from agentrl.engines.hf_fast import FastHFEngine
 
 PARAMS = [
     SamplingParams(max_new_tokens=12, temperature=0.0),
@@ -165,13 +165,14 @@ def test_admission_keeps_group_together(tiny: Any) -> None:
 
 
 def test_share_prefill_option_routes(tiny: Any) -> None:
-    from agentrl.config.schema import EngineConfig
-    from agentrl.engines import HFEngine, build_engine
+    from agentrl.config.schema import EngineConfig, HFEngineConfig
+    from agentrl.engines import EngineError, build_engine
 
     model, tok = tiny
-    cfg = EngineConfig(kind="hf", extra={"fast": True, "max_seq_len": 128, "share_prefill": False})
+    hf = HFEngineConfig(fast=True, max_seq_len=128, share_prefill=False)
+    cfg = EngineConfig(kind="hf", hf=hf)
     engine = build_engine(cfg, model, tok)
     assert isinstance(engine, FastHFEngine) and engine.share_prefill is False
     assert make_hf_engine(model, tok, fast=True, max_seq_len=128).share_prefill is True  # type: ignore[attr-defined]
-    plain = make_hf_engine(model, tok, fast=False, share_prefill=False)  # dropped on fallback
-    assert type(plain) is HFEngine
+    with pytest.raises(EngineError, match="engine.hf.share_prefill: a fast-path option"):
+        make_hf_engine(model, tok, fast=False, share_prefill=False)  # never dropped silently

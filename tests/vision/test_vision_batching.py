@@ -212,3 +212,33 @@ def test_failed_decode_step_fails_its_rows_only(
     assert failed.finish_reason == "error" and "boom" in (failed.error or "")
     assert ok.error is None and len(ok.token_ids) == 4
     assert engine.stats["failed_steps"] == 1
+
+
+def test_bad_update_weights_changes_nothing_and_engine_serves(vlm: tuple[Any, Any, Any]) -> None:
+    """A valid tensor listed before a wrong-shaped one: the update is refused as a whole, no
+    weight moves (docs/engines.md), and the engine answers exactly as before."""
+    import copy
+
+    model, tok = copy.deepcopy(vlm[0]), vlm[1]
+    engine = HFVisionEngine(model, tok)
+    (ids, mm), _ = _requests(vlm)[0]
+    params = SamplingParams(max_new_tokens=6, temperature=0.0)
+    before = {k: v.clone() for k, v in model.state_dict().items()}
+    state = model.state_dict()
+    first, second = list(state)[:2]
+    good = (first, state[first] + 1.0)  # a copy loop that checks as it goes would apply this
+    bad = (second, torch.zeros(*state[second].shape, 2))
+
+    async def go() -> tuple[Any, Any]:
+        old = await engine.generate(ids, params, multimodal=mm, session_id="s")
+        with pytest.raises(EngineError, match="shape mismatch"):
+            engine.update_weights([good, bad])
+        again = await engine.generate(ids, params, multimodal=mm)
+        await engine.close()
+        return old, again
+
+    old, again = asyncio.run(go())
+    for name, value in model.state_dict().items():
+        assert torch.equal(value, before[name]), name
+    assert again.error is None and again.token_ids == old.token_ids
+    assert again.logprobs == pytest.approx(old.logprobs, abs=1e-6)
