@@ -30,9 +30,9 @@ from typing import Any, ClassVar
 
 import gymnasium as gym
 import numpy as np
-from agentrl.tools.core import ToolSet
 
 from agentrl.rows import Row, RowError
+from agentrl.tools.core import ToolSet
 from agentrl.types import Message, ToolResult
 
 

@@ -181,9 +181,8 @@ def hidden_paths(binds: list[str] | tuple[str, ...]) -> list[str]:
     """
     import os
 
-    import agentrl.envs
-
     import agentrl
+    import agentrl.envs
 
     roots = [os.path.realpath(b).rstrip("/") for b in binds]
     found = {os.path.realpath(p) for m in (agentrl, agentrl.envs) for p in m.__path__}

@@ -26,6 +26,8 @@ from functools import cached_property
 from typing import Any
 
 import numpy as np
+
+from agentrl.rows import Row
 from agentrl.sandboxes.code_reward import (
     CodeReward,
     ascore_asserts,
@@ -34,8 +36,6 @@ from agentrl.sandboxes.code_reward import (
     score_io,
 )
 from agentrl.tools import ToolSet, tool
-
-from agentrl.rows import Row
 from agentrl.types import Message, ToolCall
 
 from ..core import Observation, Task, ToolEnv

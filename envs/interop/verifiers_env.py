@@ -31,7 +31,6 @@ import json
 from typing import Any
 
 from agentrl.tools.core import ToolSet, _run_sync
-
 from agentrl.types import Message
 
 from ..core import AgentEnv, Observation, _tool_message
@@ -102,8 +101,9 @@ class VerifiersEnv(AgentEnv):
         return self._tasks
 
     def _serve(self, toolsets: list[Any], task: Any) -> list[ToolSet]:
-        from agentrl.tools.mcp_tools import MCPTools
         from mcp.server.mcpserver import MCPServer
+
+        from agentrl.tools.mcp_tools import MCPTools
 
         served = []
         for ts in toolsets:

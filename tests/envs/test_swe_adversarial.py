@@ -9,6 +9,7 @@ it for real in the local sandbox.
 from __future__ import annotations
 
 import pytest
+
 from agentrl.envs.swe import grade as grading
 from agentrl.envs.swe.tamper import screen
 from agentrl.envs.swe.tasks import load_tasks, pristine
@@ -186,7 +187,6 @@ def test_str_replace_keeps_the_bytes_it_does_not_touch() -> None:
     """A file with a non-UTF-8 byte (a latin-1 comment) came back from str_replace with every
     such byte turned into U+FFFD; a lone surrogate in new_str raised instead of answering."""
     from agentrl.envs import make
-
     from agentrl.types import Message, ToolCall
 
     env = make("swe/tiny-repo-v0")

@@ -16,7 +16,6 @@ import random
 from typing import Any
 
 from agentrl.envs import make
-
 from agentrl.types import Message, ToolCall, Trajectory, Turn
 
 
