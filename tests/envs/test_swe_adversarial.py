@@ -103,7 +103,7 @@ def test_task_data_is_not_readable_from_a_workspace_of_an_installed_agentrl(tmp_
     """A non-editable install puts envs/swe/data (hidden tests, pristine sdists) under the
     interpreter prefix, which every sandbox binds read-only: `head tasks.jsonl` in the
     agent's bash read every task's hidden tests and mutation. The install is laid out as
-    setup.py's package map would (outside /work and /tmp, which sandboxes cover with tmpfs)."""
+    pyproject.toml's package map would (outside /work and /tmp, which sandboxes cover with tmpfs)."""
     import os
     import shutil
     import subprocess
