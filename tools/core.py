@@ -307,7 +307,7 @@ class ToolSet:
 
     def call(self, call: ToolCall) -> ToolResult:
         """Synchronous `acall` for sync envs and tests."""
-        return _run_sync(self.acall(call))
+        return run_sync(self.acall(call))
 
 
 def _same(value: Any) -> Any:
@@ -338,7 +338,9 @@ def _in_daemon_thread(fn: Callable[..., Any], kwargs: dict[str, Any]) -> asyncio
     return fut
 
 
-def _run_sync(coro: Any) -> Any:
+def run_sync(coro: Any) -> Any:
+    """Run `coro` to completion from sync code, also when called inside a running loop (then
+    on a fresh loop in a worker thread): the sync `Env.step` of an async env."""
     try:
         asyncio.get_running_loop()
     except RuntimeError:

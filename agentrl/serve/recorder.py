@@ -151,9 +151,9 @@ class SessionRecorder:
         end = len(traj.response_ids)
         traj.turns.append(
             Turn(
-                start,
-                end,
-                end,
+                start=start,
+                end=end,
+                obs_end=end,
                 text=text,
                 tool_calls=message.tool_calls,
                 finish_reason=out.finish_reason,
