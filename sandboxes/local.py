@@ -112,9 +112,10 @@ class LocalBackend(SandboxBackend):
         for path in ro_binds:
             if not (os.path.isabs(path) and os.path.exists(path)):
                 raise ValueError(f"ro_binds: {path!r} is not an existing absolute path")
-        self.bwrap = shutil.which("bwrap")
-        if self.bwrap is None or os.geteuid() != 0:
+        bwrap = shutil.which("bwrap")
+        if bwrap is None or os.geteuid() != 0:
             raise RuntimeError("local sandbox needs root and bubblewrap (scripts/setup-sandbox.sh)")
+        self.bwrap: str = bwrap
         self.pids, self.cpus, self.disk_mb, self.python = pids, cpus, disk_mb, python
         self.preload = tuple(preload)
         self.ro_binds = (*python_dirs(python), *ro_binds)

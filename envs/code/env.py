@@ -199,8 +199,10 @@ class CodeEnv(ToolEnv):
         if self.task is None or action.tool_calls:
             return await super().astep(action)
         code = extract_code(action.content)
-        args = (self.problem, code, False, self.reward_mode, self.backend, self.timeout_s)
-        return self._submitted(code, await agrade(*args) if code is not None else None)
+        if code is None:
+            return self._submitted(code, None)
+        grade = agrade(self.problem, code, False, self.reward_mode, self.backend, self.timeout_s)
+        return self._submitted(code, await grade)
 
     def _submitted(
         self, code: str | None, res: CodeReward | None

@@ -105,7 +105,7 @@ class VerifiersEnv(AgentEnv):
 
         from agentrl.tools.mcp_tools import MCPTools
 
-        served = []
+        served: list[ToolSet] = []
         for ts in toolsets:
             run_sync(ts.setup())
             if task is not None:
