@@ -96,6 +96,7 @@ def run_mypy() -> tuple[int, str]:
 
 
 @pytest.mark.skipif(importlib.util.find_spec("mypy") is None, reason="mypy is in the [test] extra")
+@pytest.mark.timeout(900)  # a cold cache reads torch's and transformers' stubs (minutes)
 def test_package_typechecks() -> None:
     rc, report = run_mypy()
     assert rc in (0, 1), report[-3000:]  # 2: mypy itself failed (config, crash)
