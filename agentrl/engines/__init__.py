@@ -69,7 +69,11 @@ def _build_hf(cfg: Any, model: Any, tokenizer: Any) -> Engine:
 def _build_vllm(cfg: Any, model: Any, tokenizer: Any) -> Engine:
     from agentrl.engines.vllm import build_vllm
 
-    return build_vllm(cfg, _checkpoint_path(model), tokenizer)
+    # vLLM's "auto" dtype downcasts a float32 checkpoint (bf16 on CPU, fp16 on CUDA): the
+    # rollout would then sample from another policy than the one the trainer scores. A loaded
+    # model says which dtype the trainer runs; `engine.extra.dtype` still wins.
+    dtype = None if isinstance(model, str) else str(model.dtype).removeprefix("torch.")
+    return build_vllm(cfg, _checkpoint_path(model), tokenizer, dtype=dtype)
 
 
 def _build_sglang(cfg: Any, model: Any, tokenizer: Any) -> Engine:

@@ -296,10 +296,12 @@ class VLLMServerEngine(HTTPServerEngine):
             self._admin_post("/wake_up")
 
 
-def build_vllm(cfg: Any, model: Any, tokenizer: Any) -> Engine:
+def build_vllm(cfg: Any, model: Any, tokenizer: Any, dtype: str | None = None) -> Engine:
     """Engine for `engine.kind: vllm`: server mode if `cfg.server_url`, else in-process.
 
-    `model` is the checkpoint path (a string) for in-process mode, or the served model name.
+    `model` is the checkpoint path (a string) for in-process mode, or the served model name;
+    `dtype` (the trainer's, e.g. "float32") is the in-process engine's unless `engine.extra`
+    sets one.
     agentrl's own `engine.extra` keys (`weight_sync_dir`, `request_timeout_s`,
     `admin_timeout_s`, `start_timeout_s`, and for servers `served_model_name`, `sleep_mode`) are taken out; the
     rest override `AsyncEngineArgs` (see `vllm_platform.engine_kwargs`).
@@ -326,7 +328,9 @@ def build_vllm(cfg: Any, model: Any, tokenizer: Any) -> Engine:
     if not isinstance(model, str):
         raise EngineError("in-process vLLM loads from a checkpoint path; pass model.path")
     vllm_platform.check_model(platform, model)
-    kwargs = vllm_platform.engine_kwargs(platform, model, cfg.gpu_memory_utilization, extra)
+    kwargs = vllm_platform.engine_kwargs(
+        platform, model, cfg.gpu_memory_utilization, extra, dtype=dtype
+    )
 
     async def start() -> Any:
         import vllm

