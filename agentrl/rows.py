@@ -32,9 +32,12 @@ import json
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal, cast
 
 from agentrl.types import Message
+
+if TYPE_CHECKING:
+    from agentrl.envs.core import AgentEnv
 
 DEFAULT_COLUMNS: dict[str, tuple[str, ...]] = {
     "prompt": ("prompt",),
@@ -353,7 +356,7 @@ def count_rows(path: str | Path) -> int | None:
 
 
 # ----------------------------------------------------------------------- envs that take rows
-def rows_env(env_id: str) -> type:
+def rows_env(env_id: str) -> type[AgentEnv]:
     """The env class of `env_id` if it takes dataset rows; else a ValueError naming the env."""
     from agentrl.envs import all_specs, spec
 
@@ -361,8 +364,8 @@ def rows_env(env_id: str) -> type:
         s = spec(env_id)
     except KeyError as e:
         raise ValueError(f"data.env: {e.args[0]}") from None
-    if s.takes_rows():
-        return s.load()
+    if s.takes_rows():  # so its entry point is an AgentEnv class
+        return cast("type[AgentEnv]", s.load())
     families = sorted({t.id.split("/")[0] + "/*" for t in all_specs() if t.takes_rows()})
     target = s.load()
     name = target.__name__ if isinstance(target, type) else repr(target)
@@ -374,7 +377,7 @@ def rows_env(env_id: str) -> type:
     )
 
 
-def check_columns(columns: Mapping[str, str], env_cls: type) -> None:
+def check_columns(columns: Mapping[str, str], env_cls: type[AgentEnv]) -> None:
     """`data.columns` keys must be fields the contract or the env (`row_fields`) knows."""
     known = [*DEFAULT_COLUMNS, *env_cls.row_fields]
     for key, column in columns.items():

@@ -19,6 +19,8 @@ from typing import Any, Literal
 
 Role = Literal["system", "user", "assistant", "tool"]
 
+# Why an episode ended (`Trajectory.termination`). Files written by older versions may hold
+# other strings; they are read back as they are (the type is for code that writes one).
 TerminationReason = Literal[
     "done",  # the env said terminated
     "truncated",  # the env said truncated (e.g. its own turn limit)
@@ -88,12 +90,13 @@ class Message:
         return out
 
 
-@dataclass
+@dataclass(kw_only=True)
 class Turn:
     """One assistant generation and the environment's answer to it.
 
     `start`/`end` index the sampled span inside `Trajectory.response_ids`; `obs_end` marks
-    the end of the env/tool tokens appended after it (mask 0).
+    the end of the env/tool tokens appended after it (mask 0). Keyword-only: three adjacent
+    ints are too easy to pass in the wrong order.
     """
 
     start: int
@@ -121,7 +124,7 @@ class Trajectory:
     turns: list[Turn] = field(default_factory=list)
     messages: list[Message] = field(default_factory=list)
     reward: float = 0.0
-    termination: str = "done"
+    termination: TerminationReason = "done"
     env_id: str = ""
     group_id: str = ""
     metadata: dict[str, Any] = field(default_factory=dict)

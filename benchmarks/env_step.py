@@ -23,8 +23,8 @@ from collections.abc import Callable
 from typing import Any
 
 import numpy as np
-from agentrl.envs import AgentEnv, Observation, Task, ToolEnv, make
 
+from agentrl.envs import AgentEnv, Observation, Task, ToolEnv, make
 from agentrl.types import Message
 
 ANSWER = Message("assistant", "42")

@@ -22,15 +22,15 @@ import time
 from pathlib import Path
 
 import torch
-from agentrl.envs.math.calc import CalcEnv
-from agentrl.tools.calculator import calculator
-from agentrl.tools.core import ToolSet, tool
 from transformers import AutoModelForCausalLM, AutoTokenizer
 
 from agentrl.chat import ChatFormat
 from agentrl.config.schema import RolloutConfig, SamplingConfig
 from agentrl.engines.hf import HFEngine
+from agentrl.envs.math.calc import CalcEnv
 from agentrl.rollout import RolloutRunner
+from agentrl.tools.calculator import calculator
+from agentrl.tools.core import ToolSet, tool
 
 sys.path.insert(0, str(Path(__file__).parents[1] / "tests" / "rollout"))
 from agent_model import agent_path  # noqa: E402

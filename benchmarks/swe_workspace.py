@@ -26,7 +26,6 @@ from agentrl.envs import make
 from agentrl.envs.swe import grade as grading
 from agentrl.envs.swe.tasks import load_tasks, materialize
 from agentrl.sandboxes.workspace import Workspace
-
 from agentrl.types import Message, ToolCall
 
 

@@ -8,7 +8,7 @@ reaches the maximum reward.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, NoReturn
 
 import gymnasium as gym
 import jsonschema
@@ -22,7 +22,7 @@ class EnvCheckError(AssertionError):
     """An env broke the API contract; the message says how."""
 
 
-def _fail(env: Any, msg: str) -> None:
+def _fail(env: Any, msg: str) -> NoReturn:
     raise EnvCheckError(f"{getattr(env, 'spec_id', type(env).__name__)}: {msg}")
 
 

@@ -30,9 +30,9 @@ from typing import Any, ClassVar
 
 import gymnasium as gym
 import numpy as np
-from agentrl.tools.core import ToolSet
 
 from agentrl.rows import Row, RowError
+from agentrl.tools.core import ToolSet
 from agentrl.types import Message, ToolResult
 
 
@@ -185,7 +185,7 @@ class ToolEnv(AgentEnv):
             raise RuntimeError("step() before reset()")
         self.turn += 1
         results = await asyncio.gather(*(self.tools.acall(c) for c in action.tool_calls))
-        obs = Observation([_tool_message(r) for r in results])
+        obs = Observation([tool_message(r) for r in results])
         truncated = self.turn >= self.max_turns
         info = {"tool_results": results, "tool_errors": sum(r.is_error for r in results)}
         return obs, self.reward_range[0], False, truncated, info
@@ -202,11 +202,12 @@ class ToolEnv(AgentEnv):
         self.tools.close()
 
 
-def _tool_message(r: ToolResult) -> Message:
+def tool_message(r: ToolResult) -> Message:
+    """The chat message that shows the model one tool result."""
     return Message("tool", r.content, tool_call_id=r.call_id or None, name=r.name)
 
 
 def _run(coro: Any) -> Any:
-    from agentrl.tools.core import _run_sync
+    from agentrl.tools.core import run_sync
 
-    return _run_sync(coro)
+    return run_sync(coro)

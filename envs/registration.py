@@ -25,6 +25,7 @@ import importlib.metadata
 import importlib.util
 import re
 import sys
+import warnings
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -66,6 +67,8 @@ class EnvSpec:
 
 
 registry: dict[str, EnvSpec] = {}
+# Entry-point name -> why that plugin failed to load (see `load_plugins`).
+plugin_errors: dict[str, str] = {}
 _plugins_loaded = False
 
 
@@ -107,7 +110,11 @@ def _register_in_gymnasium(id: str) -> None:
 
 
 def load_plugins() -> None:
-    """Import third-party envs declared under the `agentrl.envs` entry-point group."""
+    """Import third-party envs declared under the `agentrl.envs` entry-point group.
+
+    A plugin that raises (on import, or in its setup callable) is recorded in
+    `plugin_errors` and warned about once; the other plugins still load. Its ids are then
+    unknown, and the unknown-id error and `agentrl envs list` name the failure."""
     global _plugins_loaded
     if _plugins_loaded:
         return
@@ -115,12 +122,14 @@ def load_plugins() -> None:
     for ep in importlib.metadata.entry_points(group="agentrl.envs"):
         try:
             target = ep.load()
+            if callable(target) and not isinstance(target, type):
+                target()
         except Exception as e:  # a broken plugin must not hide the others; name it loudly
-            raise ImportError(
-                f"agentrl.envs entry point {ep.name!r} ({ep.value}) failed: {e}"
-            ) from e
-        if callable(target) and not isinstance(target, type):
-            target()
+            msg = (
+                f"agentrl.envs entry point {ep.name!r} ({ep.value}) failed: {type(e).__name__}: {e}"
+            )
+            plugin_errors[ep.name] = msg
+            warnings.warn(msg, RuntimeWarning, stacklevel=2)
 
 
 def load_env_module(path: str | Path) -> None:
@@ -149,9 +158,10 @@ def spec(id: str) -> EnvSpec:
             return foreign
         near = difflib.get_close_matches(id, list(registry), n=3)
         hint = f"did you mean {' or '.join(map(repr, near))}?" if near else "no close match"
+        broken = "".join(f"; {m}" for m in plugin_errors.values())
         raise KeyError(
             f"unknown env id {id!r} ({hint}; `agentrl envs list` shows them all, and prefixed "
-            "ids such as `textarena:NAME` wrap other stacks' envs)"
+            f"ids such as `textarena:NAME` wrap other stacks' envs){broken}"
         )
     return registry[id]
 

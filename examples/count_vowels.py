@@ -19,7 +19,6 @@ import re
 
 from agentrl.envs import Task, ToolEnv, register
 from agentrl.tools import ToolSet, tool
-
 from agentrl.types import Message, ToolCall
 
 VOWELS = "aeiou"

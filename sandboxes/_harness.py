@@ -159,7 +159,8 @@ def _report(exc: BaseException) -> None:
 def _main_module(path: str):
     """A fresh, real ``__main__`` module (pickle looks functions up in ``sys.modules``)."""
     mod = type(sys)("__main__")
-    mod.__file__, mod.__builtins__, mod.__spec__, mod.__loader__ = path, builtins, None, None
+    # typeshed's ModuleType has no __builtins__ attribute; a module's namespace does.
+    mod.__file__, mod.__builtins__, mod.__spec__, mod.__loader__ = path, builtins, None, None  # type: ignore[attr-defined]
     sys.modules["__main__"] = mod
     return mod
 
@@ -225,7 +226,9 @@ def _finish(body) -> None:
 
         atexit._run_exitfuncs()
     except _SystemExit as exc:
-        code = exc.code if _isinstance(exc.code, int) else (exc.code is not None)
+        # `_isinstance` (isinstance, bound before user code runs) narrows as isinstance does;
+        # mypy does not know the alias.
+        code = exc.code if _isinstance(exc.code, int) else (exc.code is not None)  # type: ignore[assignment]
         if not _isinstance(exc.code, int | None):
             print(exc.code, file=sys.stderr)
     except _BaseException as exc:  # noqa: BLE001 - setup failed inside the sandbox
@@ -248,7 +251,7 @@ def _cell(code: str, scope: dict) -> str:
         if _isinstance(last, ast.Expr):
             tree.body.pop()
             _exec(_compile(tree, "<cell>", "exec"), scope)
-            value = eval(_compile(ast.Expression(last.value), "<cell>", "eval"), scope)
+            value = eval(_compile(ast.Expression(last.value), "<cell>", "eval"), scope)  # type: ignore[union-attr]  # narrowed by _isinstance
             if value is not None:
                 print(repr(value))
         else:

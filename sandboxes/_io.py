@@ -137,7 +137,7 @@ def classify(
     return "ok" if exit_code == 0 else "error"
 
 
-def _memory_error(err: bytes) -> bool:
+def _memory_error(err: bytes | bytearray) -> bool:
     """The program died of a MemoryError or of ENOMEM (a tmpfs write over the memory limit
     fails with ENOMEM when the kernel does not OOM-kill)."""
     lines = err.rstrip().splitlines()

@@ -179,12 +179,12 @@ def hidden_paths(binds: list[str] | tuple[str, ...]) -> list[str]:
     binds read-only, and agentrl ships task data there (``envs/swe/data``: the hidden tests and
     the pristine sources of every SWE task). Sandboxed code never needs agentrl itself.
     """
+    import importlib.util
     import os
 
-    import agentrl.envs
-
-    import agentrl
-
     roots = [os.path.realpath(b).rstrip("/") for b in binds]
-    found = {os.path.realpath(p) for m in (agentrl, agentrl.envs) for p in m.__path__}
+    found = set()
+    for name in ("agentrl", "agentrl.envs"):  # located, not imported: sandboxes sit below envs
+        spec = importlib.util.find_spec(name)
+        found |= {os.path.realpath(p) for p in (spec and spec.submodule_search_locations) or ()}
     return sorted(p for p in found if any(p == r or p.startswith(r + "/") for r in roots))

@@ -39,7 +39,7 @@ from . import _io
 from ._docker_pool import Launched, WarmContainers
 from ._seccomp import denylist_bpf
 from .base import ExecRequest, ExecResult, SandboxBackend, check_knobs, hidden_paths
-from .local import ENV, RUNNER, _python_dirs, new_uid
+from .local import ENV, RUNNER, new_uid, python_dirs
 
 IMAGE = os.environ.get("AGENTRL_SANDBOX_IMAGE", "agentrl-sandbox:base")
 
@@ -93,7 +93,7 @@ class DockerBackend(SandboxBackend):
 
         self.client = docker.from_env(timeout=30)
         self.image, self.pids, self.cpus, self.disk_mb = image, pids, cpus, disk_mb
-        self.binds = [*_python_dirs(os.path.realpath(sys.executable)), "/usr"]
+        self.binds = [*python_dirs(os.path.realpath(sys.executable)), "/usr"]
         if os.path.exists("/etc/ld.so.cache"):
             self.binds.append("/etc/ld.so.cache")
         self.python = sys.executable

@@ -112,12 +112,13 @@ class LocalBackend(SandboxBackend):
         for path in ro_binds:
             if not (os.path.isabs(path) and os.path.exists(path)):
                 raise ValueError(f"ro_binds: {path!r} is not an existing absolute path")
-        self.bwrap = shutil.which("bwrap")
-        if self.bwrap is None or os.geteuid() != 0:
+        bwrap = shutil.which("bwrap")
+        if bwrap is None or os.geteuid() != 0:
             raise RuntimeError("local sandbox needs root and bubblewrap (scripts/setup-sandbox.sh)")
+        self.bwrap: str = bwrap
         self.pids, self.cpus, self.disk_mb, self.python = pids, cpus, disk_mb, python
         self.preload = tuple(preload)
-        self.ro_binds = (*_python_dirs(python), *ro_binds)
+        self.ro_binds = (*python_dirs(python), *ro_binds)
         self.site_dirs = site_dirs(python)
         under = [p for p in self.ro_binds if any(p.startswith(d + "/") for d in TMPFS)]
         self.keep = ":".join(under)
@@ -214,7 +215,7 @@ def site_dirs(python: str) -> str:
     return out.stdout
 
 
-def _python_dirs(python: str) -> list[str]:
+def python_dirs(python: str) -> list[str]:
     """Interpreter prefixes to expose read-only (base install and venv, if any)."""
     dirs = {os.path.realpath(p) for p in (sys.base_prefix, sys.prefix)}
     dirs.add(str(Path(os.path.realpath(python)).parent.parent))

@@ -211,7 +211,7 @@ class BrowserPool:
     def __init__(self, max_size: int = 8) -> None:
         self.max_size = max_size
         self._idle: list[Browser] = []
-        self._all: list[Browser] = []
+        self._all: list[Browser | _Pending] = []
         self._cv = threading.Condition()
 
     def acquire(self, timeout_s: float = 60.0) -> Browser:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import ast
 import operator
+from collections.abc import Callable
 from fractions import Fraction
 
 from .core import tool
@@ -17,7 +18,10 @@ _BINOPS = {
     ast.Mod: operator.mod,
     ast.Pow: operator.pow,
 }
-_UNARY = {ast.UAdd: operator.pos, ast.USub: operator.neg}
+_UNARY: dict[type[ast.unaryop], Callable[[Fraction], Fraction]] = {
+    ast.UAdd: operator.pos,
+    ast.USub: operator.neg,
+}
 _MAX_CHARS = 200
 _MAX_POW = 64
 

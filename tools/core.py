@@ -118,11 +118,11 @@ def _enum_converters(fn: Callable[..., Any]) -> dict[str, Callable[[Any], Any]]:
         if typing.get_origin(hint) in (typing.Union, types.UnionType) and len(args) == 1:
             hint = args[0]
         if isinstance(hint, type) and issubclass(hint, enum.Enum):
-            out[pname] = lambda v, e=hint: v if v is None else e(v)
+            out[pname] = functools.partial(_to_enum, hint)
         elif typing.get_origin(hint) is list:
             (item,) = typing.get_args(hint) or (None,)
             if isinstance(item, type) and issubclass(item, enum.Enum):
-                out[pname] = lambda v, e=item: v if v is None else [e(x) for x in v]
+                out[pname] = functools.partial(_to_enums, item)
     return out
 
 
@@ -307,7 +307,7 @@ class ToolSet:
 
     def call(self, call: ToolCall) -> ToolResult:
         """Synchronous `acall` for sync envs and tests."""
-        return _run_sync(self.acall(call))
+        return run_sync(self.acall(call))
 
 
 def _same(value: Any) -> Any:
@@ -338,7 +338,17 @@ def _in_daemon_thread(fn: Callable[..., Any], kwargs: dict[str, Any]) -> asyncio
     return fut
 
 
-def _run_sync(coro: Any) -> Any:
+def _to_enum(e: type[enum.Enum], v: Any) -> Any:
+    return v if v is None else e(v)
+
+
+def _to_enums(e: type[enum.Enum], v: Any) -> Any:
+    return v if v is None else [e(x) for x in v]
+
+
+def run_sync(coro: Any) -> Any:
+    """Run `coro` to completion from sync code, also when called inside a running loop (then
+    on a fresh loop in a worker thread): the sync `Env.step` of an async env."""
     try:
         asyncio.get_running_loop()
     except RuntimeError:

@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import argparse
 import json
+from typing import Any
 
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
 from rich_argparse import RichHelpFormatter
 
@@ -34,12 +36,15 @@ def _load(modules: list[str]) -> None:
 
 def cmd_list(args: argparse.Namespace) -> int:
     from agentrl.envs import all_specs
+    from agentrl.envs.registration import plugin_errors
 
     _load(args.env_module)
-    rows = [
+    rows: list[dict[str, Any]] = [
         {"id": s.id, "family": s.family, "description": s.description, "rows": s.takes_rows()}
         for s in all_specs()
     ]
+    for msg in plugin_errors.values():  # a broken plugin is skipped; say so once, on stderr
+        Console(stderr=True).print(f"[yellow]skipped plugin:[/] {escape(msg)}", highlight=False)
     if args.json:
         print(json.dumps(rows, indent=2))
         return 0

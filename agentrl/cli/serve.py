@@ -52,7 +52,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
     from agentrl.cli.rollout import build_engine
     from agentrl.config.schema import SamplingConfig
 
-    fast = {"auto": "auto", "on": True, "off": False}[args.fast]
+    fast: bool | str = "auto" if args.fast == "auto" else args.fast == "on"
     engine, chat = build_engine(args.model, args.device, args.max_batch_size, fast=fast)
     sampling = SamplingConfig(temperature=args.temperature, max_new_tokens=args.max_new_tokens)
     app = create_app(

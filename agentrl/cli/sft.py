@@ -11,8 +11,12 @@ settings come from `--config` / overrides like any train run.
 from __future__ import annotations
 
 import argparse
+from typing import TYPE_CHECKING
 
 from rich_argparse import RichHelpFormatter
+
+if TYPE_CHECKING:
+    from agentrl.config import TrainConfig
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
@@ -50,7 +54,7 @@ def cmd_sft(args: argparse.Namespace) -> int:
     return 0
 
 
-def run_sft(cfg: object, out: str) -> object:
+def run_sft(cfg: TrainConfig, out: str) -> object:
     """Demos → SFT → HF checkpoint at `out`; also writes `sft.jsonl` (loss per step) there."""
     import json
     from pathlib import Path

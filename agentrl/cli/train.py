@@ -3,8 +3,12 @@
 from __future__ import annotations
 
 import argparse
+from typing import TYPE_CHECKING
 
 from rich_argparse import RichHelpFormatter
+
+if TYPE_CHECKING:
+    from agentrl.config import TrainConfig
 
 DEFAULT_CONFIG = "configs/quickstart-cpu.yaml"  # shipped as agentrl/configs/ too
 
@@ -31,7 +35,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.set_defaults(func=cmd_train)
 
 
-def resolve_config(args: argparse.Namespace) -> object:
+def resolve_config(args: argparse.Namespace) -> TrainConfig:
     """Config file (or the packaged quickstart) + --env + overrides, validated; `--env-module`
     files are imported first (so `data.env` can name their envs)."""
     from pathlib import Path

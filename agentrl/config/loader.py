@@ -48,7 +48,7 @@ def _coerce(value: Any, tp: Any, key: str, src: str) -> Any:
             hint = f" (did you mean {near[0]!r}?)" if near else ""
             raise ConfigError(f"{src}: {key}: {value!r} is not one of {list(args)}{hint}")
         return value
-    if dataclasses.is_dataclass(tp):
+    if isinstance(tp, type) and dataclasses.is_dataclass(tp):
         if not isinstance(value, dict):
             raise ConfigError(f"{src}: {key}: expected a mapping for {tp.__name__}")
         return from_dict(tp, value, src, prefix=key)

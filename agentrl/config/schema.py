@@ -1,6 +1,7 @@
 """The config tree of `agentrl train`: one dataclass per component, YAML maps onto it 1:1.
 
-Components import lazily inside `build()` so reading or printing a config never imports torch.
+Nothing here imports a component: they are built from this tree elsewhere (docs/wiring.md), so
+reading or printing a config never imports torch.
 Field comments are the reference documentation of each key.
 """
 

@@ -14,7 +14,7 @@ import importlib.metadata as md
 import os
 from typing import Any
 
-from .checks import Finding
+from .checks import Finding, Level
 
 # Used when agentrl's metadata is unavailable (e.g. running from a source tree).
 FALLBACK_PINS = {
@@ -68,7 +68,7 @@ def check_package(dist: str, *, needed: bool, why: str, extra: str = "") -> Find
             return Finding("FAIL", f"{dist} is not installed", why, install)
         return Finding("OK", f"{dist}: not installed", f"only needed {why}")
     if spec and not in_range(have, spec):
-        level = "FAIL" if needed else "WARN"
+        level: Level = "FAIL" if needed else "WARN"
         return Finding(level, f"{dist} {have} is outside the supported range {spec}", why, install)
     return Finding("OK", f"{dist} {have}" + (f" (supported {spec})" if spec else ""))
 
@@ -140,7 +140,7 @@ def check_gpu(cfg: Any) -> Finding:
             "check CUDA_VISIBLE_DEVICES / nvidia-smi, or use engine.kind: hf and "
             "trainer.device: cpu with a tiny model",
         )
-    level = "OK" if cfg.model.path.startswith("tiny:") else "WARN"
+    level: Level = "OK" if cfg.model.path.startswith("tiny:") else "WARN"
     return Finding(level, "no CUDA GPU: CPU mode", "fine for tiny models, slow for real ones")
 
 

@@ -166,7 +166,7 @@ FAMILIES = {
 }
 
 VOCAB_SIZE = 1024
-_FORMAT_VERSION = 1
+FORMAT_VERSION = 1
 
 
 def _corpus() -> list[str]:
@@ -246,7 +246,7 @@ def model_config(preset: str, tokenizer: Any) -> Any:
     )
 
 
-def _cache_root(cache_dir: str | None) -> Path:
+def cache_root(cache_dir: str | None) -> Path:
     root = cache_dir or os.environ.get("AGENTRL_CACHE", "~/.cache/agentrl")
     return Path(root).expanduser()
 
@@ -256,11 +256,9 @@ def build_tiny(preset: str = "qwen2", cache_dir: str | None = None, seed: int = 
     import torch
     from transformers import AutoModelForCausalLM
 
-    key = json.dumps(
-        [preset, PRESETS.get(preset), CHAT_TEMPLATE, VOCAB_SIZE, seed, _FORMAT_VERSION]
-    )
+    key = json.dumps([preset, PRESETS.get(preset), CHAT_TEMPLATE, VOCAB_SIZE, seed, FORMAT_VERSION])
     digest = hashlib.sha256(key.encode()).hexdigest()[:12]
-    out = _cache_root(cache_dir) / f"tiny-{preset}-{digest}"
+    out = cache_root(cache_dir) / f"tiny-{preset}-{digest}"
     if (out / "config.json").exists():
         return out
     tmp = out.with_name(out.name + f".tmp{os.getpid()}")

@@ -21,7 +21,7 @@ import os
 from pathlib import Path
 from typing import Any
 
-from .tiny import _FORMAT_VERSION, VOCAB_SIZE, _cache_root, train_tokenizer
+from .tiny import FORMAT_VERSION, VOCAB_SIZE, cache_root, train_tokenizer
 
 VISION_TOKENS = ["<|vision_start|>", "<|image_pad|>", "<|vision_end|>", "<|video_pad|>"]
 
@@ -198,11 +198,11 @@ def build_tiny_vlm(preset: str = "qwen2_vl", cache_dir: str | None = None, seed:
     import transformers
 
     key = json.dumps(
-        [preset, PRESETS.get(preset), VLM_CHAT_TEMPLATE, VOCAB_SIZE, seed, _FORMAT_VERSION]
+        [preset, PRESETS.get(preset), VLM_CHAT_TEMPLATE, VOCAB_SIZE, seed, FORMAT_VERSION]
         + [_VLM_FORMAT_VERSION]
     )
     digest = hashlib.sha256(key.encode()).hexdigest()[:12]
-    out = _cache_root(cache_dir) / f"tiny-vlm-{preset}-{digest}"
+    out = cache_root(cache_dir) / f"tiny-vlm-{preset}-{digest}"
     if (out / "config.json").exists():
         return out
     tmp = out.with_name(out.name + f".tmp{os.getpid()}")

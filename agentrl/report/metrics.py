@@ -160,7 +160,8 @@ def summarize(run_dir: str | Path) -> RunSummary:
     else:  # older runs logged only the summary row
         firsts = [float(r[k]) for r in sft for k in ("loss_first", "sft/loss_first") if k in r]
         lasts = [float(r[k]) for r in sft for k in ("loss_last", "sft/loss_last") if k in r]
-        s.sft_loss_first, s.sft_loss_last = (firsts or [None])[0], (lasts or [None])[-1]
+        s.sft_loss_first = firsts[0] if firsts else None
+        s.sft_loss_last = lasts[-1] if lasts else None
     sessions = _sessions(run_dir, [*rows, *evals, *sft])
     s.wall_s = sum(end - start for start, end, _ in sessions) if sessions else None
     if s.wall_s is None:

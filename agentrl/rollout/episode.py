@@ -25,13 +25,13 @@ from agentrl.chat.format import ChatFormat
 from agentrl.config.schema import RolloutConfig
 from agentrl.engines.base import Engine, SamplingParams
 from agentrl.multimodal.rollout import EpisodeImages, PendingImages
-from agentrl.types import Message, ToolResult, Trajectory, Turn
+from agentrl.types import Message, TerminationReason, ToolResult, Trajectory, Turn
 
 
 class _EpisodeEnd(Exception):  # noqa: N818 - control flow, not an error
     """Raised inside the loop to stop with a termination reason."""
 
-    def __init__(self, reason: str, error: str | None = None) -> None:
+    def __init__(self, reason: TerminationReason, error: str | None = None) -> None:
         super().__init__(reason)
         self.reason, self.error = reason, error
 
@@ -81,7 +81,8 @@ async def run_episode(
     return traj
 
 
-def _error(e: BaseException) -> str:
+def error_text(e: BaseException) -> str:
+    """One line (at most 2000 chars) naming an exception, as recorded in `metadata["error"]`."""
     tb = traceback.format_exception_only(type(e), e)
     return "".join(tb).strip()[-2000:]
 
@@ -100,7 +101,7 @@ async def _loop(
     try:
         obs, info = await env.areset(seed=seed, options=options)
     except Exception as e:  # noqa: BLE001 - any env failure ends this episode only
-        raise _EpisodeEnd("env_error", f"reset: {_error(e)}") from e
+        raise _EpisodeEnd("env_error", f"reset: {error_text(e)}") from e
     traj.messages = list(obs.messages)
     traj.metadata["reset_info"] = _jsonable(info)
     if obs.tools:  # the schemas the prompt rendered: `agentrl view --diff` re-renders with them
@@ -141,7 +142,7 @@ async def _generate(
     try:
         out = await engine.generate(state.traj.input_ids, params, session_id=session_id, **extra)
     except Exception as e:  # noqa: BLE001 - recorded on the trajectory
-        raise _EpisodeEnd("engine_error", _error(e)) from e
+        raise _EpisodeEnd("engine_error", error_text(e)) from e
     if out.finish_reason in ("error", "abort"):
         raise _EpisodeEnd("engine_error", out.error or f"engine finished with {out.finish_reason}")
     if len(out.logprobs) != len(out.token_ids) or len(out.token_ids) > limit:
@@ -169,9 +170,9 @@ async def _turn(
     for i, c in enumerate(calls):
         c.id = c.id or f"call_{turn_no}_{i}"
     turn = Turn(
-        start,
-        len(traj.response_ids),
-        len(traj.response_ids),
+        start=start,
+        end=len(traj.response_ids),
+        obs_end=len(traj.response_ids),
         text=text,
         tool_calls=calls,
         finish_reason=out.finish_reason,
@@ -184,7 +185,7 @@ async def _turn(
     try:
         obs, reward, terminated, truncated, info = await env.astep(action)
     except Exception as e:  # noqa: BLE001 - any env failure ends this episode only
-        raise _EpisodeEnd("env_error", f"step: {_error(e)}") from e
+        raise _EpisodeEnd("env_error", f"step: {error_text(e)}") from e
     turn.reward = float(reward)
     turn.tool_results = _tool_results(info, obs.messages)
     traj.messages += obs.messages
@@ -211,7 +212,7 @@ def _expand_images(
     try:
         return images.expand(messages, ids, base)
     except (ValueError, TypeError, OSError) as e:
-        raise _EpisodeEnd("env_error", f"images: {_error(e)}") from e
+        raise _EpisodeEnd("env_error", f"images: {error_text(e)}") from e
 
 
 def _tool_results(info: dict[str, Any], messages: list[Message]) -> list[ToolResult]:

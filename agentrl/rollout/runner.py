@@ -19,7 +19,7 @@ from typing import Any
 from agentrl.chat.format import ChatFormat
 from agentrl.config.schema import RolloutConfig, SamplingConfig
 from agentrl.engines.base import Engine, SamplingParams
-from agentrl.rollout.episode import _error, run_episode
+from agentrl.rollout.episode import error_text, run_episode
 from agentrl.rows import Row
 from agentrl.types import Trajectory, TrajectoryGroup
 
@@ -63,7 +63,7 @@ async def _close(env: Any, traj: Trajectory) -> None:
             if inspect.isawaitable(result):
                 await result
     except Exception as e:  # noqa: BLE001 - a failing close is recorded, never raised
-        traj.metadata["close_error"] = _error(e)
+        traj.metadata["close_error"] = error_text(e)
 
 
 async def run_groups(
@@ -96,7 +96,7 @@ async def run_groups(
                 env = env_factory()
             except Exception as e:  # noqa: BLE001 - a broken factory fails this episode only
                 traj = Trajectory(prompt_ids=[], termination="env_error")
-                traj.metadata.update({"seed": seed, "error": f"env_factory: {_error(e)}"})
+                traj.metadata.update({"seed": seed, "error": f"env_factory: {error_text(e)}"})
             else:
                 try:
                     traj = await run_episode(

@@ -11,8 +11,9 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import functools
 import uuid
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -197,8 +198,12 @@ class Server:
                 )
                 for i in range(req.n)
             ]
+
+            def finished(i: int, _: object) -> None:
+                queue.put_nowait((i, None, 0.0, None))
+
             for i, t in enumerate(tasks):
-                t.add_done_callback(lambda _, i=i: queue.put_nowait((i, None, 0.0, None)))
+                t.add_done_callback(functools.partial(finished, i))
             open_ = set(range(req.n))
             committed: list[Choice] = []
             errors: dict[int, str] = {}
@@ -223,7 +228,7 @@ class Server:
         prep: Prepared,
         writer: ChunkWriter,
         queue: asyncio.Queue[tuple[int, Any, float, Any]],
-        tasks: list[asyncio.Future[GenerateResult]],
+        tasks: Sequence[asyncio.Future[GenerateResult]],
         trajs: list[Trajectory],
         open_: set[int],
         committed: list[Choice],

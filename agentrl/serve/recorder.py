@@ -92,13 +92,16 @@ class SessionRecorder:
                 obs = self.chat.observation_ids(new, tools, sampled_ids=last_sampled(cur))
                 return self._extend(cur, obs, new, "messages"), cur
         prompt = self.chat.prompt_ids(messages, tools)
-        cur = same_tools[-1] if same_tools and same_tools[-1] is s.segments[-1] else None
-        if cur is not None:
-            if len(prompt) > len(cur.input_ids) and prompt[: len(cur.input_ids)] == cur.input_ids:
-                n = len(cur.messages)
+        last = same_tools[-1] if same_tools and same_tools[-1] is s.segments[-1] else None
+        if last is not None:
+            if (
+                len(prompt) > len(last.input_ids)
+                and prompt[: len(last.input_ids)] == last.input_ids
+            ):
+                n = len(last.messages)
                 new = messages[n:] if len(messages) > n else []
-                obs = prompt[len(cur.input_ids) :]
-                return self._extend(cur, obs, new, "tokens"), cur
+                obs = prompt[len(last.input_ids) :]
+                return self._extend(last, obs, new, "tokens"), last
         traj = Trajectory(prompt_ids=prompt, messages=list(messages), group_id=s.id)
         self._register(s, traj, tools)
         return list(prompt), traj
@@ -151,9 +154,9 @@ class SessionRecorder:
         end = len(traj.response_ids)
         traj.turns.append(
             Turn(
-                start,
-                end,
-                end,
+                start=start,
+                end=end,
+                obs_end=end,
                 text=text,
                 tool_calls=message.tool_calls,
                 finish_reason=out.finish_reason,

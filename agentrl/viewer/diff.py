@@ -121,7 +121,7 @@ def template_drift(t: Trajectory, tokenizer: Any) -> Drift:
     matcher = difflib.SequenceMatcher(None, trained, rendered, autojunk=False)
     n = len(trained)
     # An insert after the last trained token is the same harmless tail as in `prefix`.
-    ops = [
+    ops: list[tuple[str, int, int, int, int]] = [
         o for o in matcher.get_opcodes() if o[0] != "equal" and not (o[0] == "insert" and o[1] == n)
     ]
     first = _first_difference(trained, rendered)

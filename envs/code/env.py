@@ -26,6 +26,8 @@ from functools import cached_property
 from typing import Any
 
 import numpy as np
+
+from agentrl.rows import Row
 from agentrl.sandboxes.code_reward import (
     CodeReward,
     ascore_asserts,
@@ -34,8 +36,6 @@ from agentrl.sandboxes.code_reward import (
     score_io,
 )
 from agentrl.tools import ToolSet, tool
-
-from agentrl.rows import Row
 from agentrl.types import Message, ToolCall
 
 from ..core import Observation, Task, ToolEnv
@@ -199,8 +199,10 @@ class CodeEnv(ToolEnv):
         if self.task is None or action.tool_calls:
             return await super().astep(action)
         code = extract_code(action.content)
-        args = (self.problem, code, False, self.reward_mode, self.backend, self.timeout_s)
-        return self._submitted(code, await agrade(*args) if code is not None else None)
+        if code is None:
+            return self._submitted(code, None)
+        grade = agrade(self.problem, code, False, self.reward_mode, self.backend, self.timeout_s)
+        return self._submitted(code, await grade)
 
     def _submitted(
         self, code: str | None, res: CodeReward | None

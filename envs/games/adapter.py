@@ -62,7 +62,8 @@ class GymTextEnv(AgentEnv):
         self.reward_range = reward_range
         if max_turns is not None:
             self.max_turns = max_turns
-        self.turn, self.last_obs = 0, None
+        self.turn = 0
+        self.last_obs: Any = None  # the wrapped env's own observation
 
     # -- hooks ---------------------------------------------------------------------------
     def describe(self, obs: Any) -> str:
@@ -91,6 +92,7 @@ class GymTextEnv(AgentEnv):
     def parse_action(self, raw: Any) -> Any:
         """Validate a move; raises ValueError with a message the model will see."""
         space = self.env.action_space
+        move: Any  # the wrapped space's own element: text or an int
         if isinstance(space, gym.spaces.Text):
             move = str(raw).strip().lower()
         elif self.action_names and str(raw).strip().lower() in self.action_names:
@@ -106,7 +108,7 @@ class GymTextEnv(AgentEnv):
 
     @property
     def tool_schema(self) -> dict[str, Any]:
-        arg = (
+        arg: dict[str, Any] = (
             {"type": "string"}
             if isinstance(self.env.action_space, gym.spaces.Text)
             else {"type": ["integer", "string"]}
@@ -148,7 +150,8 @@ class GymTextEnv(AgentEnv):
                 move = self.parse_action(found[-1]) if found else None
             except ValueError as e:
                 note = f"Error: {e}"
-        reward, terminated, truncated, info = 0.0, False, False, {}
+        info: dict[str, Any] = {}
+        reward, terminated, truncated = 0.0, False, False
         if move is not None:
             self.last_obs, r, terminated, truncated, info = self.env.step(move)
             reward = float(r)

@@ -20,10 +20,9 @@ A skyrl-gym env is built per sample from a dataset row (its `extras`: `reward_sp
 from __future__ import annotations
 
 import copy
-import json
-from pathlib import Path
 from typing import Any
 
+from agentrl.rows import read_dataset
 from agentrl.types import Message
 
 from ..core import AgentEnv, Observation
@@ -31,12 +30,8 @@ from .text import reply_text
 
 
 def _load_rows(path: str) -> list[dict[str, Any]]:
-    p = Path(path)
-    if p.suffix == ".parquet":
-        import pyarrow.parquet as pq
-
-        return pq.read_table(p).to_pylist()
-    return [json.loads(line) for line in p.read_text().splitlines() if line.strip()]
+    """`data_path` rows, read by the one dataset reader (parquet, JSONL, HF folder)."""
+    return [row.data for row in read_dataset(path).rows]
 
 
 class SkyRLGymEnv(AgentEnv):

@@ -30,11 +30,10 @@ import itertools
 import json
 from typing import Any
 
-from agentrl.tools.core import ToolSet, _run_sync
-
+from agentrl.tools.core import ToolSet, run_sync
 from agentrl.types import Message
 
-from ..core import AgentEnv, Observation, _tool_message
+from ..core import AgentEnv, Observation, tool_message
 
 
 def _taskset(target: str | Any, config: dict[str, Any]) -> Any:
@@ -102,14 +101,15 @@ class VerifiersEnv(AgentEnv):
         return self._tasks
 
     def _serve(self, toolsets: list[Any], task: Any) -> list[ToolSet]:
-        from agentrl.tools.mcp_tools import MCPTools
         from mcp.server.mcpserver import MCPServer
 
-        served = []
+        from agentrl.tools.mcp_tools import MCPTools
+
+        served: list[ToolSet] = []
         for ts in toolsets:
-            _run_sync(ts.setup())
+            run_sync(ts.setup())
             if task is not None:
-                _run_sync(ts.setup_task(task))
+                run_sync(ts.setup_task(task))
             server = MCPServer(ts.server_name or type(ts).__name__)
             ts.register(server)
             prefix = f"{ts.server_name}_" if ts.server_name else ""
@@ -169,7 +169,7 @@ class VerifiersEnv(AgentEnv):
             if ts is None:  # the ToolSet's own unknown-tool error, naming every tool
                 ts = next(iter(tools.values()), ToolSet())
             results.append(ts.call(call))
-        replies = [_tool_message(r) for r in results]
+        replies = [tool_message(r) for r in results]
         self.history += replies
         if self.turn >= self.max_turns:
             return self._score(Observation(replies), truncated=True)
@@ -180,7 +180,7 @@ class VerifiersEnv(AgentEnv):
         self, obs: Observation, truncated: bool
     ) -> tuple[Observation, float, bool, bool, dict[str, Any]]:
         trace = _trace(self.task, self.history, truncated)
-        _run_sync(self.task.score(trace))
+        run_sync(self.task.score(trace))
         rewards = {k: (None if r is None else r.value) for k, r in trace.rewards.items()}
         info = {"rewards": rewards, "metrics": dict(trace.metrics)}
         return obs, float(trace.reward), not truncated, truncated, info

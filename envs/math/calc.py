@@ -21,10 +21,10 @@ from fractions import Fraction
 from typing import Any
 
 import numpy as np
-from agentrl.tools import ToolSet
-from agentrl.tools.calculator import calculator, evaluate, format_number
 
 from agentrl.rows import Row, RowError
+from agentrl.tools import ToolSet
+from agentrl.tools.calculator import calculator, evaluate, format_number
 from agentrl.types import Message, ToolCall
 
 from ..core import Task, ToolEnv

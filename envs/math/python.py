@@ -21,7 +21,6 @@ from pathlib import Path
 from typing import Any
 
 from agentrl.tools.python import PythonTools
-
 from agentrl.types import Message, ToolCall
 
 from ..core import Observation

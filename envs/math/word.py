@@ -19,10 +19,10 @@ from __future__ import annotations
 from typing import Any
 
 import numpy as np
-from agentrl.tools import ToolSet
-from agentrl.tools.calculator import calculator, evaluate, format_number
 
 from agentrl.rows import Row
+from agentrl.tools import ToolSet
+from agentrl.tools.calculator import calculator, evaluate, format_number
 from agentrl.types import Message, ToolCall
 
 from ..core import Task, ToolEnv

@@ -28,9 +28,9 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-from agentrl.tools.search import SearchTools
 
 from agentrl.rows import Row, RowError, read_dataset
+from agentrl.tools.search import SearchTools
 from agentrl.types import Message, ToolCall
 
 from ..core import Observation, Task, ToolEnv

@@ -25,9 +25,9 @@ from functools import cached_property
 from typing import Any
 
 import numpy as np
+
 from agentrl.sandboxes.workspace import ROOT, Workspace
 from agentrl.tools import ToolSet, tool
-
 from agentrl.types import Message, ToolCall
 
 from ..core import Observation, Task, ToolEnv

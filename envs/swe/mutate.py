@@ -134,8 +134,8 @@ class _Sites(ast.NodeVisitor):
             assert isinstance(new, ast.Compare)
             self._swap(node, ast.Compare(node.left, new.ops, node.comparators), "compare")
         elif isinstance(node, ast.BoolOp):
-            op = ast.Or() if isinstance(node.op, ast.And) else ast.And()
-            self._swap(node, ast.BoolOp(op, node.values), "boolop")
+            flip: ast.boolop = ast.Or() if isinstance(node.op, ast.And) else ast.And()
+            self._swap(node, ast.BoolOp(flip, node.values), "boolop")
         elif isinstance(node, ast.Constant) and type(node.value) is int and not node.value < 0:
             self._add(node, "off_by_one", str(node.value + 1))
         elif isinstance(node, ast.Return) and node.value is not None:

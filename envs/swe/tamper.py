@@ -108,7 +108,7 @@ def screen(path: str, new: bytes, pristine: bytes | None, buggy: bytes | None) -
     hits: list[str] = []
     for node in ast.walk(tree):
         what = _sensitive(node)
-        if what is None:
+        if what is None or not isinstance(node, ast.stmt | ast.expr | ast.arg | ast.keyword):
             continue
         first, last = node.lineno, node.end_lineno or node.lineno
         if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef):

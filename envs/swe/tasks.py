@@ -28,6 +28,8 @@ from collections.abc import Mapping
 from pathlib import Path
 from types import MappingProxyType
 
+from agentrl.rows import Row, RowError, read_dataset
+
 from .mutate import KINDS, Mutation, sites
 
 DATA = Path(__file__).parent / "data"
@@ -126,10 +128,20 @@ class SweTask:
 
 
 def load_tasks(path: str | Path | None = None) -> list[SweTask]:
-    """Tasks from a JSONL file (default: the set shipped with agentrl)."""
-    path = Path(path) if path else DATA / "tasks.jsonl"
-    with open(path, encoding="utf-8") as f:
-        return [SweTask.from_dict(json.loads(line)) for line in f if line.strip()]
+    """Tasks from a JSONL file (default: the set shipped with agentrl), read by the one dataset
+    reader (`agentrl.rows`): a bad line fails as `<file>: row <n>: column '<c>': <why>`."""
+    tasks: list[SweTask] = []
+
+    def read(row: Row) -> None:
+        try:
+            tasks.append(SweTask.from_dict(row.data))
+        except KeyError as e:
+            raise RowError(str(e.args[0]), "missing") from None
+        except (TypeError, ValueError) as e:
+            raise RowError(None, f"not a task: {e}") from None
+
+    read_dataset(path or DATA / "tasks.jsonl", check=read)
+    return tasks
 
 
 @functools.lru_cache(maxsize=16)

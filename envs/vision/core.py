@@ -13,7 +13,6 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from agentrl.tools.core import ToolSet
-
 from agentrl.types import Message, ToolCall, ToolResult
 
 from ..core import Observation, Task, ToolEnv

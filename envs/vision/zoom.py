@@ -13,8 +13,8 @@ from __future__ import annotations
 from typing import Any, Literal
 
 import numpy as np
-from agentrl.tools.core import tool
 
+from agentrl.tools.core import tool
 from agentrl.types import Message, ToolCall
 
 from ..core import Task

@@ -25,7 +25,6 @@ from __future__ import annotations
 from typing import Any
 
 from agentrl.tools.browser import BrowserPool, require_chromium, shared_pool
-
 from agentrl.types import Message, ToolCall
 
 from ..core import AgentEnv, Observation

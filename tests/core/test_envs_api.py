@@ -6,9 +6,9 @@ import sys
 import textwrap
 
 import pytest
-from agentrl.envs import EnvCheckError, ToolEnv, check_env, load_env_module, make, registry
 
 import agentrl
+from agentrl.envs import EnvCheckError, ToolEnv, check_env, load_env_module, make, registry
 from agentrl.types import Message
 
 CUSTOM_ENV = textwrap.dedent(

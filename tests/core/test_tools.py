@@ -3,10 +3,10 @@ import time
 from typing import Literal, Optional
 
 import pytest
-from agentrl.tools import ToolSet, build_schema, tool
-from agentrl.tools.calculator import calculator
 from transformers.utils import get_json_schema
 
+from agentrl.tools import ToolSet, build_schema, tool
+from agentrl.tools.calculator import calculator
 from agentrl.types import ToolCall
 
 

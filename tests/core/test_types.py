@@ -11,18 +11,18 @@ def make_traj() -> Trajectory:
     t.append([20, 21, 22], trained=False)
     t.turns.append(
         Turn(
-            0,
-            2,
-            5,
-            "call",
-            [ToolCall("calc", {"x": 1.5}, id="c0")],
-            [ToolResult("c0", "calc", "3")],
-            0.0,
-            "stop",
+            start=0,
+            end=2,
+            obs_end=5,
+            text="call",
+            tool_calls=[ToolCall("calc", {"x": 1.5}, id="c0")],
+            tool_results=[ToolResult("c0", "calc", "3")],
+            reward=0.0,
+            finish_reason="stop",
         )
     )
     t.append([12], trained=True, logprobs=[-0.1])
-    t.turns.append(Turn(5, 6, 6, "ans", reward=1.0, finish_reason="stop"))
+    t.turns.append(Turn(start=5, end=6, obs_end=6, text="ans", reward=1.0, finish_reason="stop"))
     t.messages = [
         Message("user", "héllo"),
         Message("assistant", "", tool_calls=[ToolCall("calc", {"x": 1.5})]),
@@ -68,3 +68,25 @@ def test_bad_line_names_line_number(tmp_path):
     p.write_text(make_traj().to_json() + "\n" + json.dumps({"prompt_ids": [1], "bogus": 1}) + "\n")
     with pytest.raises(ValueError, match=r"bad.jsonl:2"):
         list(read_jsonl(p))
+
+
+def test_termination_is_a_termination_reason_and_old_names_still_read():
+    """`Trajectory.termination` is typed `TerminationReason` (mypy checks every writer); a
+    file from an older version with another name reads back and rewrites byte-exact."""
+    from typing import get_args
+
+    from agentrl.types import TerminationReason
+
+    reasons = set(get_args(TerminationReason))
+    assert Trajectory([1]).termination in reasons
+    assert {"done", "truncated", "max_turns", "timeout", "env_error", "engine_error"} <= reasons
+    old = make_traj().to_json().replace('"termination":"done"', '"termination":"stopped_early"')
+    back = Trajectory.from_json(old)
+    assert back.termination == "stopped_early"
+    assert back.to_json() == old
+
+
+def test_turn_fields_are_keyword_only():
+    with pytest.raises(TypeError):
+        Turn(0, 2, 2)  # type: ignore[misc]
+    assert Turn(start=0, end=2, obs_end=3).obs_end == 3

@@ -8,7 +8,6 @@ from typing import Any
 
 from agentrl.envs import register
 from agentrl.envs.math.calc import CalcEnv
-
 from agentrl.types import Message, ToolCall
 
 

@@ -6,11 +6,11 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from agentrl.envs import load_env_module
 
 from agentrl.cli import main
 from agentrl.config import TrainConfig, load_config
 from agentrl.doctor import Finding, exit_code, run_doctor
+from agentrl.envs import load_env_module
 from agentrl.models.tiny import build_tiny
 
 BROKEN_ENV = Path(__file__).with_name("broken_env.py")

@@ -10,9 +10,9 @@ import shutil
 from pathlib import Path
 
 import pytest
+
 from agentrl.envs import check_env, make
 from agentrl.envs.code.problems import extract_code, load_jsonl
-
 from agentrl.types import Message, ToolCall
 
 needs_sandbox = pytest.mark.skipif(

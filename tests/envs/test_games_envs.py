@@ -4,7 +4,6 @@ from __future__ import annotations
 
 from agentrl.envs import check_env, make
 from agentrl.envs.games.wordle import feedback
-
 from agentrl.types import Message, ToolCall
 
 

@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import warnings
 
-import agentrl.envs
 import gymnasium as gym
 import pytest
-from agentrl.envs import Observation
 
+import agentrl.envs
+from agentrl.envs import Observation
 from agentrl.types import Message, ToolCall
 
 

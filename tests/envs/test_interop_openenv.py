@@ -10,7 +10,6 @@ import pytest
 pytest.importorskip("openenv.core", reason="needs openenv-core: pip install 'agentrl[openenv]'")
 
 import agentrl.envs as envs  # noqa: E402
-
 from agentrl.cli import main  # noqa: E402
 from agentrl.types import Message, ToolCall  # noqa: E402
 

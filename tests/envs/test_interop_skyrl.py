@@ -7,7 +7,6 @@ import pytest
 pytest.importorskip("skyrl_gym", reason="needs skyrl-gym: pip install 'agentrl[skyrl]'")
 
 import agentrl.envs as envs  # noqa: E402
-
 from agentrl.cli import main  # noqa: E402
 from agentrl.types import Message, ToolCall  # noqa: E402
 

@@ -9,7 +9,6 @@ import pytest
 pytest.importorskip("textarena", reason="needs textarena: pip install 'agentrl[textarena]'")
 
 import agentrl.envs as envs  # noqa: E402
-
 from agentrl.cli import main  # noqa: E402
 from agentrl.types import Message  # noqa: E402
 
@@ -47,10 +46,9 @@ def test_unknown_textarena_id_is_one_clear_error() -> None:
 def test_train_env_flag_builds_the_adapter() -> None:
     """`agentrl train --env textarena:...` resolves through the same lookup (measured end to
     end by hand: two GRPO steps on the tiny model, see docs/interop.md)."""
-    from agentrl.envs.interop.textarena_env import TextArenaEnv
-
     from agentrl.cli import build_parser
     from agentrl.cli.train import resolve_config
+    from agentrl.envs.interop.textarena_env import TextArenaEnv
     from agentrl.trainer.build import env_factory
 
     args = build_parser().parse_args(["train", "--env", "textarena:GuessTheNumber-v0"])

@@ -10,7 +10,6 @@ import pytest
 pytest.importorskip("verifiers.v1", reason="needs verifiers: pip install 'verifiers==0.4.0'")
 
 import agentrl.envs as envs  # noqa: E402
-
 from agentrl.cli import main  # noqa: E402
 from agentrl.types import Message, ToolCall  # noqa: E402
 
@@ -76,6 +75,7 @@ def test_taskset_ids_and_vf_envs_resolve_through_verifiers_own_loader() -> None:
     """`verifiers:ID` loads a taskset package the way `vf-eval ID` does; a `vf.Env` gives
     its taskset (its `run()`, the harness side, is what agentrl's policy replaces)."""
     import verifiers.v1 as vf
+
     from agentrl.envs.interop.verifiers_env import VerifiersEnv
 
     assert len(envs.make("verifiers:verifiers_add_pkg").tasks) == 2

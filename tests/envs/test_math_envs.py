@@ -9,10 +9,10 @@ from pathlib import Path
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
+
 from agentrl.envs import check_env, make
 from agentrl.envs.math.boxed import BoxedMathEnv
 from agentrl.envs.math.verify import is_equivalent
-
 from agentrl.rows import read_dataset
 from agentrl.types import Message
 

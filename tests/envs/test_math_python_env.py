@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 import pytest
+
 from agentrl.envs import make
 from agentrl.tools.python import PythonTools
-
 from agentrl.types import Message, ToolCall
 
 

@@ -7,7 +7,6 @@ import pytest
 pytest.importorskip("reasoning_gym")
 
 from agentrl.envs import check_env, make  # noqa: E402
-
 from agentrl.types import Message  # noqa: E402
 
 

@@ -4,6 +4,7 @@ bad tool calls, and oracle-reaches-max where an oracle exists)."""
 from __future__ import annotations
 
 import pytest
+
 from agentrl.envs import all_specs, check_env, make
 
 IDS = [s.id for s in all_specs()]

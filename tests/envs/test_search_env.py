@@ -16,7 +16,6 @@ from agentrl.envs.search.corpus import Corpus  # noqa: E402
 from agentrl.envs.search.qa import exact_match, f1  # noqa: E402
 from agentrl.envs.search.retriever import shared_server  # noqa: E402
 from agentrl.tools.search import SearchTools  # noqa: E402
-
 from agentrl.types import Message, ToolCall  # noqa: E402
 
 

@@ -9,6 +9,7 @@ it for real in the local sandbox.
 from __future__ import annotations
 
 import pytest
+
 from agentrl.envs.swe import grade as grading
 from agentrl.envs.swe.tamper import screen
 from agentrl.envs.swe.tasks import load_tasks, pristine
@@ -102,7 +103,7 @@ def test_task_data_is_not_readable_from_a_workspace_of_an_installed_agentrl(tmp_
     """A non-editable install puts envs/swe/data (hidden tests, pristine sdists) under the
     interpreter prefix, which every sandbox binds read-only: `head tasks.jsonl` in the
     agent's bash read every task's hidden tests and mutation. The install is laid out as
-    setup.py's package map would (outside /work and /tmp, which sandboxes cover with tmpfs)."""
+    pyproject.toml's package map would (outside /work and /tmp, which sandboxes cover with tmpfs)."""
     import os
     import shutil
     import subprocess
@@ -186,7 +187,6 @@ def test_str_replace_keeps_the_bytes_it_does_not_touch() -> None:
     """A file with a non-UTF-8 byte (a latin-1 comment) came back from str_replace with every
     such byte turned into U+FFFD; a lone surrogate in new_str raised instead of answering."""
     from agentrl.envs import make
-
     from agentrl.types import Message, ToolCall
 
     env = make("swe/tiny-repo-v0")

@@ -10,11 +10,11 @@ from __future__ import annotations
 import shutil
 
 import pytest
+
 from agentrl.envs import check_env, make
 from agentrl.envs.swe import grade as grading
 from agentrl.envs.swe.mutate import sites
 from agentrl.envs.swe.tasks import build, load_tasks, pristine
-
 from agentrl.types import Message, ToolCall
 
 

@@ -10,10 +10,10 @@ import asyncio
 import os
 
 import pytest
+
 from agentrl.envs import check_env, make
 from agentrl.tools import browser as browser_mod
 from agentrl.tools.browser import BrowserPool, BrowserUnavailable, leaked_processes
-
 from agentrl.types import Message, ToolCall
 
 HAVE_CHROMIUM = os.path.exists("/usr/bin/chromium")

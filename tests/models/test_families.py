@@ -10,11 +10,11 @@ from __future__ import annotations
 
 import pytest
 import torch
-from agentrl.envs import make
 
 from agentrl.chat import ChatFormat
 from agentrl.config import RolloutConfig, SamplingConfig, TrainConfig, load_config
 from agentrl.engines import HFEngine
+from agentrl.envs import make
 from agentrl.models.load import load_model, load_tokenizer
 from agentrl.rollout import RolloutRunner
 from agentrl.trainer import Trainer, collate

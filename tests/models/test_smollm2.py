@@ -15,11 +15,11 @@ from pathlib import Path
 
 import pytest
 import torch
-from agentrl.envs import make
 
 from agentrl.chat import ChatFormat, lint_template
 from agentrl.config import RolloutConfig, SamplingConfig, TrainConfig, load_config
 from agentrl.engines import HFEngine, SamplingParams
+from agentrl.envs import make
 from agentrl.models import gguf
 from agentrl.rollout import RolloutRunner
 from agentrl.trainer import Trainer, collate

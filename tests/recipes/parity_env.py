@@ -8,7 +8,6 @@ from __future__ import annotations
 from agentrl.envs import Task, ToolEnv, register, registry
 from agentrl.tools import ToolSet
 from agentrl.tools.calculator import calculator
-
 from agentrl.types import Message
 
 

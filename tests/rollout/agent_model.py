@@ -8,10 +8,10 @@ import os
 from pathlib import Path
 from typing import Any
 
-import agentrl.envs as envs
 import torch
 from transformers import AutoModelForCausalLM, AutoTokenizer
 
+import agentrl.envs as envs
 from agentrl.chat import ChatFormat
 from agentrl.models.tiny import build_tiny
 

@@ -8,14 +8,14 @@ import time
 from typing import Any
 
 import numpy as np
-from agentrl.envs.core import Task, ToolEnv
-from agentrl.tools.core import ToolSet, tool
 from simple_engine import ScriptedEngine
 
 from agentrl.chat import ChatFormat
 from agentrl.config.schema import RolloutConfig, SamplingConfig
 from agentrl.engines.base import GenerateResult
+from agentrl.envs.core import Task, ToolEnv
 from agentrl.rollout import RolloutRunner
+from agentrl.tools.core import ToolSet, tool
 from agentrl.types import Message, Trajectory
 
 

@@ -9,11 +9,11 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
-import agentrl.envs as envs
 import pytest
 import torch
 from simple_engine import Recorder, SimpleTorchEngine
 
+import agentrl.envs as envs
 from agentrl.chat import ChatFormat
 from agentrl.config.schema import RolloutConfig, SamplingConfig
 from agentrl.engines.base import Engine

@@ -10,9 +10,9 @@ import shutil
 from pathlib import Path
 
 import pytest
-from agentrl.envs import make
 from gsm8k_like import SUFFIX, TRAIN, verl_rows
 
+from agentrl.envs import make
 from agentrl.rows import DatasetError, Row, RowError, read_dataset
 from agentrl.types import Message
 

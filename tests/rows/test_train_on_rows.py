@@ -14,8 +14,6 @@ from pathlib import Path
 
 import pytest
 import yaml
-from agentrl.envs.math.boxed import BoxedMathEnv
-from agentrl.envs.math.verify import is_equivalent
 from gsm8k_like import (
     SUFFIX,
     TRAIN,
@@ -28,6 +26,8 @@ from gsm8k_like import (
 )
 
 from agentrl.cli import main
+from agentrl.envs.math.boxed import BoxedMathEnv
+from agentrl.envs.math.verify import is_equivalent
 
 pytestmark = pytest.mark.timeout(600)
 GOLD = {q + SUFFIX: g for q, g in TRAIN}

@@ -13,6 +13,7 @@ import subprocess
 from pathlib import Path
 
 import pytest
+
 from agentrl.sandboxes import get_backend
 
 _BACKENDS: dict[str, object] = {}

@@ -11,6 +11,7 @@ import threading
 from pathlib import Path
 
 import pytest
+
 from agentrl.sandboxes import ExecRequest
 
 LEAK = "LEAKED"

@@ -8,6 +8,7 @@ import os
 import sys
 
 import pytest
+
 from agentrl.sandboxes import (
     ExecRequest,
     ExecResult,

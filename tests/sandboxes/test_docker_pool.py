@@ -7,6 +7,7 @@ from __future__ import annotations
 import time
 
 import pytest
+
 from agentrl.sandboxes import ExecRequest
 
 pytestmark = pytest.mark.docker

@@ -19,6 +19,7 @@ import venv
 from pathlib import Path
 
 import pytest
+
 from agentrl.sandboxes import ExecRequest, LocalBackend, run_many
 
 PREFIX = "QZLEAK"

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+
 from agentrl.envs.code import builtin
 from agentrl.envs.code.env import grade
 from agentrl.sandboxes.code_reward import score_asserts, score_io

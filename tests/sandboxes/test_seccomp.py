@@ -7,6 +7,7 @@ from __future__ import annotations
 import platform
 
 import pytest
+
 from agentrl.sandboxes import ExecRequest
 from agentrl.sandboxes._seccomp import denylist_bpf
 

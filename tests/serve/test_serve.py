@@ -9,13 +9,13 @@ import httpx
 import pytest
 
 pytest.importorskip("fastapi", reason="agentrl serve needs the `serve` extra (fastapi, uvicorn)")
-from agentrl.tools.calculator import calculator
-from agentrl.tools.core import build_schema
 from live_server import live_server
 from simple_engine import Recorder, SimpleTorchEngine
 
 from agentrl.chat import ChatFormat
 from agentrl.serve.messages import from_openai
+from agentrl.tools.calculator import calculator
+from agentrl.tools.core import build_schema
 from agentrl.types import Trajectory, read_jsonl
 
 openai = pytest.importorskip("openai")  # the `test` extra; absent on the GPU host

@@ -7,11 +7,11 @@ import json
 from typing import Any
 
 import pytest
-from agentrl.tools.calculator import calculator
-from agentrl.tools.core import build_schema
 
 from agentrl.chat import ChatFormat
 from agentrl.chat.parsers import parse
+from agentrl.tools.calculator import calculator
+from agentrl.tools.core import build_schema
 
 llguidance = pytest.importorskip("llguidance", reason="constrained decoding needs the serve extra")
 

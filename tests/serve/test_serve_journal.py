@@ -16,9 +16,9 @@ from typing import Any
 
 import httpx
 import pytest
+
 from agentrl.tools.calculator import calculator
 from agentrl.tools.core import build_schema
-
 from agentrl.types import Trajectory, read_jsonl
 
 openai = pytest.importorskip("openai")

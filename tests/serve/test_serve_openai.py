@@ -11,10 +11,10 @@ from typing import Any
 
 import httpx
 import pytest
-from agentrl.tools.calculator import calculator
-from agentrl.tools.core import build_schema
 from live_server import live_server
 
+from agentrl.tools.calculator import calculator
+from agentrl.tools.core import build_schema
 from agentrl.types import Trajectory
 
 openai = pytest.importorskip("openai")  # the `test` extra; absent on the GPU host

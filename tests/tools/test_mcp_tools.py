@@ -15,7 +15,6 @@ import pytest
 pytest.importorskip("mcp", reason="MCP tools need the `mcp` extra: pip install 'agentrl[mcp]'")
 
 from agentrl.tools.mcp_tools import MCPTools  # noqa: E402
-
 from agentrl.types import Message, ToolCall  # noqa: E402
 
 SERVER = textwrap.dedent('''

@@ -30,7 +30,10 @@ def _two_turns() -> Trajectory:
     t.append([20], trained=False)
     t.append([12, 13, 14], trained=True, logprobs=[-0.3, -0.4, -0.5])
     t.append([21, 22], trained=False)
-    t.turns = [Turn(0, 2, 3, reward=0.3), Turn(3, 6, 8, reward=0.7)]
+    t.turns = [
+        Turn(start=0, end=2, obs_end=3, reward=0.3),
+        Turn(start=3, end=6, obs_end=8, reward=0.7),
+    ]
     t.validate()
     return t
 
@@ -38,7 +41,7 @@ def _two_turns() -> Trajectory:
 def _one_turn() -> Trajectory:
     t = Trajectory(prompt_ids=[8, 9], reward=0.0)
     t.append([30, 31], trained=True, logprobs=[-1.0, -2.0])
-    t.turns = [Turn(0, 2, 2)]
+    t.turns = [Turn(start=0, end=2, obs_end=2)]
     return t
 
 

@@ -16,7 +16,6 @@ import random
 from typing import Any
 
 from agentrl.envs import make
-
 from agentrl.types import Message, ToolCall, Trajectory, Turn
 
 
@@ -79,7 +78,13 @@ def build_episode(
         traj.append(ids, trained=True, logprobs=[-abs(rng.gauss(0.3, 0.4)) for _ in ids])
         messages.append(msg)
         o, r, term, trunc, info = env.step(msg)
-        turn = Turn(start, len(traj.response_ids), 0, text=sampled, tool_calls=msg.tool_calls)
+        turn = Turn(
+            start=start,
+            end=len(traj.response_ids),
+            obs_end=0,
+            text=sampled,
+            tool_calls=msg.tool_calls,
+        )
         turn.finish_reason = "stop"
         if not final:
             turn.tool_results = list(info.get("tool_results", []))

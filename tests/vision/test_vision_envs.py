@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+
 from agentrl.envs import check_env, make
 
 VISION_IDS = ["vision/count-shapes-v0", "vision/bar-chart-v0", "vision/zoom-v0"]

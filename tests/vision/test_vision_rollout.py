@@ -8,12 +8,12 @@ import asyncio
 from typing import Any
 
 import torch
-from agentrl.envs import make
-from agentrl.envs.vision.zoom import REGIONS, ZoomEnv
 
 from agentrl.chat import ChatFormat
 from agentrl.config import RolloutConfig, SamplingConfig
 from agentrl.engines.hf_vision import HFVisionEngine
+from agentrl.envs import make
+from agentrl.envs.vision.zoom import REGIONS, ZoomEnv
 from agentrl.multimodal import check_alignment, image_entries
 from agentrl.rollout.episode import run_episode
 from agentrl.rollout.runner import sampling_params

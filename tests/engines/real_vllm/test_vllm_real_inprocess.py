@@ -126,10 +126,9 @@ def test_request_timeout_aborts_and_engine_survives(
 
 
 def test_episode_with_timed_out_engine_records_error(engine: Any, small_model: Any) -> None:
-    from agentrl.envs import make
-
     from agentrl.chat import ChatFormat
     from agentrl.config.schema import RolloutConfig, SamplingConfig
+    from agentrl.envs import make
     from agentrl.rollout import RolloutRunner
 
     tok = small_model[1]

@@ -110,10 +110,9 @@ def test_request_timeout_is_a_recorded_error(engine: Any, small_model: Any, loop
 
 
 def test_killed_server_ends_episode_with_error(server: Any, engine: Any, small_model: Any) -> None:
-    from agentrl.envs import make
-
     from agentrl.chat import ChatFormat
     from agentrl.config.schema import RolloutConfig, SamplingConfig
+    from agentrl.envs import make
     from agentrl.rollout import RolloutRunner
 
     server.kill()

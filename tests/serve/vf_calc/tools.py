@@ -8,10 +8,11 @@ from __future__ import annotations
 from typing import Any, cast
 
 import verifiers.v1 as vf
-from agentrl.tools.calculator import calculator
-from agentrl.tools.core import build_schema
 from mcp.server.mcpserver import Context, MCPServer
 from mcp.types import CallToolResult, TextContent, Tool
+
+from agentrl.tools.calculator import calculator
+from agentrl.tools.core import build_schema
 
 SCHEMA = build_schema(calculator)["function"]
 
