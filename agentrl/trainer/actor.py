@@ -102,6 +102,13 @@ class Actor:
         self.optimizer, self.scheduler = build_optimizer(self.model, optim, trainer.steps * 8)
         backend.offload(self.model, self.optimizer)
 
+    def set_update_path(self, path: str) -> None:
+        """Switch `trainer.update_path` on the live model (benchmarks time both paths on the
+        same weights and batch); the values do not change, only how they are computed."""
+        self.cfg = replace(self.cfg, update_path=path)  # type: ignore[arg-type]
+        self.log_probs = build_log_prob_fn(self.cfg, self.model, self.backend)
+        self.defer_metrics = path == "fused"
+
     def compute_log_probs(self, batch: TrainBatch) -> torch.Tensor:
         self.model.eval()
         return role_log_probs(
