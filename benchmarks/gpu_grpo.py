@@ -243,8 +243,9 @@ def run_agentrl(args: argparse.Namespace, ckpt: Path, work: Path) -> dict[str, A
     if args.compare_update_paths:  # both update paths on the last batch, same process
         from _gpu_update_paths import compare_update_paths, summary_line
 
+        prof = profile_call if args.profile else None
         cmp = compare_update_paths(comps.actor, captured[-1], steps[-1]["flops"],
-                                   args.compare_update_paths, args.device, PEAK_BF16_FLOPS)  # fmt: skip
+                                   args.compare_update_paths, args.device, PEAK_BF16_FLOPS, prof)  # fmt: skip
         out["update_paths"] = cmp
         print(summary_line(cmp), flush=True)
     out["dynamo"] = dynamo_counters()

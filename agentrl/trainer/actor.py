@@ -97,8 +97,10 @@ class Actor:
         self.algo, self.optim_cfg, self.cfg = algo, optim, trainer
         self.temperature = temperature
         self.loss_fn = get_policy_loss(algo.policy_loss)
-        # fused: metrics stay on the device until the update ends (one host sync)
-        self.defer_metrics = trainer.update_path == "fused"
+        # Loss metrics stay on the device until the update ends (one host sync, see
+        # `algorithms.deferred`); False reads them after every micro-batch (the old way,
+        # kept for benchmarks that measure what the deferral saves).
+        self.defer_metrics = True
         self.optimizer, self.scheduler = build_optimizer(self.model, optim, trainer.steps * 8)
         backend.offload(self.model, self.optimizer)
 
@@ -107,7 +109,6 @@ class Actor:
         same weights and batch); the values do not change, only how they are computed."""
         self.cfg = replace(self.cfg, update_path=path)  # type: ignore[arg-type]
         self.log_probs = build_log_prob_fn(self.cfg, self.model, self.backend)
-        self.defer_metrics = path == "fused"
 
     def compute_log_probs(self, batch: TrainBatch) -> torch.Tensor:
         self.model.eval()

@@ -125,7 +125,7 @@ def test_actor_update_matches(
         cfgs = configs(mini_batch_size=8, micro_batch_size=3, packing=packing, update_path=path)
         cfgs[0].entropy_coef = 0.01  # the entropy's gradient too
         actor = Actor(_tiny("qwen2", agentrl_cache, **extra), TorchBackend("cpu"), *cfgs)
-        assert actor.defer_metrics == (path == "fused")
+        actor.defer_metrics = path == "fused"  # and the per-micro-batch metric reads
         b = batch(SIZES, seed=1)
         b.old_log_probs = actor.compute_log_probs(b) - 0.05  # ratios away from 1: clipping
         metrics = actor.update(b, torch.Generator().manual_seed(0))
