@@ -27,6 +27,13 @@ import torch.nn.functional as F
 from .chunked_logprobs import _bwd_chunk, _fwd_chunk
 
 CHUNK_ELEMENTS = 1 << 28  # logits elements per chunk (512 MiB in bf16): the memory bound
+# Causal LMs whose transformers forward is exactly `lm_head(decoder(...).last_hidden_state)`
+# (checked in transformers 5): no logit soft-capping (Gemma-2/3), scaling (Cohere, Granite)
+# or anything else after the head. Other models run materialized.
+PLAIN_HEAD_MODELS = frozenset(
+    {"llama", "mistral", "mixtral", "qwen2", "qwen2_moe", "qwen3", "qwen3_moe", "phi3",
+     "smollm3", "olmo2", "gemma"}
+)  # fmt: skip
 
 
 def _rows(vocab: int) -> int:
@@ -136,14 +143,17 @@ class FusedHead:
     """A causal LM split where the fused head needs it: its decoder (embeddings, layers and
     final norm: the hidden states) and its lm-head weight. `of(model)` returns None when the
     model has no plain split (no HF decoder, an lm-head with a bias or wrapped by an adapter),
-    so the caller keeps the materialized path."""
+    or a model type outside `PLAIN_HEAD_MODELS`, so the caller keeps the materialized path."""
 
     def __init__(self, decoder: Any, head: torch.nn.Linear) -> None:
         self.decoder, self.head = decoder, head
 
     @staticmethod
     def of(model: Any) -> FusedHead | None:
-        if not isinstance(model, torch.nn.Module):
+        config = getattr(model, "config", None)
+        if not isinstance(model, torch.nn.Module) or config is None:
+            return None
+        if getattr(config, "model_type", None) not in PLAIN_HEAD_MODELS:
             return None
         try:
             decoder, head = model.get_decoder(), model.get_output_embeddings()

@@ -143,7 +143,8 @@ def test_actor_update_matches(
 
 
 def test_sharded_backends_and_plain_heads_only(agentrl_cache: Path) -> None:
-    """FSDP2 (sharded parameters) runs materialized; so does an lm-head with a bias."""
+    """FSDP2 (sharded parameters) runs materialized; so do an lm-head with a bias and a model
+    whose forward changes the logits after the head (Gemma-2's soft-capping)."""
     from agentrl.backends.fsdp2 import FSDP2Backend
     from agentrl.backends.megatron import MegatronBackend
 
@@ -153,3 +154,4 @@ def test_sharded_backends_and_plain_heads_only(agentrl_cache: Path) -> None:
     model.lm_head = torch.nn.Linear(model.lm_head.in_features, model.lm_head.out_features)
     assert FusedHead.of(model) is None
     assert FusedHead.of(torch.nn.Linear(2, 2)) is None
+    assert FusedHead.of(_tiny("gemma2", agentrl_cache)) is None
