@@ -365,7 +365,7 @@ def parse() -> argparse.Namespace:
     p.add_argument("--packing", action="store_true", help="trainer.packing (padding-free)")
     p.add_argument("--compile", action="store_true", help="trainer.compile (decoder layers)")
     p.add_argument("--profile", action="store_true", help="one extra step under torch.profiler")
-    p.add_argument("--update-path", choices=["fused", "materialized"], default="fused")
+    p.add_argument("--update-path", choices=["fused", "materialized"], default="materialized")
     p.add_argument("--compare-update-paths", type=int, default=0, metavar="R",
                    help="then R timed updates of the last batch per update path")  # fmt: skip
     p.add_argument(

@@ -3,7 +3,7 @@
 Why: reading a statistic (`.item()`) waits for every kernel queued before it. A loss that
 reads its half-dozen metrics between the forward and the backward makes the host wait for
 the forward, then start queueing the backward from an idle device, in every micro-batch.
-Inside `deferred_metrics()` (the Actor's update, `trainer.update_path: fused`) `metric`
+Inside `deferred_metrics()` (every `Actor.update`) `metric`
 returns the detached 0-d tensor instead; the Actor sums them on the device and reads them
 all at once at the end of the update. Outside it, `metric` is `.item()`: every other caller
 gets floats as before.

@@ -261,8 +261,9 @@ class TrainerConfig:
     # micro-batch (agentrl/trainer/fused_head.py): lower peak memory for one more lm-head
     # product in backward. materialized: the lm-head's logits are kept for backward. Same
     # values up to float rounding order. Models without a plain lm-head (a bias, a LoRA on
-    # it, Megatron) and FSDP2-sharded ones run materialized.
-    update_path: Literal["fused", "materialized"] = "fused"
+    # it, Megatron) and FSDP2-sharded ones run materialized. Not the default: on CPU the
+    # recomputed product made fused no faster (BENCHMARKS.md, update variants).
+    update_path: Literal["fused", "materialized"] = "materialized"
     # local: every role in this process (or one process per rank under torchrun).
     # ray: rollout and learner run as Ray actors (see docs/scaling.md).
     placement: Literal["local", "ray"] = "local"
