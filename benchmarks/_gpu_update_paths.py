@@ -48,22 +48,27 @@ def compare_update_paths(
     cuda = device == "cuda"
     runs: dict[str, list[float]] = {p: [] for p in VARIANTS}
     peaks: dict[str, float] = {p: 0.0 for p in VARIANTS}
+    errors: dict[str, str] = {}  # a failing variant is reported, the others still run
     for rep in range(reps + 1):  # rep 0: warm-up of each variant, not timed
-        for path in VARIANTS:
+        for path in [v for v in VARIANTS if v not in errors]:
             _use(actor, path)
             if cuda:
                 torch.cuda.synchronize()
                 torch.cuda.reset_peak_memory_stats()
                 base = torch.cuda.memory_allocated()
             t = time.perf_counter()
-            actor.update(batch)
+            try:
+                actor.update(batch)
+            except Exception as e:  # noqa: BLE001 - keep the other variants' numbers
+                errors[path] = f"{type(e).__name__}: {e}"[:2000]
+                continue
             if cuda:
                 torch.cuda.synchronize()
                 peaks[path] = max(peaks[path], (torch.cuda.max_memory_allocated() - base) / 2**30)
             if rep:
                 runs[path].append(time.perf_counter() - t)
-    out: dict[str, Any] = {"reps": reps, "flops_per_update": flops}
-    for path in VARIANTS:
+    out: dict[str, Any] = {"reps": reps, "flops_per_update": flops, "errors": errors}
+    for path in [v for v in VARIANTS if v not in errors]:
         mean = sum(runs[path]) / max(len(runs[path]), 1)
         out[path] = {
             "update_s": runs[path],
@@ -74,11 +79,16 @@ def compare_update_paths(
         }
         if profile is not None:
             _use(actor, path)
-            prof = profile(lambda: actor.update(batch) or {}, device)
-            prof["top_device_ops"] = prof["top_device_ops"][:15]
-            prof["top_host_ops"] = prof["top_host_ops"][:15]
+            try:
+                prof = profile(lambda: actor.update(batch) or {}, device)
+            except Exception as e:  # noqa: BLE001 - the timings above still stand
+                prof = {"error": f"{type(e).__name__}: {e}"[:2000]}
+            for key in ("top_device_ops", "top_host_ops"):
+                if key in prof:
+                    prof[key] = prof[key][:15]
             out[path]["profile"] = prof
-        out[path]["speedup_vs_before"] = out["before"]["update_s_mean"] / mean if mean else None
+        before = out.get("before", {}).get("update_s_mean")
+        out[path]["speedup_vs_before"] = before / mean if before and mean else None
     actor.set_update_path(start[0])
     actor.defer_metrics = start[1]
     return out
@@ -91,6 +101,10 @@ def summary_line(cmp: dict[str, Any]) -> str:
         r = cmp[path]
         mfu = f"{100 * r['mfu']:.1f}% MFU, " if r["mfu"] is not None else ""
         mem = f", +{r['peak_gib_above_start']:.1f} GiB peak" if r["mfu"] is not None else ""
-        return f"{path} {mfu}{1e3 * r['update_s_mean']:.1f} ms{mem} ({r['speedup_vs_before']:.3f}x)"
+        up = r["speedup_vs_before"]
+        speedup = f" ({up:.3f}x)" if up is not None else ""
+        return f"{path} {mfu}{1e3 * r['update_s_mean']:.1f} ms{mem}{speedup}"
 
-    return f"update paths ({cmp['reps']} reps each): " + " | ".join(map(part, VARIANTS))
+    done = [v for v in VARIANTS if v in cmp]
+    errors = "".join(f" | {v} FAILED: {e[:200]}" for v, e in cmp["errors"].items())
+    return f"update paths ({cmp['reps']} reps each): " + " | ".join(map(part, done)) + errors
