@@ -19,6 +19,8 @@ Parts (each writes one JSON object; `--part all` runs agentrl here and TRL in a 
     python benchmarks/gpu_grpo.py --json benchmarks/results/gpu_grpo.json          # H200
     python benchmarks/gpu_grpo.py --shape tiny --device cpu --steps 1 --prompts 2 \\
         --n 2 --sft-steps 2 --part agentrl                                          # CPU smoke
+    python benchmarks/gpu_grpo.py --part agentrl --micro 128 --max-turns 1 --packing \\
+        --compile --compare-update-paths 5     # + update paths side by side (_gpu_update_paths)
 """
 
 from __future__ import annotations
@@ -120,6 +122,7 @@ def train_config(path: Path, args: argparse.Namespace, out_dir: Path) -> Any:
                 "logprob_micro_batch_size": args.micro * 2,
                 "packing": args.packing,
                 "compile": args.compile,
+                "update_path": args.update_path,
                 "device": args.device,
                 "out_dir": str(out_dir),
                 "tensorboard": False,
@@ -235,6 +238,14 @@ def run_agentrl(args: argparse.Namespace, ckpt: Path, work: Path) -> dict[str, A
         trainer.step += 1
         out["profile_step"] = profile_call(trainer.train_step, args.device)
         out["profile_update"] = profile_call(lambda: comps.actor.update(captured[-1]), args.device)
+    if args.compare_update_paths:  # both update paths on the last batch, same process
+        from _gpu_update_paths import compare_update_paths, summary_line
+
+        prof = profile_call if args.profile else None
+        cmp = compare_update_paths(comps.actor, captured[-1], steps[-1]["flops"],
+                                   args.compare_update_paths, args.device, PEAK_BF16_FLOPS, prof)  # fmt: skip
+        out["update_paths"] = cmp
+        print(summary_line(cmp), flush=True)
     out["dynamo"] = dynamo_counters()
     out["update_with_gradient_checkpointing"] = gc_update(comps, captured[-1], args.device)
     out["weight_sync_s"] = [
@@ -352,6 +363,9 @@ def parse() -> argparse.Namespace:
     p.add_argument("--packing", action="store_true", help="trainer.packing (padding-free)")
     p.add_argument("--compile", action="store_true", help="trainer.compile (decoder layers)")
     p.add_argument("--profile", action="store_true", help="one extra step under torch.profiler")
+    p.add_argument("--update-path", choices=["fused", "materialized"], default="materialized")
+    p.add_argument("--compare-update-paths", type=int, default=0, metavar="R",
+                   help="then R timed updates of the last batch per update path")  # fmt: skip
     p.add_argument(
         "--engine-extra",
         nargs="*",

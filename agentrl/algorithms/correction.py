@@ -21,6 +21,7 @@ from typing import Literal
 import torch
 from torch import Tensor
 
+from agentrl.algorithms.deferred import metric
 from agentrl.algorithms.masked import masked_mean
 
 TISMode = Literal["none", "token", "sequence", "token_mask", "sequence_mask"]
@@ -57,9 +58,9 @@ def importance_weights(
     changed = (weights != rho).to(m.dtype)
     token_rho = (old_log_probs - rollout_log_probs).clamp(-LOG_RATIO_CLAMP, LOG_RATIO_CLAMP)
     metrics = {
-        "tis_weight_mean": masked_mean(weights, m).item(),
-        "tis_changed_frac": 0.0 if mode == "none" else masked_mean(changed, m).item(),
+        "tis_weight_mean": metric(masked_mean(weights, m)),
+        "tis_changed_frac": 0.0 if mode == "none" else metric(masked_mean(changed, m)),
         # k3 estimate of KL(π_rollout‖π_old) on the sampled tokens.
-        "rollout_kl": masked_mean(token_rho.exp() - 1 - token_rho, m).item(),
+        "rollout_kl": metric(masked_mean(token_rho.exp() - 1 - token_rho, m)),
     }
     return weights, metrics

@@ -13,6 +13,7 @@ from __future__ import annotations
 import torch
 from torch import Tensor
 
+from agentrl.algorithms.deferred import metric
 from agentrl.algorithms.losses import (
     Metrics,
     _clip_surrogate,
@@ -63,8 +64,8 @@ def clip_cov_loss(
         keep[picked[:, 0], picked[:, 1]] = 0.0
     loss = agg(_weighted(loss_mat * keep, is_weights), mask, cfg)
     metrics = _ratio_metrics(log_ratio.detach(), mask)
-    metrics["clip_frac"] = masked_mean(clip_hit.float(), mask).item()
-    metrics["cov_frac"] = masked_mean((keep == 0).float(), mask).item()
+    metrics["clip_frac"] = metric(masked_mean(clip_hit.float(), mask))
+    metrics["cov_frac"] = metric(masked_mean((keep == 0).float(), mask))
     return loss, metrics
 
 
@@ -96,5 +97,5 @@ def kl_cov_loss(
     loss_mat = loss_mat + cfg.ppo_kl_coef * log_ratio.abs() * penalised
     loss = agg(_weighted(loss_mat, is_weights), mask, cfg)
     metrics = _ratio_metrics(log_ratio.detach(), mask)
-    metrics["cov_frac"] = masked_mean(penalised.float(), mask).item()
+    metrics["cov_frac"] = metric(masked_mean(penalised.float(), mask))
     return loss, metrics

@@ -17,6 +17,7 @@ from typing import Literal
 import torch
 from torch import Tensor
 
+from agentrl.algorithms.deferred import metric
 from agentrl.algorithms.masked import masked_mean
 
 KLEstimator = Literal["k1", "abs", "k2", "mse", "k3", "low_var_kl"]
@@ -58,9 +59,9 @@ def kl_penalized_rewards(
 
 
 @torch.no_grad()
-def measured_kl(kl: Tensor, mask: Tensor) -> float:
+def measured_kl(kl: Tensor, mask: Tensor) -> float | Tensor:
     """The batch's KL as the adaptive controller reads it: the mean over sequences (with a
     trained token) of each sequence's mean per-token estimate (verl's `current_kl`)."""
     m = mask.to(kl.dtype)
     rows = (m.sum(dim=-1) > 0).to(kl.dtype)
-    return masked_mean(masked_mean(kl, m, dim=-1), rows).item()
+    return metric(masked_mean(masked_mean(kl, m, dim=-1), rows))

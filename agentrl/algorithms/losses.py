@@ -16,6 +16,7 @@ import torch
 from torch import Tensor
 
 from agentrl.algorithms._registry import lookup, registrar
+from agentrl.algorithms.deferred import metric
 from agentrl.algorithms.masked import masked_max, masked_mean
 from agentrl.config.schema import AlgorithmConfig
 
@@ -29,7 +30,7 @@ AggMode = Literal[
 # Modes whose value over a batch is the plain sum of its parts' values (no batch-dependent
 # denominator): a trainer splitting the batch adds micro-batch losses with weight 1.
 ADDITIVE_AGG_MODES: frozenset[str] = frozenset({"token-sum"})
-Metrics = dict[str, float]
+Metrics = dict[str, float | Tensor]  # tensors inside `deferred_metrics()`
 PolicyLossFn = Callable[..., tuple[Tensor, Metrics]]
 POLICY_LOSSES: dict[str, PolicyLossFn] = {}
 register_policy_loss = registrar(POLICY_LOSSES, "policy loss")
@@ -102,9 +103,9 @@ def _ratio_metrics(log_ratio: Tensor, mask: Tensor) -> Metrics:
     """approx_kl is k3 of KL(π_old‖π): E_old[(r − 1) − log r] ≥ 0, r = π/π_old."""
     ratio = log_ratio.exp()
     return {
-        "approx_kl": masked_mean(ratio - 1 - log_ratio, mask).item(),
-        "ratio_mean": masked_mean(ratio, mask).item(),
-        "ratio_max": masked_max(ratio, mask).item(),
+        "approx_kl": metric(masked_mean(ratio - 1 - log_ratio, mask)),
+        "ratio_mean": metric(masked_mean(ratio, mask)),
+        "ratio_max": metric(masked_max(ratio, mask)),
     }
 
 
@@ -132,7 +133,7 @@ def _loss_and_metrics(
     `clip_frac` (the share of trained tokens where clipping took effect)."""
     loss = agg(_weighted(loss_mat, is_weights), mask, cfg, mode)
     metrics = _ratio_metrics(log_ratio.detach(), mask)
-    metrics["clip_frac"] = masked_mean(clip_hit.float(), mask).item()
+    metrics["clip_frac"] = metric(masked_mean(clip_hit.float(), mask))
     return loss, metrics
 
 
@@ -166,7 +167,7 @@ def ppo_clip_loss(
     loss, metrics = _loss_and_metrics(
         loss_mat, mask, cfg, cfg.loss_agg_mode, is_weights, log_ratio, clip_hit
     )
-    metrics["dual_clip_frac"] = masked_mean(dual_hit.float(), mask).item()
+    metrics["dual_clip_frac"] = metric(masked_mean(dual_hit.float(), mask))
     return loss, metrics
 
 
@@ -198,7 +199,7 @@ def gspo_loss(
         loss_mat, mask, cfg, FIXED_AGG_MODES["gspo"], is_weights, log_ratio, clip_hit
     )
     rows = (mask.sum(dim=-1) > 0).float()
-    metrics["seq_ratio_mean"] = masked_mean(seq_log_ratio.squeeze(-1).exp(), rows).item()
+    metrics["seq_ratio_mean"] = metric(masked_mean(seq_log_ratio.squeeze(-1).exp(), rows))
     return loss, metrics
 
 

@@ -51,8 +51,12 @@ def masked_whiten(x: Tensor, mask: Tensor, eps: float = 1e-8) -> Tensor:
 
 
 def masked_max(x: Tensor, mask: Tensor) -> Tensor:
-    """max of the masked elements (0 when none)."""
+    """max of the masked elements (0 when none). No host sync for floating `x` (a boolean
+    selection would wait for the device to count the elements)."""
     mask = mask.bool()
+    if x.is_floating_point() and x.numel():
+        top = x.masked_fill(~mask, float("-inf")).amax()
+        return torch.where(mask.any(), top, torch.zeros_like(top))
     if not mask.any():
         return x.new_zeros(())
     return x[mask].max()

@@ -12,6 +12,7 @@ from __future__ import annotations
 import torch
 from torch import Tensor
 
+from agentrl.algorithms.deferred import metric
 from agentrl.algorithms.losses import (
     Metrics,
     _log_ratio,
@@ -51,7 +52,7 @@ def sapo_loss(
     gate = torch.sigmoid(tau * (ratio - 1)) * (4.0 / tau)
     loss = agg(_weighted(-gate * advantages, is_weights), mask, cfg, "seq-mean-token-mean")
     metrics = _ratio_metrics(log_ratio.detach(), mask)
-    metrics["sapo_gate_mean"] = masked_mean(gate.detach(), mask).item()
+    metrics["sapo_gate_mean"] = metric(masked_mean(gate.detach(), mask))
     return loss, metrics
 
 
@@ -108,7 +109,7 @@ def geo_mean_loss(
     loss = masked_mean(per_seq, rows)
     metrics = _ratio_metrics(log_ratio.detach(), mask)
     hit = (clipped != log_ratio).float()
-    metrics["clip_frac"] = masked_mean(hit * (advantages > 0), mask).item()
-    metrics["clip_frac_lower"] = masked_mean(hit * (advantages < 0), mask).item()
-    metrics["seq_ratio_mean"] = masked_mean(seq_ratio.detach(), rows).item()
+    metrics["clip_frac"] = metric(masked_mean(hit * (advantages > 0), mask))
+    metrics["clip_frac_lower"] = metric(masked_mean(hit * (advantages < 0), mask))
+    metrics["seq_ratio_mean"] = metric(masked_mean(seq_ratio.detach(), rows))
     return loss, metrics

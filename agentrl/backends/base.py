@@ -22,6 +22,9 @@ class TrainingBackend(ABC):
     offload_params: bool = False
     offload_optimizer: bool = False
     sp: int = 1  # Ulysses group size: ranks that hold the same rows
+    # The prepared model's submodules can be called on their own and its parameters read as
+    # plain tensors (no sharding hooks): what `trainer.update_path: fused` needs.
+    plain_modules: bool = True
 
     @property
     def data_parallel_size(self) -> int:

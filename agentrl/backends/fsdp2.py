@@ -24,6 +24,8 @@ from .base import TrainingBackend, resolve_device, unwrap_state_name
 
 
 class FSDP2Backend(TrainingBackend):
+    plain_modules = False  # parameters are sharded DTensors, unsharded by hooks
+
     def __init__(
         self,
         device: str = "auto",

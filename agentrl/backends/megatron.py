@@ -169,6 +169,8 @@ def local_state(gpt: torch.nn.Module) -> State:
 
 
 class MegatronBackend(TrainingBackend):
+    plain_modules = False  # Megatron's own modules (tensor-parallel lm-head)
+
     def __init__(
         self,
         device: str = "auto",

@@ -303,6 +303,15 @@ class TrainerConfig:
     # log-softmax/entropy chunks: fuses the elementwise work around the matmuls. The first
     # update (and the first log-prob pass) pays the compile time; GPU recommended.
     compile: bool = False
+    # How the trainer's forwards turn hidden states into log-probs and entropies. fused: the
+    # lm-head product and the float32 log-softmax/entropy run together in row chunks,
+    # recomputed in backward, so no [tokens, vocab] logits or their gradient are held for a
+    # micro-batch (agentrl/trainer/fused_head.py): lower peak memory for one more lm-head
+    # product in backward. materialized: the lm-head's logits are kept for backward. Same
+    # values up to float rounding order. Models without a plain lm-head (a bias, a LoRA on
+    # it, Megatron) and FSDP2-sharded ones run materialized. Not the default: on CPU the
+    # recomputed product made fused no faster (BENCHMARKS.md, update variants).
+    update_path: Literal["fused", "materialized"] = "materialized"
     # local: every role in this process (or one process per rank under torchrun).
     # ray: rollout and learner run as Ray actors (see docs/scaling.md).
     placement: Literal["local", "ray"] = "local"

@@ -22,6 +22,7 @@ from agentrl.algorithms import (
     measured_kl,
     policy_agg_mode,
 )
+from agentrl.algorithms.deferred import deferred_metrics, metric
 from agentrl.algorithms.losses import agg
 from agentrl.algorithms.masked import masked_mean
 from agentrl.backends import TrainingBackend
@@ -96,8 +97,18 @@ class Actor:
         self.algo, self.optim_cfg, self.cfg = algo, optim, trainer
         self.temperature = temperature
         self.loss_fn = get_policy_loss(algo.policy_loss)
+        # Loss metrics stay on the device until the update ends (one host sync, see
+        # `algorithms.deferred`); False reads them after every micro-batch (the old way,
+        # kept for benchmarks that measure what the deferral saves).
+        self.defer_metrics = True
         self.optimizer, self.scheduler = build_optimizer(self.model, optim, trainer.steps * 8)
         backend.offload(self.model, self.optimizer)
+
+    def set_update_path(self, path: str) -> None:
+        """Switch `trainer.update_path` on the live model (benchmarks time both paths on the
+        same weights and batch); the values do not change, only how they are computed."""
+        self.cfg = replace(self.cfg, update_path=path)  # type: ignore[arg-type]
+        self.log_probs = build_log_prob_fn(self.cfg, self.model, self.backend)
 
     def compute_log_probs(self, batch: TrainBatch) -> torch.Tensor:
         self.model.eval()
@@ -131,7 +142,7 @@ class Actor:
 
     def micro_loss(
         self, mb: TrainBatch, algo: AlgorithmConfig | None = None
-    ) -> tuple[list[tuple[torch.Tensor, str]], dict[str, float]]:
+    ) -> tuple[list[tuple[torch.Tensor, str]], dict[str, Any]]:
         """The micro-batch's loss terms, each aggregated over it with its own mode: the policy
         loss (with `policy_agg_mode`), − entropy bonus and + KL term (with `loss_agg_mode`).
 
@@ -148,14 +159,14 @@ class Actor:
         if mb.old_log_probs is None:  # the trainer skipped the old forward: log the mismatch
             _, tis = importance_weights(old, mb.rollout_log_probs, mask, "none", algo.tis_cap)
             metrics["rollout_kl"] = tis["rollout_kl"]
-        metrics["entropy"] = float(masked_mean(entropy.detach(), mask))  # per trained token
+        metrics["entropy"] = metric(masked_mean(entropy.detach(), mask))  # per trained token
         if algo.entropy_coef:
             terms.append((-algo.entropy_coef * agg(entropy, mask, algo), algo.loss_agg_mode))
         if algo.kl.coef and algo.kl.placement == "loss" and mb.ref_log_probs is not None:
             per_token = kl_penalty(logp, mb.ref_log_probs, algo.kl.estimator)
             kl = agg(per_token, mask, algo)
             terms.append((algo.kl.coef * kl, algo.loss_agg_mode))
-            metrics["kl"] = float(kl.detach())
+            metrics["kl"] = metric(kl)
             metrics["kl_seq_mean"] = measured_kl(per_token.detach(), mask)
         return terms, metrics
 
@@ -175,9 +186,10 @@ class Actor:
         (`algorithm.kl.ctrl: adaptive`); default `algorithm.kl.coef`."""
         self.model.train()
         algo = self.resolved(batch, kl_coef)
-        sums: dict[str, float] = defaultdict(float)
+        sums: dict[str, Any] = defaultdict(float)  # floats, or 0-d device tensors (deferred)
         steps = 0
-        with self.backend.on_device(self.model, self.optimizer):
+        on_device = self.backend.on_device(self.model, self.optimizer)
+        with on_device, deferred_metrics(self.defer_metrics):
             for _ in range(self.cfg.ppo_epochs):
                 order = torch.randperm(batch.size, generator=generator).tolist()
                 for mini in self._chunks(order, self.cfg.mini_batch_size):
@@ -197,7 +209,7 @@ class Actor:
         return algo
 
     def _optimizer_step(
-        self, batch: TrainBatch, mini: list[int], sums: dict[str, float], algo: AlgorithmConfig
+        self, batch: TrainBatch, mini: list[int], sums: dict[str, Any], algo: AlgorithmConfig
     ) -> None:
         """One mini-batch. Each micro loss term is weighted by its share of the mini-batch's
         count (for its aggregation mode) summed over ranks, so any sharding or micro size adds
@@ -212,11 +224,14 @@ class Actor:
         self.optimizer.zero_grad(set_to_none=True)
         for micro in self._micro_plan(mine, len(mini)):
             real = 1.0 if micro else 0.0
-            mb = batch.select(micro or mini[:1]).to(backend.device)
+            rows = batch.select(micro or mini[:1])
+            # Shares from the host copy: counting on the device would wait for it.
+            share = {m: real * micro_share(rows.response_mask, m, totals[m]) for m in modes}
+            mb = rows.to(backend.device)
             terms, metrics = self.micro_loss(mb, algo)
-            loss = sum(t * (real * micro_share(mb.response_mask, m, totals[m])) for t, m in terms)
+            loss = sum(t * share[m] for t, m in terms)
             (loss * backend.grad_scale()).backward()
-            sums["loss"] += float(loss.detach())
+            sums["loss"] += metric(loss)
             sums["micro_batches"] += real
             for k, v in metrics.items():
                 sums[k] += v * real
@@ -232,8 +247,13 @@ class Actor:
         chunks = list(self._chunks(mine, size))
         return chunks + [[] for _ in range(max(1, -(-largest // size)) - len(chunks))]
 
-    def _reduce_metrics(self, sums: dict[str, float], steps: int) -> dict[str, float]:
-        """Metrics over all ranks; keys are reduced in sorted order (one collective each)."""
+    def _reduce_metrics(self, sums: dict[str, Any], steps: int) -> dict[str, float]:
+        """Metrics over all ranks; keys are reduced in sorted order (one collective each).
+        Sums left on the device (deferred) are read in one transfer."""
+        on_device = [k for k, v in sums.items() if isinstance(v, torch.Tensor)]
+        if on_device:
+            values = torch.stack([sums[k].float().reshape(()) for k in on_device]).tolist()
+            sums.update(zip(on_device, values, strict=True))
         total = self.backend.global_sum
         n_micro = max(total(sums.pop("micro_batches", 0.0)), 1.0)
         loss, grad_norm = sums.pop("loss", 0.0), sums.pop("grad_norm", 0.0)

@@ -13,6 +13,7 @@ import torch
 
 from .batch import TrainBatch
 from .chunked_logprobs import chunked_token_log_probs
+from .fused_head import FusedHead
 
 
 def forward_logits(model: Any, batch: TrainBatch) -> torch.Tensor:
@@ -62,12 +63,27 @@ def token_log_probs(
 
 
 def response_log_probs(
-    model: Any, batch: TrainBatch, temperature: float = 1.0, compiled: bool = False
+    model: Any,
+    batch: TrainBatch,
+    temperature: float = 1.0,
+    compiled: bool = False,
+    fused: bool = False,
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """(log-probs, entropy) `[B, T]` of the batch's response tokens; 0 beyond each response.
-    `compiled`: the log-softmax reduction through inductor (`trainer.compile`)."""
-    logits = forward_logits(model, batch)
-    logp, ent = chunked_token_log_probs(logits, batch.responses, temperature, compiled)
+    `compiled`: the log-softmax reduction through inductor (`trainer.compile`); `fused`: from
+    the hidden states at the response positions through the fused head (`fused_head`), no
+    logits held (models without a plain lm-head, and multimodal batches, run materialized)."""
+    head = FusedHead.of(model) if fused and not batch.multimodal else None
+    if head is None:
+        logits = forward_logits(model, batch)
+        logp, ent = chunked_token_log_probs(logits, batch.responses, temperature, compiled)
+    else:
+        hidden = head.hidden(
+            input_ids=batch.input_ids, attention_mask=batch.attention_mask, use_cache=False
+        )
+        rows = torch.arange(batch.size, device=hidden.device)[:, None]
+        at = hidden[rows, batch.logit_index.clamp(min=0)]
+        logp, ent = head.log_probs(at, batch.responses, temperature, compiled)
     valid = (batch.logit_index >= 0).to(logp.dtype)
     return logp * valid, ent * valid
 

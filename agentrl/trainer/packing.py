@@ -26,6 +26,7 @@ from agentrl.models.packed_attention import enable_packed_attention, packed_kwar
 
 from .batch import TrainBatch
 from .chunked_logprobs import chunked_token_log_probs
+from .fused_head import FusedHead
 from .logprobs import response_log_probs
 
 
@@ -71,20 +72,22 @@ def build_log_prob_fn(cfg: TrainerConfig, model: Any, backend: Any) -> LogProbFn
     Call before `backend.prepare(model)` (it switches the model's attention)."""
     if cfg.ulysses_sp > 1 and not cfg.packing:
         raise ValueError("trainer.ulysses_sp > 1 needs trainer.packing=true")
+    fused = cfg.update_path == "fused" and backend.plain_modules
     if not cfg.packing:
-        return functools.partial(response_log_probs, compiled=cfg.compile)
+        return functools.partial(response_log_probs, compiled=cfg.compile, fused=fused)
     group = backend.sequence_parallel_group() if cfg.ulysses_sp > 1 else None
     enable_packed_attention(model, group)
-    return PackedLogProbs(group, compiled=cfg.compile)
+    return PackedLogProbs(group, compiled=cfg.compile, fused=fused)
 
 
 class PackedLogProbs:
     """`(log-probs, entropy)` `[B, T]` of a batch's response tokens through a packed forward;
     the same contract as `logprobs.response_log_probs`."""
 
-    def __init__(self, sp_group: Any = None, compiled: bool = False) -> None:
+    def __init__(self, sp_group: Any = None, compiled: bool = False, fused: bool = False) -> None:
         self.sp_group = sp_group
         self.compiled = compiled  # the log-softmax reduction through inductor
+        self.fused = fused  # lm-head and log-softmax in row chunks (`fused_head`)
 
     def __call__(
         self, model: Any, batch: TrainBatch, temperature: float = 1.0
@@ -99,15 +102,21 @@ class PackedLogProbs:
         local = wanted[(wanted >= lo) & (wanted < hi)] - lo
         # Position 0 is always kept: every rank runs the lm-head (FSDP keeps ranks in step).
         keep = torch.unique(torch.cat([local, local.new_zeros(1)]))
-        out = model(
+        inputs = dict(
             input_ids=p.input_ids[:, lo:hi],
             position_ids=p.position_ids[:, lo:hi],
             use_cache=False,
-            logits_to_keep=keep,
             **packed_kwargs(p.lengths, p.input_ids.device),
         )
-        logits = (out.logits if hasattr(out, "logits") else out)[0]
-        lp, ent = chunked_token_log_probs(logits, p.targets[lo + keep], temperature, self.compiled)
+        targets = p.targets[lo + keep]
+        head = FusedHead.of(model) if self.fused else None
+        if head is not None:
+            hidden = head.hidden(**inputs)[0, keep]
+            lp, ent = head.log_probs(hidden, targets, temperature, self.compiled)
+        else:
+            out = model(**inputs, logits_to_keep=keep)
+            logits = (out.logits if hasattr(out, "logits") else out)[0]
+            lp, ent = chunked_token_log_probs(logits, targets, temperature, self.compiled)
         row_lp = lp.new_zeros(n).index_copy(0, keep, lp)
         row_ent = ent.new_zeros(n).index_copy(0, keep, ent)
         if self.sp_group is not None:

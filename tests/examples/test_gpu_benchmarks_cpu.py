@@ -25,7 +25,7 @@ def _run(script: str, args: list[str], out: Path) -> dict:
 def test_gpu_grpo_agentrl_half_on_cpu(tmp_path: Path) -> None:
     args = ["--shape", "tiny", "--vocab", "647", "--device", "cpu", "--part", "agentrl"]
     args += ["--steps", "1", "--prompts", "2", "--n", "2", "--sft-steps", "2", "--packing"]
-    args += ["--profile", "--engine-extra", "fast=true"]
+    args += ["--profile", "--engine-extra", "fast=true", "--compare-update-paths", "1"]
     result = _run("gpu_grpo.py", args, tmp_path / "grpo.json")
     assert "agentrl_error" not in result
     out = result["agentrl"]
@@ -36,6 +36,10 @@ def test_gpu_grpo_agentrl_half_on_cpu(tmp_path: Path) -> None:
     assert 0 < step["flops"] <= step["flops_6n_all"]
     assert step["logit_tokens"] <= step["tokens"]
     assert out["profile_update"]["top_device_ops"]
+    paths = out["update_paths"]  # the update's variants timed (and profiled) on one batch
+    for name in ("before", "materialized", "fused"):
+        assert paths[name]["update_s_mean"] > 0 and paths[name]["speedup_vs_before"] > 0
+        assert paths[name]["profile"]["top_device_ops"]
 
 
 def test_gpu_prefill_attention_on_cpu(tmp_path: Path) -> None:
