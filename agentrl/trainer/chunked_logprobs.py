@@ -31,7 +31,7 @@ def _rows_per_chunk(vocab: int, compiled: bool = False) -> int:
     return max(1, elements // max(vocab, 1))
 
 
-def _fwd_chunk(
+def fwd_chunk(
     logits: torch.Tensor, tokens: torch.Tensor, inv_temp: float
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """(log p(token), entropy) of one chunk of rows, in float32."""
@@ -41,7 +41,7 @@ def _fwd_chunk(
     return x.gather(-1, tokens[:, None]).squeeze(-1) - lse, lse - (p * x).sum(-1)
 
 
-def _bwd_chunk(
+def bwd_chunk(
     logits: torch.Tensor, tokens: torch.Tensor, gl: torch.Tensor, ge: torch.Tensor, inv_temp: float
 ) -> torch.Tensor:
     """d/dlogits of sum(gl·logp + ge·H) for one chunk, in the logits' dtype:
@@ -59,8 +59,8 @@ def _bwd_chunk(
 @cache
 def _compiled() -> tuple[Any, Any]:
     return (
-        torch.compile(_fwd_chunk, dynamic=True, fullgraph=True),
-        torch.compile(_bwd_chunk, dynamic=True, fullgraph=True),
+        torch.compile(fwd_chunk, dynamic=True, fullgraph=True),
+        torch.compile(bwd_chunk, dynamic=True, fullgraph=True),
     )
 
 
@@ -73,7 +73,7 @@ class _ChunkedLogProbs(torch.autograd.Function):
         logp = torch.empty(n, dtype=torch.float32, device=logits.device)
         ent = torch.empty(n, dtype=torch.float32, device=logits.device)
         step = _rows_per_chunk(vocab, compiled)
-        fwd = _compiled()[0] if compiled else _fwd_chunk
+        fwd = _compiled()[0] if compiled else fwd_chunk
         for a in range(0, n, step):
             logp[a : a + step], ent[a : a + step] = fwd(
                 logits[a : a + step], tokens[a : a + step], inv_temp

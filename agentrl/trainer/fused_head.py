@@ -24,7 +24,7 @@ from typing import Any
 import torch
 import torch.nn.functional as F
 
-from .chunked_logprobs import _bwd_chunk, _fwd_chunk
+from .chunked_logprobs import bwd_chunk, fwd_chunk
 
 CHUNK_ELEMENTS = 1 << 28  # logits elements per chunk (512 MiB in bf16): the memory bound
 # Causal LMs whose transformers forward is exactly `lm_head(decoder(...).last_hidden_state)`
@@ -43,7 +43,7 @@ def _rows(vocab: int) -> int:
 def _head_fwd(
     hidden: torch.Tensor, weight: torch.Tensor, tokens: torch.Tensor, inv_temp: float
 ) -> tuple[torch.Tensor, torch.Tensor]:
-    return _fwd_chunk(F.linear(hidden, weight), tokens, inv_temp)
+    return fwd_chunk(F.linear(hidden, weight), tokens, inv_temp)
 
 
 def _head_bwd(
@@ -55,7 +55,7 @@ def _head_bwd(
     inv_temp: float,
 ) -> torch.Tensor:
     """The chunk's logits gradient, in the logits' dtype (as the lm-head's backward gets it)."""
-    return _bwd_chunk(F.linear(hidden, weight), tokens, gl, ge, inv_temp)
+    return bwd_chunk(F.linear(hidden, weight), tokens, gl, ge, inv_temp)
 
 
 @cache
