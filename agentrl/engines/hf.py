@@ -50,10 +50,13 @@ class _Request:
     finish: FinishReason | None = None
     error: str | None = None
     weight_version: int = 0
+    versions: list[int] = field(default_factory=list)  # per sampled token
 
     def result(self) -> GenerateResult:
         out, lps, top = list(self.output_ids), list(self.logprobs), list(self.top)
-        return GenerateResult(out, lps, self.finish or "abort", self.error, top)
+        return GenerateResult(
+            out, lps, self.finish or "abort", self.error, top, list(self.versions)
+        )
 
 
 @dataclass
@@ -65,7 +68,7 @@ class _Session:
 class HFEngine(Engine):
     """Continuous-batching generation over a transformers causal LM (CPU or GPU)."""
 
-    features = frozenset({"constraint", "top_logprobs", "stream"})
+    features = frozenset({"constraint", "top_logprobs", "stream", "weight_versions"})
 
     def __init__(
         self,
@@ -141,6 +144,10 @@ class HFEngine(Engine):
     def _new_generator(self, seed: int | None) -> torch.Generator:
         """The request's RNG (the fast path only needs its seed, so it overrides this)."""
         return smp.make_generator(self.device, seed)
+
+    @property
+    def weight_version(self) -> int:
+        return self._weight_version
 
     def update_weights(self, named_tensors: Iterable[tuple[str, Any]]) -> None:
         """Copy tensors into the model in place (strict names); drops all session caches."""
@@ -319,6 +326,7 @@ class HFEngine(Engine):
                 continue
             req.output_ids.append(tok)
             req.logprobs.append(lp)
+            req.versions.append(self._weight_version)  # under the lock update_weights takes
             top_i = smp.top_pairs(top, i, req.params.top_logprobs) if top is not None else []
             if req.params.top_logprobs > 0:
                 req.top.append(top_i)
