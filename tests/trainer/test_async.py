@@ -107,7 +107,9 @@ def _dumps(out: Path) -> dict[int, list[dict]]:
 
 
 def _untimed(row: dict) -> dict:
-    return {k: v for k, v in row.items() if k != "time" and not k.startswith(("time/", "throughput/"))}
+    return {
+        k: v for k, v in row.items() if k != "time" and not k.startswith(("time/", "throughput/"))
+    }
 
 
 def test_k0_is_the_synchronous_loop(runs: dict[str, Path]) -> None:
