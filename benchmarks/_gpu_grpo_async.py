@@ -32,9 +32,11 @@ def register_latency_env(lo: float, hi: float) -> str:
     from agentrl.envs.math.calc import CalcEnv
 
     class SlowToolCalc(CalcEnv):
-        async def areset(self, *, seed: int | None = None, options: Any = None) -> Any:
+        _latency_rng = random.Random(0)
+
+        def reset(self, *, seed: int | None = None, options: Any = None) -> Any:
             self._latency_rng = random.Random(seed)
-            return await super().areset(seed=seed, options=options)
+            return super().reset(seed=seed, options=options)
 
         async def astep(self, action: Any) -> Any:
             if action.tool_calls and hi > 0:
