@@ -129,7 +129,8 @@ class AsyncCollector:
         return {"async/dropped_stale_groups": float(self.dropped)}
 
     def close(self) -> None:
-        """Cancel the episodes still running (their prompts are in the last checkpoint)."""
+        """Cancel the episodes still running; their prompts stay `pending` (a checkpoint
+        written afterwards still records them)."""
         for fut in self.inflight.values():
             fut.cancel()
         for fut in self.inflight.values():
@@ -137,6 +138,7 @@ class AsyncCollector:
                 fut.result(timeout=30)
             except BaseException:  # noqa: BLE001 - cancelled or failed: being discarded
                 pass
+        self.requeue.extend(sorted(self.inflight))
         self.inflight.clear()
 
 
