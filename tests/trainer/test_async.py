@@ -25,7 +25,7 @@ import pytest
 import torch
 from trainer_synth import train_overrides
 
-pytestmark = pytest.mark.timeout(420)
+pytestmark = pytest.mark.timeout(900)
 
 KILL_HOOK = """
 import os, signal, sys
@@ -68,7 +68,7 @@ def _start(argv: list[str], log: Path, kill: bool = False) -> subprocess.Popen:
 
 
 def _wait(proc: subprocess.Popen, log: Path) -> int:
-    proc.wait(timeout=380)
+    proc.wait(timeout=800)
     if proc.returncode not in (0, -9):
         raise AssertionError(log.read_text()[-5000:])
     return proc.returncode
