@@ -121,6 +121,9 @@ class Trajectory:
     response_ids: list[int] = field(default_factory=list)
     loss_mask: list[int] = field(default_factory=list)
     logprobs: list[float] = field(default_factory=list)
+    # The policy weight version that sampled each response token (-1 on env tokens); empty
+    # when not recorded (older files, engines that do not say). Serialized only when set.
+    weight_versions: list[int] = field(default_factory=list)
     turns: list[Turn] = field(default_factory=list)
     messages: list[Message] = field(default_factory=list)
     reward: float = 0.0
@@ -138,10 +141,23 @@ class Trajectory:
     def input_ids(self) -> list[int]:
         return self.prompt_ids + self.response_ids
 
-    def append(self, ids: list[int], *, trained: bool, logprobs: list[float] | None = None) -> None:
-        """Append tokens: sampled ones (`trained=True`, with their logprobs) or env tokens."""
+    def append(
+        self,
+        ids: list[int],
+        *,
+        trained: bool,
+        logprobs: list[float] | None = None,
+        versions: list[int] | None = None,
+    ) -> None:
+        """Append tokens: sampled ones (`trained=True`, with their logprobs and, when known,
+        the weight version of each) or env tokens."""
         if trained and (logprobs is None or len(logprobs) != len(ids)):
             raise ValueError("sampled tokens need one logprob each")
+        if versions is not None and len(versions) != len(ids):
+            raise ValueError("weight versions need one entry per token")
+        if versions is not None or self.weight_versions:
+            pad = len(self.response_ids) - len(self.weight_versions)
+            self.weight_versions += [-1] * pad + (list(versions) if versions else [-1] * len(ids))
         self.response_ids += ids
         self.loss_mask += [1 if trained else 0] * len(ids)
         self.logprobs += list(logprobs) if trained and logprobs is not None else [0.0] * len(ids)
@@ -153,6 +169,8 @@ class Trajectory:
                 f"length mismatch: response {n}, mask {len(self.loss_mask)}, "
                 f"logprobs {len(self.logprobs)}"
             )
+        if self.weight_versions and len(self.weight_versions) != n:
+            raise ValueError(f"weight_versions cover {len(self.weight_versions)} of {n} tokens")
         pos = 0
         for i, t in enumerate(self.turns):
             if not (t.start == pos and t.start <= t.end <= t.obs_end):
@@ -168,6 +186,8 @@ class Trajectory:
     # -- serialization -------------------------------------------------------------------
     def to_dict(self) -> dict[str, Any]:
         d = asdict(self)
+        if not d["weight_versions"]:
+            del d["weight_versions"]  # unrecorded: the line reads as before the field existed
         for m in d["messages"]:
             m["images"] = len(m["images"])  # images live in `multimodal`; keep the count
         return d

@@ -21,6 +21,10 @@ Parts (each writes one JSON object; `--part all` runs agentrl here and TRL in a 
         --n 2 --sft-steps 2 --part agentrl                                          # CPU smoke
     python benchmarks/gpu_grpo.py --part agentrl --micro 128 --max-turns 1 --packing \\
         --compile --compare-update-paths 5     # + update paths side by side (_gpu_update_paths)
+
+`--max-staleness 0 1 2` instead compares the synchronous loop with pipelined steps
+(`trainer.async`) on the multi-turn workload with tool latency (`--tool-latency`, default
+0.02-0.5 s), same model and seeds, one process (`_gpu_grpo_async.py`).
 """
 
 from __future__ import annotations
@@ -372,6 +376,15 @@ def parse() -> argparse.Namespace:
         default=[],
         help="make_hf_engine options, e.g. share_prefill=true compile_decode=true",
     )
+    p.add_argument(
+        "--max-staleness",
+        type=int,
+        nargs="*",
+        default=[],
+        help="trainer.async sweep, e.g. 0 1 2 (agentrl only; see _gpu_grpo_async.py)",
+    )
+    p.add_argument("--tool-latency", type=float, nargs=2, default=(0.02, 0.5))
+    p.add_argument("--profile-steps", type=int, default=2, help="sweep: GPU busy share steps")
     p.add_argument("--ckpt", type=Path, default=None, help="trl part: the SFT'd checkpoint")
     p.add_argument("--json", type=Path, default=None)
     return p.parse_args()
@@ -388,6 +401,13 @@ def main() -> None:
     if args.device == "cuda":
         meta["gpu"] = torch.cuda.get_device_name()
     result: dict[str, Any] = {"meta": meta, "shape": args.shape, "vocab": args.vocab}
+    if args.max_staleness:
+        from _gpu_grpo_async import run_staleness_sweep
+
+        ckpt = build_checkpoint(work / "init", args.shape, args.vocab, args.device)
+        result["async"] = run_staleness_sweep(args, ckpt, work)
+        print(write(result, args.json)[-6000:])
+        return
     if args.part == "trl":
         from _gpu_grpo_trl import run_trl  # benchmarks/ is sys.path[0] when run as a script
 

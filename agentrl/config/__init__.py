@@ -3,6 +3,7 @@
 from .loader import ConfigError, apply_override, dump_yaml, from_dict, load_config, to_dict
 from .schema import (
     AlgorithmConfig,
+    AsyncConfig,
     DataConfig,
     EngineConfig,
     HFEngineConfig,
@@ -19,6 +20,7 @@ from .schema import (
 
 __all__ = [
     "AlgorithmConfig",
+    "AsyncConfig",
     "ConfigError",
     "DataConfig",
     "EngineConfig",

@@ -79,18 +79,25 @@ def _coerce(value: Any, tp: Any, key: str, src: str) -> Any:
     raise ConfigError(f"{src}: {key}: expected {_type_name(tp)}, got {value!r}")
 
 
+def yaml_name(f: dataclasses.Field[Any]) -> str:
+    """A field's key in YAML: its name, or `metadata["yaml"]` where the name is a Python
+    keyword (`trainer.async` is the field `async_`)."""
+    return str(f.metadata.get("yaml", f.name))
+
+
 def from_dict(cls: type[T], data: dict[str, Any], src: str = "<dict>", prefix: str = "") -> T:
     """Build dataclass `cls` from a mapping, strictly."""
     hints = typing.get_type_hints(cls)
-    names = {f.name for f in dataclasses.fields(cls) if f.init}  # type: ignore[arg-type]
+    fields = {yaml_name(f): f.name for f in dataclasses.fields(cls) if f.init}  # type: ignore[arg-type]
+    names = list(fields)
     kwargs = {}
     for k, v in data.items():
         key = f"{prefix}.{k}" if prefix else str(k)
-        if k not in names:
+        if k not in fields:
             near = difflib.get_close_matches(str(k), names, n=1)
             hint = f" (did you mean {near[0]!r}?)" if near else ""
             raise ConfigError(f"{src}: {key}: unknown key{hint}")
-        kwargs[k] = _coerce(v, hints[k], key, src)
+        kwargs[fields[k]] = _coerce(v, hints[fields[k]], key, src)
     try:
         return cls(**kwargs)
     except TypeError as e:
@@ -100,7 +107,19 @@ def from_dict(cls: type[T], data: dict[str, Any], src: str = "<dict>", prefix: s
 
 
 def to_dict(cfg: Any) -> dict[str, Any]:
-    return dataclasses.asdict(cfg)
+    """The config as plain data under its YAML keys (what `from_dict` reads back)."""
+    out = dataclasses.asdict(cfg)
+    _rename_yaml_keys(type(cfg), out)
+    return out
+
+
+def _rename_yaml_keys(cls: Any, d: dict[str, Any]) -> None:
+    hints = typing.get_type_hints(cls)
+    for f in dataclasses.fields(cls):
+        if dataclasses.is_dataclass(hints[f.name]) and isinstance(d.get(f.name), dict):
+            _rename_yaml_keys(hints[f.name], d[f.name])
+        if yaml_name(f) != f.name:
+            d[yaml_name(f)] = d.pop(f.name)
 
 
 def apply_override(data: dict[str, Any], override: str) -> None:

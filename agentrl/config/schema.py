@@ -265,6 +265,21 @@ class SFTConfig:
 
 
 @dataclass(kw_only=True)
+class AsyncConfig:
+    """`trainer.async`: pipelined, partially asynchronous steps (docs/async.md)."""
+
+    # 0: the synchronous loop (rollout, then update). K >= 1: the next batch's episodes run
+    # while the current batch trains; a trained token is at most K weight versions behind the
+    # policy being updated, and a group never spans more than K + 1 versions.
+    max_staleness: int = 0
+    # K >= 1: prompts kept in flight, in batches (data.batch_size prompts each); 0 = K + 1.
+    prefetch_batches: int = 0
+    # K >= 1: how long a step waits for its batch of finished groups before failing with a
+    # clear error (an episode has its own rollout.episode_timeout_s).
+    batch_timeout_s: float = 1800.0
+
+
+@dataclass(kw_only=True)
 class TrainerConfig:
     steps: int = 10
     ppo_epochs: int = 1
@@ -340,6 +355,8 @@ class TrainerConfig:
     # Torch intra-op threads on CPU runs; 0 = auto (the cores idle at start, see
     # agentrl/trainer/threads.py: busy cores make every extra thread a stall).
     cpu_threads: int = 0
+    # YAML `trainer.async` (`async` is a Python keyword, hence the field's name).
+    async_: AsyncConfig = field(default_factory=AsyncConfig, metadata={"yaml": "async"})
 
 
 @dataclass(kw_only=True)

@@ -18,7 +18,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
-from .loader import ConfigError
+from .loader import ConfigError, yaml_name
 
 
 @dataclass(frozen=True)
@@ -126,6 +126,9 @@ RANGES: dict[str, Range] = {
     "trainer.eval_every": NONNEG,
     "trainer.dump_rollouts_every": NONNEG,
     "trainer.cpu_threads": NONNEG,
+    "trainer.async.max_staleness": NONNEG,
+    "trainer.async.prefetch_batches": NONNEG,
+    "trainer.async.batch_timeout_s": POS,
 }
 
 
@@ -133,7 +136,7 @@ def numeric_fields(cfg: Any, prefix: str = "") -> Iterable[tuple[str, Any]]:
     """(dotted key, value) of every int/float leaf (tuples of numbers too) of a config tree."""
     for f in dataclasses.fields(cfg):
         value = getattr(cfg, f.name)
-        key = f"{prefix}{f.name}"
+        key = f"{prefix}{yaml_name(f)}"
         if dataclasses.is_dataclass(value):
             yield from numeric_fields(value, key + ".")
         elif isinstance(value, (int, float)) and not isinstance(value, bool):
@@ -267,6 +270,32 @@ def check_device(cfg: Any, src: str) -> None:
         ) from None
 
 
+def check_async(cfg: Any, src: str) -> None:
+    """`trainer.async.max_staleness` >= 1 (docs/async.md): what the pipeline cannot combine
+    with yet, named."""
+    from agentrl.algorithms import GREEDY_BASELINE_ESTIMATORS
+
+    if cfg.trainer.async_.max_staleness < 1:
+        return
+    key = "trainer.async.max_staleness"
+    clashes = {
+        "trainer.placement: ray (split placement is planned, docs/async.md)": (
+            cfg.trainer.placement == "ray"
+        ),
+        "algorithm.dynamic_sampling": cfg.algorithm.dynamic_sampling,
+        f"algorithm.adv_estimator: {cfg.algorithm.adv_estimator} (greedy baseline episodes)": (
+            cfg.algorithm.adv_estimator in GREEDY_BASELINE_ESTIMATORS
+        ),
+        "trainer.param_offload / optimizer_offload (rollouts overlap the update)": (
+            cfg.trainer.param_offload or cfg.trainer.optimizer_offload
+        ),
+        "engine.kind other than hf (per-token weight versions)": cfg.engine.kind != "hf",
+    }
+    for what, clash in clashes.items():
+        if clash:
+            raise ConfigError(f"{src}: {key}: >= 1 does not combine with {what}")
+
+
 def validate(cfg: Any, src: str = "<config>") -> None:
     """Raise `ConfigError` for the first bad value of `cfg` (a `TrainConfig`)."""
     check_ranges(cfg, src)
@@ -275,3 +304,4 @@ def validate(cfg: Any, src: str = "<config>") -> None:
     check_engine(cfg, src)
     check_device(cfg, src)
     check_env(cfg, src)
+    check_async(cfg, src)

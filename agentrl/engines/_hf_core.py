@@ -138,6 +138,10 @@ class HFCore(Engine):
             self._mark(req, "abort", "cancelled")
             raise
 
+    @property
+    def weight_version(self) -> int:
+        return self._weight_version
+
     def update_weights(self, named_tensors: Iterable[tuple[str, Any]]) -> None:
         """Copy tensors into the model in place. Every name and shape is checked before
         anything is copied, so a bad update leaves the weights untouched. Drops all sessions."""

@@ -30,11 +30,13 @@ class Request:
     top: list[list[tuple[int, float]]] = field(default_factory=list)
     finish: FinishReason | None = None
     error: str | None = None
-    weight_version: int = 0
+    weight_version: int = 0  # at admission: a session's KV is kept only if it still holds
+    versions: list[int] = field(default_factory=list)  # per sampled token ("weight_versions")
 
     def result(self) -> GenerateResult:
         out, lps, top = list(self.output_ids), list(self.logprobs), list(self.top)
-        return GenerateResult(out, lps, self.finish or "abort", self.error, top)
+        versions = list(self.versions)
+        return GenerateResult(out, lps, self.finish or "abort", self.error, top, versions)
 
 
 @dataclass

@@ -76,6 +76,9 @@ class GenerateResult:
     # With `SamplingParams.top_logprobs = k`: per position, the k (token id, logprob) pairs
     # of highest logprob, from the same distribution as `logprobs`.
     top_logprobs: list[list[tuple[int, float]]] = field(default_factory=list)
+    # With the "weight_versions" feature: per token, how many `update_weights` calls the
+    # weights that sampled it had seen (a swap between decode steps shows mid-request).
+    weight_versions: list[int] = field(default_factory=list)
 
 
 class EngineError(RuntimeError):
@@ -93,7 +96,8 @@ class Engine(ABC):
     callers read these declarations instead of probing the object:
 
     - `features`: the optional `SamplingParams` it honours ("constraint", "top_logprobs",
-      "stream" for `on_token`); callers reject what is missing.
+      "stream" for `on_token`, "weight_versions": results carry each token's weight
+      version, `weight_version` counts updates); callers reject what is missing.
     - `multimodal_inputs`: what `generate(multimodal=...)` takes (see `MultimodalInputs`).
     - `can_sleep`: `sleep()` frees accelerator memory and `wake()` restores it; when False
       both are no-ops (`engine.sleep_between_phases` refuses such an engine).
@@ -124,6 +128,12 @@ class Engine(ABC):
     ) -> list[GenerateResult]:
         """Convenience: many prompts, same params (engines batch them internally)."""
         return list(await asyncio.gather(*(self.generate(p, params) for p in prompts)))
+
+    @property
+    def weight_version(self) -> int:
+        """How many `update_weights` calls the engine has applied ("weight_versions" engines;
+        0 for the rest)."""
+        return 0
 
     @abstractmethod
     def update_weights(self, named_tensors: Iterable[tuple[str, Any]]) -> None:

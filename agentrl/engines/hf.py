@@ -29,7 +29,7 @@ from agentrl.engines._hf_core import HFCore, Request
 class HFEngine(HFCore):
     """Continuous-batching generation over a transformers causal LM (CPU or GPU)."""
 
-    features = frozenset({"constraint", "top_logprobs", "stream"})
+    features = frozenset({"constraint", "top_logprobs", "stream", "weight_versions"})
 
     def __init__(self, model: Any, tokenizer_or_eos_ids: Any, **kwargs: Any) -> None:
         """`HFCore`'s keyword arguments: max_batch_size=64, device=None,
@@ -90,6 +90,7 @@ class HFEngine(HFCore):
                 continue
             req.output_ids.append(tok)
             req.logprobs.append(lp)
+            req.versions.append(self._weight_version)  # under the lock update_weights takes
             top_i = smp.top_pairs(top, i, req.params.top_logprobs) if top is not None else []
             if req.params.top_logprobs > 0:
                 req.top.append(top_i)

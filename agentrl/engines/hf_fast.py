@@ -64,7 +64,8 @@ class _Row:
 class FastHFEngine(HFCore):
     """Continuous batching over a static KV cache with CUDA-graph decode steps."""
 
-    features: frozenset[str] = frozenset()  # its fused sampler has no per-request hooks
+    # Its fused sampler has no per-request hooks.
+    features: frozenset[str] = frozenset({"weight_versions"})
 
     def __init__(
         self,
@@ -274,6 +275,7 @@ class FastHFEngine(HFCore):
                 continue
             req.output_ids.append(tok)
             req.logprobs.append(lp)
+            req.versions.append(self._weight_version)
             req.finish = self._finish_reason(req, tok)
 
     def _retire(self) -> list[_Request]:

@@ -109,6 +109,7 @@ class HFVisionEngine(HFCore):
                 continue
             req.output_ids.append(tok)
             req.logprobs.append(lp)
+            req.versions.append(self._weight_version)
             req.finish = self._finish_reason(req, tok)
         return tokens
 

@@ -164,7 +164,8 @@ async def _turn(
     traj = state.traj
     out, limit = await _generate(engine, chat, sampling, state, session_id)
     start = len(traj.response_ids)
-    traj.append(list(out.token_ids), trained=True, logprobs=list(out.logprobs))
+    versions = list(out.weight_versions) if len(out.weight_versions) == len(out.token_ids) else None
+    traj.append(list(out.token_ids), trained=True, logprobs=list(out.logprobs), versions=versions)
     text = chat.sampled_text(out.token_ids)
     content, calls = chat.parse(text, state.tools)
     for i, c in enumerate(calls):

@@ -10,8 +10,11 @@ from __future__ import annotations
 
 import asyncio
 import collections
+import concurrent.futures
+import contextlib
 import dataclasses
 import inspect
+import threading
 import time
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -77,9 +80,14 @@ async def run_groups(
     cfg: RolloutConfig,
     group_prefix: str = "",
     on_episode: EpisodeCallback | None = None,
+    sem: asyncio.Semaphore | None = None,
+    first_index: int = 0,
 ) -> list[TrajectoryGroup]:
-    """`n` episodes per task, returned as one `TrajectoryGroup` per task, in task order."""
-    sem = asyncio.Semaphore(max(1, cfg.concurrency))
+    """`n` episodes per task, returned as one `TrajectoryGroup` per task, in task order.
+
+    `sem` bounds episodes across calls (one per call by default); `first_index` is the first
+    task's position in its batch (a dataset row's group key, a dict task's default seed)."""
+    sem = sem or asyncio.Semaphore(max(1, cfg.concurrency))
 
     async def one(task: TaskSpec, index: int, k: int) -> Trajectory:
         key, seed, options = _task_args(task, index)
@@ -118,7 +126,7 @@ async def run_groups(
             on_episode(traj)
         return traj
 
-    jobs = [one(t, i, k) for i, t in enumerate(tasks) for k in range(n)]
+    jobs = [one(t, i, k) for i, t in enumerate(tasks, first_index) for k in range(n)]
     trajs = await asyncio.gather(*jobs)
     return [
         TrajectoryGroup(trajs[i * n].group_id, list(trajs[i * n : (i + 1) * n]))
@@ -178,6 +186,8 @@ class RolloutRunner:
         self.calls = 0
         self.last_stats: dict[str, float] = {}
         self._loop: asyncio.AbstractEventLoop | None = None
+        self._thread: threading.Thread | None = None  # the loop's thread, once in background
+        self._sem: asyncio.Semaphore | None = None
 
     async def collect(
         self,
@@ -208,6 +218,50 @@ class RolloutRunner:
         self.last_stats = summarize(groups) | {"wall_s": time.monotonic() - t0}
         return groups
 
+    async def collect_group(
+        self, task: TaskSpec, position: int, n: int, key: str
+    ) -> TrajectoryGroup:
+        """`n` episodes of one task as one group, under the runner-wide `rollout.concurrency`
+        bound: the unit a pipelined trainer schedules (`agentrl.trainer.pipeline`). `key`
+        prefixes the group id; `position` is the task's place in its batch."""
+        if self._sem is None:
+            self._sem = asyncio.Semaphore(max(1, self.rollout_cfg.concurrency))
+        sampling = sampling_params(self.sampling_cfg, self.chat, self.seed)
+        (group,) = await run_groups(
+            self.env_factory,
+            self.engine,
+            self.chat,
+            [task],
+            n,
+            sampling=sampling,
+            cfg=self.rollout_cfg,
+            group_prefix=key,
+            sem=self._sem,
+            first_index=position,
+        )
+        return group
+
+    def start_background(self) -> None:
+        """From now on the runner's loop runs in its own thread, so episodes go on while the
+        caller trains (`submit`); `run_sync` (evaluation) then runs on that same loop, where
+        the engine's batching task lives."""
+        if self._thread is not None:
+            return
+        if self._loop is None or self._loop.is_closed():
+            self._loop = asyncio.new_event_loop()
+        loop = self._loop
+        self._thread = threading.Thread(
+            target=loop.run_forever, name="agentrl-rollout", daemon=True
+        )
+        self._thread.start()
+
+    def submit(self, coro: Any) -> concurrent.futures.Future[Any]:
+        """Schedule `coro` on the background loop (`start_background` first)."""
+        if self._thread is None or self._loop is None:
+            coro.close()
+            raise RuntimeError("submit() needs start_background() first")
+        return asyncio.run_coroutine_threadsafe(coro, self._loop)
+
     def collect_sync(
         self,
         seeds_or_rows: Sequence[TaskSpec],
@@ -228,12 +282,22 @@ class RolloutRunner:
         else:
             coro.close()
             raise RuntimeError("collect_sync called from a running event loop; await collect()")
+        if self._thread is not None:
+            return self.submit(coro).result()
         if self._loop is None or self._loop.is_closed():
             self._loop = asyncio.new_event_loop()
         return self._loop.run_until_complete(coro)
 
     def close(self, *, close_engine: bool = False) -> None:
         """Close the private loop (and, if asked, the engine on it, where its task lives)."""
+        if self._thread is not None and self._loop is not None:
+            if close_engine:
+                with contextlib.suppress(Exception):
+                    self.submit(self.engine.close()).result(timeout=60)
+            self._loop.call_soon_threadsafe(self._loop.stop)
+            self._thread.join(timeout=60)
+            self._thread = None
+            close_engine = False
         if self._loop is not None and not self._loop.is_closed():
             if close_engine:
                 self._loop.run_until_complete(self.engine.close())

@@ -62,6 +62,10 @@ class TaskSource:
         order = np.random.default_rng(self.seed + k // n).permutation(n)
         return self.rows[int(order[k % n])]
 
+    def item_at(self, k: int) -> int | Row:
+        """The `k`-th prompt of the run's order (a pipelined trainer issues them one by one)."""
+        return self._item(k)
+
     def next_batch(self, size: int | None = None) -> list[int | Row]:
         size = size or self.cfg.batch_size
         items = [self._item(self.cursor + i) for i in range(size)]

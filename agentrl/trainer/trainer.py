@@ -22,6 +22,7 @@ from agentrl.algorithms import (
 )
 from agentrl.config import TrainConfig, to_dict
 from agentrl.report.progress import RunProgress
+from agentrl.rollout.runner import summarize
 from agentrl.types import TrajectoryGroup
 from agentrl.workers import place
 
@@ -32,9 +33,16 @@ from .build import Components
 from .checkpoint import Checkpointer
 from .export import FINAL_DIR, HF_DIR, export_hf, write_config
 from .logger import MetricsLogger
+from .pipeline import AsyncCollector, is_spread, stamp_versions, start_pipeline, version_metrics
 
 
 class Trainer:
+    # Set by `train` (agentrl/trainer/pipeline.py): trainer.async's producer of finished
+    # groups, prompts a resumed checkpoint left pending, engine update count - step.
+    pipeline: AsyncCollector | None = None
+    _pending: list[int] = []
+    _version_offset: int | None = None
+
     def __init__(self, cfg: TrainConfig, components: Components | None = None) -> None:
         from agentrl.config.validate import validate
 
@@ -85,6 +93,9 @@ class Trainer:
         if not resumed:
             self.evaluate("before")
         saved = self.step if resumed else None
+        self._version_offset, self.pipeline = start_pipeline(
+            self.c, self.cfg, self.step, self._pending
+        )
         with self.progress.task("train", tcfg.steps, transient=False) as bar:
             bar.advance(self.step)
             while self.step < tcfg.steps:
@@ -100,6 +111,8 @@ class Trainer:
                 if tcfg.eval_every and self.step % tcfg.eval_every == 0 and self.step < tcfg.steps:
                     self.evaluate("eval")
                 bar.advance(status=f"reward {metrics.get('reward/mean', 0.0):.3f}")
+        if self.pipeline is not None:  # pending prompts are in the last checkpoint
+            self.pipeline.close()
         result = self.evaluate("after")
         if saved != self.step and (self.step or self.cfg.sft.steps):
             self.save_checkpoint()  # always end with one: a short run's model is not lost
@@ -116,6 +129,8 @@ class Trainer:
         t0 = time.perf_counter()
         if self.needs_old_log_probs(batch):
             batch.old_log_probs = self.actor.compute_log_probs(batch)
+        if self.pipeline is not None and batch.old_log_probs is not None:
+            m |= is_spread(batch.old_log_probs, batch.rollout_log_probs, batch.response_mask)
         kl_coef = self.kl_ctrl.value
         if c.reference is not None:
             batch.ref_log_probs = c.reference.compute_log_probs(batch)
@@ -141,12 +156,19 @@ class Trainer:
         m["data/cursor"] = float(c.data.cursor)  # prompts consumed: resume continues here
         if c.data.skipped:
             m["data/skipped_rows"] = float(c.data.skipped)
+        if self.pipeline is not None:
+            m |= version_metrics(groups, self.step - 1) | self.pipeline.metrics()
         return m | self.rollout_metrics(groups, batch)
 
     # ------------------------------------------------------------------ pieces
     def collect_groups(self) -> list[TrajectoryGroup]:
-        """One batch of groups; with DAPO dynamic sampling, refill dropped groups."""
+        """One batch of groups; with DAPO dynamic sampling, refill dropped groups. Pipelined
+        (`trainer.async`): the first batch of groups to finish (`agentrl.trainer.pipeline`)."""
         c, cfg = self.c, self.cfg
+        if self.pipeline is not None:
+            groups = self.pipeline.next_batch(self.step)
+            self._raw_stats = summarize(groups)
+            return groups
         groups = self.collect_once()
         self._raw_stats = dict(c.rollout.stats)
         kept = c.scorer.keep_informative(groups)
@@ -173,6 +195,8 @@ class Trainer:
                 c.scorer.attach_greedy_baseline(groups, greedy)
             else:
                 groups = c.rollout.collect(items, n, on_episode=hook)
+        if self._version_offset is not None:
+            stamp_versions(groups, self._version_offset)
         c.scorer.shape(groups)
         return groups
 
@@ -249,6 +273,7 @@ class Trainer:
             and not (self.c.reference is not None and cfg.algorithm.kl.placement == "reward")
             and not self._dumps_this_step()
             and not self.sum_pi_squared  # the optimal token baseline reads π_old
+            and self.pipeline is None  # pipelined: logs the IS spread of the lag
         )
 
     def _dumps_this_step(self) -> bool:
@@ -364,6 +389,8 @@ class Trainer:
         state = self.actor.state()
         state |= {"cursor": self.c.data.cursor, "generator": self.generator.get_state()}
         state |= {"kl_ctrl": self.kl_ctrl.state_dict()}
+        if self.pipeline is not None:  # issued, not trained: re-issued first on resume
+            state["async_pending"] = self.pipeline.pending
         if self.c.critic is not None:
             state |= self.c.critic.state()
         return state
@@ -408,6 +435,7 @@ class Trainer:
         self.generator.set_state(state["generator"])
         if "kl_ctrl" in state:  # checkpoints from before the adaptive KL controller lack it
             self.kl_ctrl.load_state_dict(state["kl_ctrl"])
+        self._pending = list(state.get("async_pending", []))
         if self.c.critic is not None:
             self.c.critic.load_state(state)
         self.step = state["step"]

@@ -164,6 +164,8 @@ def episode_record(t: Trajectory, index: int, decode: Decoder) -> dict[str, Any]
             "mask": t.loss_mask,
             "lp": [round(x, 5) for x in t.logprobs],
             "tlp": [round(float(x), 5) for x in tlp] if tlp is not None else None,
+            # The policy version that sampled each token (trainer.async); None when unrecorded.
+            "ver": list(t.weight_versions) or None,
         },
         "turns": _turns(t),
         "images": [{"src": src, "turn": turn} for src, turn in images],

@@ -90,3 +90,27 @@ def test_turn_fields_are_keyword_only():
     with pytest.raises(TypeError):
         Turn(0, 2, 2)  # type: ignore[misc]
     assert Turn(start=0, end=2, obs_end=3).obs_end == 3
+
+
+def test_weight_versions_round_trip_and_old_lines_unchanged(tmp_path):
+    """Per-token weight versions (trainer.async) survive JSONL byte-exactly; a trajectory
+    without them writes the same line as before the field existed (old files load and
+    rewrite unchanged)."""
+    old = make_traj()
+    assert "weight_versions" not in json.loads(old.to_json())
+    t = Trajectory(prompt_ids=[1])
+    t.append([10, 11], trained=True, logprobs=[-0.5, -0.25], versions=[3, 4])
+    t.append([20], trained=False)
+    t.append([12], trained=True, logprobs=[-0.1], versions=[4])
+    t.validate()
+    assert t.weight_versions == [3, 4, -1, 4]
+    p, q = tmp_path / "t.jsonl", tmp_path / "u.jsonl"
+    write_jsonl(p, [t, old])
+    write_jsonl(q, list(read_jsonl(p)))
+    assert q.read_bytes() == p.read_bytes()
+    late = make_traj()  # versions start mid-episode: earlier tokens read as unrecorded (-1)
+    late.append([13], trained=True, logprobs=[-0.2], versions=[9])
+    assert late.weight_versions == [-1] * 6 + [9]
+    late.weight_versions.pop()
+    with pytest.raises(ValueError, match="weight_versions"):
+        late.validate()

@@ -32,6 +32,15 @@ def test_records_carry_mask_logprobs_and_text(episodes: list[Trajectory], tokeni
     assert all(im["src"].startswith("data:image/png;base64,") for im in recs[5]["images"])
 
 
+def test_records_carry_weight_versions(episodes: list[Trajectory]) -> None:
+    t = episodes[0]
+    versions = [3 if m else -1 for m in t.loss_mask]
+    with_versions = Trajectory.from_json(t.to_json())
+    with_versions.weight_versions = versions
+    recs = build_records([with_versions, t], None)
+    assert recs[0]["resp"]["ver"] == versions and recs[1]["resp"]["ver"] is None
+
+
 def test_records_without_tokenizer_show_ids(episodes: list[Trajectory]) -> None:
     rec = build_records(episodes[:1], None)[0]
     assert rec["resp"]["text"] is None and rec["resp"]["ids"] == episodes[0].response_ids

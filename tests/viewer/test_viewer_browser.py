@@ -92,6 +92,8 @@ def test_report_in_chromium(
     browser: Any, episodes: list[Trajectory], tiny_dir: Path, tmp_path: Path
 ) -> None:
     src = tmp_path / "traj.jsonl"
+    first = episodes[0]  # as trainer.async records it: the sampling policy's version
+    first.weight_versions = [7 if m else -1 for m in first.loss_mask]
     write_jsonl(src, episodes)
     html = write_view(src, tokenizer_path=str(tiny_dir)).out
     page, errors = open_page(browser, html)
@@ -108,6 +110,7 @@ def test_report_in_chromium(
     page.locator("details.ep[data-i='0'] .tok.m1").nth(3).hover()
     tip = page.locator("#tip").inner_text()
     assert "rollout logprob" in tip and "IS ratio" in tip
+    assert "weight version  7" in tip
 
     page.select_option("#colour", "ratio")
     painted = page.eval_on_selector_all(

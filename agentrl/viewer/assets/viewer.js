@@ -325,6 +325,7 @@
         lines.push("trainer logprob " + fmt(tlp, 4));
         lines.push("IS ratio        " + fmt(Math.exp(tlp - lp), 4));
       }
+      if (rec.resp.ver) lines.push("weight version  " + rec.resp.ver[k]);
     } else lines.push("env/tool token (not trained)");
     return lines.join("\n");
   }

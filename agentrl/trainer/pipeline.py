@@ -1,0 +1,209 @@
+"""Pipelined, partially asynchronous collection: `trainer.async.max_staleness: K >= 1`.
+
+Why it exists: the synchronous loop waits for each step's slowest episode and leaves the
+engine idle during the update. Here the rollout runner's event loop runs in its own thread
+and keeps `prefetch_batches` (default K + 1) batches of prompts in flight. A step takes the
+first `data.batch_size` groups that *finish* (completion order, not prompt order); the rest
+keep decoding while the step trains: episodes carry over into the next step (partial
+rollouts). The new weights reach the engine through its `update_weights`, which takes the lock
+the engine's decode steps hold, so the swap lands between two decode steps and the later
+tokens of a running episode carry the new version (PipelineRL's in-flight update; the KV of
+the tokens before the swap is kept).
+
+Versions: the engine stamps each sampled token with its update count ("weight_versions"
+feature); the collector rewrites it as the policy version (optimizer steps applied to the
+weights that sampled it), so "versions behind" is `(step - 1) - version` at train time. A
+group whose oldest token is more than K versions behind the policy being updated is dropped
+and its prompt issued again, so a trained group never spans more than K + 1 versions (K
+weight updates) and staleness never exceeds K. Every token keeps the engine's own logprob, so
+rollout correction (`algorithm.tis_mode`) reweights the lag exactly.
+
+Resume: the checkpoint records `pending` (prompts issued but not yet trained); their episodes
+are dropped and those prompts run again first after a restart, so no prompt is lost or trained
+twice (docs/async.md). The producer interface (`submit` a prompt, get a finished group back)
+is what a Ray rollout actor would implement for split placement.
+"""
+
+from __future__ import annotations
+
+import collections
+import concurrent.futures
+import queue
+import time
+from collections.abc import Iterable, Sequence
+from typing import Any
+
+import torch
+
+from agentrl.config import AsyncConfig
+from agentrl.types import TrajectoryGroup
+
+from .data import TaskSource
+from .rollout_role import Rollout
+
+
+class AsyncCollector:
+    """The producer side of a pipelined trainer: prompts in, finished groups out."""
+
+    def __init__(
+        self,
+        rollout: Rollout,
+        data: TaskSource,
+        n: int,
+        batch_size: int,
+        cfg: AsyncConfig,
+        step: int,
+        pending: Sequence[int] = (),
+    ) -> None:
+        if "weight_versions" not in rollout.engine.features:
+            raise ValueError(
+                f"trainer.async.max_staleness: the {type(rollout.engine).__name__} engine "
+                "does not report per-token weight versions; use engine.backend: hf"
+            )
+        self.rollout, self.data, self.n, self.batch_size = rollout, data, n, max(batch_size, 1)
+        self.max_staleness, self.timeout_s = cfg.max_staleness, cfg.batch_timeout_s
+        self.depth = (cfg.prefetch_batches or cfg.max_staleness + 1) * self.batch_size
+        # engine update count - policy version: both move by one per trained step from here.
+        self.offset = rollout.engine.weight_version - step
+        self.requeue: collections.deque[int] = collections.deque(pending)
+        self.inflight: dict[int, concurrent.futures.Future[TrajectoryGroup]] = {}
+        self.done: queue.Queue[int] = queue.Queue()
+        self.dropped = 0
+        rollout.runner.start_background()
+
+    # ---------------------------------------------------------------- producer
+    def top_up(self) -> None:
+        """Issue prompts (re-queued ones first) until `depth` are outstanding."""
+        while len(self.inflight) < self.depth:
+            if self.requeue:
+                k = self.requeue.popleft()
+            else:
+                k, self.data.cursor = self.data.cursor, self.data.cursor + 1
+            self._issue(k)
+
+    def _issue(self, k: int) -> None:
+        runner = self.rollout.runner
+        coro = runner.collect_group(self.data.item_at(k), k % self.batch_size, self.n, f"p{k}-")
+        fut = runner.submit(coro)
+        self.inflight[k] = fut
+        fut.add_done_callback(lambda _f, k=k: self.done.put(k))
+
+    # ---------------------------------------------------------------- consumer
+    def next_batch(self, step: int) -> list[TrajectoryGroup]:
+        """`batch_size` finished groups for training step `step` (policy version step - 1),
+        none more than K versions behind. Issued here at version step - 1, the prompts are
+        trained K steps later; the K batches left outstanding roll while this one trains."""
+        self.top_up()
+        version, out = step - 1, []
+        deadline = time.monotonic() + self.timeout_s
+        while len(out) < self.batch_size:
+            try:
+                k = self.done.get(timeout=max(deadline - time.monotonic(), 0.0))
+            except queue.Empty:
+                raise TimeoutError(
+                    f"trainer.async: no batch of {self.batch_size} finished groups within "
+                    f"trainer.async.batch_timeout_s={self.timeout_s}s"
+                ) from None
+            group = self.inflight.pop(k).result()
+            self.stamp(group, k)
+            if version - oldest(group) > self.max_staleness:
+                self.dropped += 1
+                self.requeue.append(k)
+                self.top_up()
+                continue
+            out.append(group)
+        return out
+
+    def stamp(self, group: TrajectoryGroup, k: int) -> None:
+        """Engine update counts -> policy versions; the prompt's index for resume/audit."""
+        stamp_versions([group], self.offset)
+        for t in group.trajectories:
+            t.metadata["prompt_index"] = k
+
+    @property
+    def pending(self) -> list[int]:
+        """Prompts issued but not trained: what a resumed run issues again first."""
+        return sorted([*self.inflight, *self.requeue])
+
+    def metrics(self) -> dict[str, float]:
+        return {"async/dropped_stale_groups": float(self.dropped)}
+
+    def close(self) -> None:
+        """Cancel the episodes still running; their prompts stay `pending` (a checkpoint
+        written afterwards still records them)."""
+        for fut in self.inflight.values():
+            fut.cancel()
+        for fut in self.inflight.values():
+            try:
+                fut.result(timeout=30)
+            except BaseException:  # noqa: BLE001 - cancelled or failed: being discarded
+                pass
+        self.requeue.extend(sorted(self.inflight))
+        self.inflight.clear()
+
+
+def oldest(group: TrajectoryGroup) -> int:
+    """The oldest policy version among the group's sampled tokens (large when none)."""
+    versions = [v for t in group.trajectories for v in t.weight_versions if v >= 0]
+    return min(versions, default=1 << 62)
+
+
+def stamp_versions(groups: Iterable[TrajectoryGroup], offset: int) -> None:
+    """Engine update counts -> policy versions (the synchronous loop's groups)."""
+    for g in groups:
+        for t in g.trajectories:
+            t.weight_versions = [v - offset if v >= 0 else -1 for v in t.weight_versions]
+
+
+def version_metrics(groups: Sequence[TrajectoryGroup], version: int) -> dict[str, float]:
+    """Staleness of a step's sampled tokens against the policy being updated (`version`):
+    mean/max versions behind, the share of tokens sampled by an older policy, and the widest
+    version span inside one group."""
+    behind: list[int] = []
+    span = 0
+    for g in groups:
+        vs = [v for t in g.trajectories for v in t.weight_versions if v >= 0]
+        if vs:
+            span = max(span, max(vs) - min(vs))
+        behind += [version - v for v in vs]
+    if not behind:
+        return {}
+    return {
+        "async/staleness_mean": sum(behind) / len(behind),
+        "async/staleness_max": float(max(behind)),
+        "async/off_policy_token_share": sum(b > 0 for b in behind) / len(behind),
+        "async/group_version_span_max": float(span),
+    }
+
+
+def is_spread(old: torch.Tensor, rollout: torch.Tensor, mask: torch.Tensor) -> dict[str, float]:
+    """Spread of the per-token IS ratio π_old/π_rollout over sampled tokens (the lag's size
+    that rollout correction sees)."""
+    m = mask.bool()
+    if not m.any():
+        return {}
+    rho = (old - rollout)[m].clamp(-20, 20).exp().double()
+    return {
+        "async/is_ratio_std": float(rho.std()) if rho.numel() > 1 else 0.0,
+        "async/is_ratio_min": float(rho.min()),
+        "async/is_ratio_max": float(rho.max()),
+    }
+
+
+def start_pipeline(
+    c: Any, cfg: Any, step: int, pending: Sequence[int]
+) -> tuple[int | None, AsyncCollector | None]:
+    """At the start of `Trainer.train`: the engine's update count minus the step (token
+    versions become policy versions; None without a local engine) and, with
+    `trainer.async.max_staleness` >= 1, the started producer. A synchronous run resumed from
+    a pipelined checkpoint rewinds its cursor to the oldest pending prompt instead."""
+    if not isinstance(c.rollout, Rollout):  # Ray placement: no local engine to ask
+        return None, None
+    offset = c.rollout.engine.weight_version - step
+    a = cfg.trainer.async_
+    if a.max_staleness < 1:
+        if pending:
+            c.data.cursor = min([c.data.cursor, *pending])
+        return offset, None
+    n, size = cfg.rollout.n, cfg.data.batch_size
+    return offset, AsyncCollector(c.rollout, c.data, n, size, a, step, pending)

@@ -1,0 +1,134 @@
+"""Does pipelining hurt learning? `configs/quickstart-gpu.yaml` synchronous vs `trainer.async`.
+
+Issue #21's learning check: the same recipe, seeds and number of sampled episodes (steps x
+batch x n) trained with `trainer.async.max_staleness: 0` and `1` (more with `--staleness`);
+held-out success (greedy, the recipe's `data.eval_episodes`) every `--eval-every` steps.
+Both curves go into one PNG (x: sampled episodes) and one JSON with the final numbers and
+each run's wall time. The runs are the real `agentrl train` CLI, one after the other (one GPU).
+
+    python benchmarks/gpu_async_learning.py --out /tmp/gpu_out/async_learning          # H200
+    python benchmarks/gpu_async_learning.py --config configs/quickstart-cpu.yaml \\
+        --set trainer.steps=2 sft.steps=2 data.eval_episodes=4 data.batch_size=2 rollout.n=2 \\
+        --eval-every 1 --out /tmp/al                                           # CPU smoke
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def run(args: argparse.Namespace, k: int, seed: int) -> dict[str, Any]:
+    out = args.out / f"k{k}_seed{seed}"
+    sets = [
+        f"trainer.async.max_staleness={k}",
+        f"trainer.seed={seed}",
+        f"trainer.eval_every={args.eval_every}",
+        f"trainer.out_dir={out}",
+        "trainer.save_hf=false",
+        "trainer.tensorboard=false",
+        *args.set,
+    ]
+    cmd = [sys.executable, "-m", "agentrl.cli", "train", "--config", str(args.config)]
+    cmd += [*sets, "--overwrite"]
+    t0 = time.perf_counter()
+    with open(args.out / f"k{k}_seed{seed}.log", "w") as log:
+        proc = subprocess.run(cmd, stdout=log, stderr=log, timeout=args.timeout, env=os.environ)
+    res: dict[str, Any] = {"k": k, "seed": seed, "wall_s": time.perf_counter() - t0}
+    if proc.returncode:
+        res["error"] = f"rc {proc.returncode}; see {log.name}"
+        return res
+    evals = [json.loads(x) for x in (out / "eval.jsonl").read_text().splitlines() if x]
+    metrics = [json.loads(x) for x in (out / "metrics.jsonl").read_text().splitlines() if x]
+    per_step = args.episodes_per_step
+    res["curve"] = [
+        {"step": e["step"], "episodes": e["step"] * per_step, "success": e["success_rate"]}
+        for e in evals
+    ]
+    res["final_success"] = evals[-1]["success_rate"] if evals else None
+    res["rl_s"] = sum(m["time/step"] for m in metrics)
+    res["staleness_mean"] = [m.get("async/staleness_mean") for m in metrics]
+    return res
+
+
+def plot(runs: list[dict[str, Any]], path: Path) -> bool:
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        return False
+    fig, ax = plt.subplots(figsize=(6, 4))
+    for r in runs:
+        if "curve" in r:
+            xs = [p["episodes"] for p in r["curve"]]
+            ys = [100 * p["success"] for p in r["curve"]]
+            label = "synchronous" if r["k"] == 0 else f"async K={r['k']}"
+            ax.plot(xs, ys, marker="o", label=f"{label}, seed {r['seed']}")
+    ax.set_xlabel("sampled training episodes")
+    ax.set_ylabel("held-out success (%)")
+    ax.set_title("quickstart-gpu: synchronous vs pipelined (trainer.async)")
+    ax.grid(alpha=0.3)
+    ax.legend()
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+    return True
+
+
+def parse() -> argparse.Namespace:
+    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    p.add_argument("--config", type=Path, default=ROOT / "configs" / "quickstart-gpu.yaml")
+    p.add_argument("--staleness", type=int, nargs="+", default=[0, 1])
+    p.add_argument("--seeds", type=int, nargs="+", default=[0])
+    p.add_argument("--eval-every", type=int, default=10)
+    p.add_argument("--set", nargs="*", default=[], help="overrides for every run (key=value)")
+    p.add_argument("--timeout", type=float, default=270, help="seconds per run")
+    p.add_argument("--out", type=Path, default=Path("/tmp/gpu_out/async_learning"))
+    p.add_argument("--json", type=Path, default=None, help="default: <out>/async_learning.json")
+    return p.parse_args()
+
+
+def main() -> None:
+    args = parse()
+    args.out.mkdir(parents=True, exist_ok=True)
+    from agentrl.config import TrainConfig, load_config
+
+    cfg = load_config(TrainConfig, args.config, args.set, validate=False)
+    args.episodes_per_step = cfg.data.batch_size * cfg.rollout.n
+    runs = []
+    for seed in args.seeds:
+        for k in args.staleness:
+            runs.append(run(args, k, seed))
+            print(json.dumps({key: v for key, v in runs[-1].items() if key != "curve"}))
+    png = args.out / "async_learning.png"
+    result: dict[str, Any] = {
+        "date_utc": time.strftime("%Y-%m-%d %H:%M:%S", time.gmtime()),
+        "argv": sys.argv[1:],
+        "config": str(args.config),
+        "episodes_per_step": args.episodes_per_step,
+        "runs": runs,
+        "png": str(png) if plot(runs, png) else None,
+    }
+    finals = {(r["k"], r["seed"]): r.get("final_success") for r in runs}
+    result["gap_points_vs_sync"] = {
+        f"k{k}_seed{s}": 100 * (v - finals[(0, s)])
+        for (k, s), v in finals.items()
+        if k and v is not None and finals.get((0, s)) is not None
+    }
+    path = args.json or args.out / "async_learning.json"
+    path.write_text(json.dumps(result, indent=1))
+    print(json.dumps({k: v for k, v in result.items() if k != "runs"}, indent=1))
+
+
+if __name__ == "__main__":
+    main()

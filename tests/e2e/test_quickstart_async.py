@@ -1,0 +1,48 @@
+"""The shortened CPU quickstart (tests/e2e/test_quickstart.py's recipe) trained synchronously
+and with `trainer.async.max_staleness: 1` from the same SFT'd weights: pipelining must not
+cost more than 10 points of held-out success (issue #21's CPU criterion)."""
+
+import json
+from pathlib import Path
+
+import pytest
+
+from agentrl.config import TrainConfig, load_config
+from agentrl.trainer import Trainer
+from agentrl.trainer.export import export_hf
+
+ROOT = Path(__file__).resolve().parents[2]
+COMMON = ["trainer.save_every=0", "trainer.eval_every=0", "trainer.tensorboard=false"]
+COMMON += ["trainer.save_hf=false", "data.eval_episodes=64"]
+
+
+def _cfg(cache: Path, *overrides: str) -> TrainConfig:
+    path = ROOT / "configs" / "quickstart-cpu.yaml"
+    return load_config(TrainConfig, path, [f"model.cache_dir={cache}", *COMMON, *overrides])
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(3600)
+def test_async_quickstart_within_10_points_of_sync(tmp_path, agentrl_cache):
+    sft = Trainer(_cfg(agentrl_cache, f"trainer.out_dir={tmp_path / 'sft'}"))
+    sft.bootstrap_sft()
+    model = tmp_path / "sft_model"
+    export_hf(sft.actor.model, dict(sft.actor.named_weights()), sft.c.tokenizer, model)
+    sft.c.close()
+    after = {}
+    for k in (0, 1):
+        out = tmp_path / f"k{k}"
+        cfg = _cfg(
+            agentrl_cache,
+            f"model.path={model}",
+            "sft.steps=0",
+            "trainer.steps=10",
+            f"trainer.async.max_staleness={k}",
+            f"trainer.out_dir={out}",
+        )
+        after[k] = Trainer(cfg).train()["success_rate"]
+        metrics = [json.loads(x) for x in (out / "metrics.jsonl").read_text().splitlines()]
+        assert [m["step"] for m in metrics] == list(range(1, 11))
+        if k:
+            assert max(m["async/staleness_max"] for m in metrics) <= 1
+    assert after[1] >= after[0] - 0.10, after

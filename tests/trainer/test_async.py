@@ -1,0 +1,159 @@
+"""`trainer.async.max_staleness` (agentrl/trainer/pipeline.py) on real tiny-model runs.
+
+- K = 0 is the synchronous loop: the same metrics and bit-identical weights as a run without
+  the key (the same seeds; sampling is seeded per task, so this holds across processes).
+- K = 1 (the resumed run, and one issuing deeper): every sampled token carries the policy version that sampled it; no trained token is
+  more than K versions behind and no group spans more than K + 1 versions. With prompts
+  issued deeper than K allows (`prefetch_batches: 3`), stale groups appear and are dropped
+  and re-issued instead of trained.
+- kill -9 in the middle of a pipelined step (its metrics written, its checkpoint not) then
+  `--resume`: every prompt is trained exactly once, and the prompts issued but not trained at
+  the checkpoint (`async_pending`) are the first ones issued again.
+
+The runs are the real CLI in subprocesses (single-threaded, started together).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+from trainer_synth import train_overrides
+
+pytestmark = pytest.mark.timeout(900)
+
+KILL_HOOK = """
+import os, signal, sys
+from agentrl.trainer import logger
+
+log = logger.MetricsLogger.log
+def log_then_die(self, step, metrics, file="metrics.jsonl", **kw):
+    log(self, step, metrics, file, **kw)
+    if step == 3 and file == "metrics.jsonl":  # step 4's episodes are in flight now
+        os.kill(os.getpid(), signal.SIGKILL)
+logger.MetricsLogger.log = log_then_die
+
+from agentrl.cli import main
+sys.exit(main(sys.argv[1:]))
+"""
+
+RUNS = {
+    "sync": {},
+    "k0": {"trainer__async__max_staleness": 0},
+    "deep": {"trainer__async__max_staleness": 1, "trainer__async__prefetch_batches": 3},
+    "killed": {"trainer__async__max_staleness": 1},
+}
+
+
+def _args(cache: Path, out: Path, extra: dict) -> list[str]:
+    config = out.parent / f"{out.name}.yaml"
+    config.write_text("model:\n  path: tiny:qwen2\n")
+    base = {"trainer__steps": 4, "trainer__save_every": 2, "algorithm__entropy_coef": 0.05}
+    base |= {"trainer__dump_rollouts_every": 1, "data__eval_episodes": 0}
+    return ["train", "--config", str(config), *train_overrides(cache, out, **(base | extra))]
+
+
+def _start(argv: list[str], log: Path, kill: bool = False) -> subprocess.Popen:
+    """The CLI in a subprocess; its output goes to a file (pipes of several runs at once
+    fill up while the first is waited on)."""
+    env = os.environ | {"OMP_NUM_THREADS": "1"}
+    head = ["-c", KILL_HOOK] if kill else ["-m", "agentrl.cli"]
+    with open(log, "w") as f:
+        return subprocess.Popen([sys.executable, *head, *argv], env=env, stdout=f, stderr=f)
+
+
+def _wait(proc: subprocess.Popen, log: Path) -> int:
+    proc.wait(timeout=800)
+    if proc.returncode not in (0, -9):
+        raise AssertionError(log.read_text()[-5000:])
+    return proc.returncode
+
+
+@pytest.fixture(scope="module")
+def runs(tiny_model_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+    root, cache = tmp_path_factory.mktemp("async"), tiny_model_dir.parent
+    args = {name: _args(cache, root / name, extra) for name, extra in RUNS.items()}
+    logs = {name: root / f"{name}.log" for name in RUNS}
+    procs = {n: _start(argv, logs[n], kill=n == "killed") for n, argv in args.items()}
+    codes = {name: _wait(p, logs[name]) for name, p in procs.items()}
+    assert codes == {name: -9 if name == "killed" else 0 for name in RUNS}
+    killed_rows = _rows(root / "killed")
+    assert [r["step"] for r in killed_rows] == [1, 2, 3]
+    resumed = root / "resumed.log"
+    assert _wait(_start([*args["killed"], "--resume"], resumed), resumed) == 0
+    return {name: root / name for name in RUNS}
+
+
+def _rows(out: Path) -> list[dict]:
+    return [json.loads(line) for line in (out / "metrics.jsonl").read_text().splitlines()]
+
+
+def _state(out: Path, step: int) -> dict:
+    return torch.load(out / "checkpoints" / f"step_{step:06d}" / "state.pt", weights_only=False)
+
+
+def _dumps(out: Path) -> dict[int, list[dict]]:
+    files = sorted((out / "rollouts").glob("step_*.jsonl"))
+    return {
+        int(f.stem.split("_")[1]): [json.loads(line) for line in f.read_text().splitlines()]
+        for f in files
+    }
+
+
+def _untimed(row: dict) -> dict:
+    return {
+        k: v for k, v in row.items() if k != "time" and not k.startswith(("time/", "throughput/"))
+    }
+
+
+def test_k0_is_the_synchronous_loop(runs: dict[str, Path]) -> None:
+    sync, k0 = runs["sync"], runs["k0"]
+    assert [_untimed(r) for r in _rows(k0)] == [_untimed(r) for r in _rows(sync)]
+    a, b = _state(sync, 4)["model"], _state(k0, 4)["model"]
+    assert all(torch.equal(a[k], b[k]) for k in a)
+    assert not any(k.startswith("async/") for k in _rows(k0)[0])
+    for step, trajs in _dumps(k0).items():  # synchronous: every token from the step's policy
+        assert {v for t in trajs for v in t["weight_versions"] if v >= 0} == {step - 1}
+
+
+@pytest.mark.parametrize("name", ["killed", "deep"])
+def test_staleness_bounded_and_visible(name: str, runs: dict[str, Path]) -> None:
+    rows = _rows(runs[name])
+    assert [r["step"] for r in rows] == [1, 2, 3, 4]
+    assert max(r["async/staleness_max"] for r in rows) <= 1
+    assert max(r["async/group_version_span_max"] for r in rows) <= 1
+    assert max(r["async/staleness_mean"] for r in rows) > 0  # it did overlap
+    for r in rows:
+        assert 0 <= r["async/off_policy_token_share"] <= 1 and r["async/is_ratio_min"] > 0
+    for step, trajs in _dumps(runs[name]).items():
+        groups: dict[int, set[int]] = {}
+        for t in trajs:
+            assert len(t["weight_versions"]) == len(t["response_ids"])
+            sampled = {v for v, m in zip(t["weight_versions"], t["loss_mask"], strict=True) if m}
+            assert -1 not in sampled and all(step - 1 - v <= 1 for v in sampled)
+            groups.setdefault(t["metadata"]["prompt_index"], set()).update(sampled)
+        assert all(max(vs) - min(vs) <= 1 for vs in groups.values() if vs)
+    if name == "deep":  # issued 3 batches deep with K = 1: stale groups were dropped
+        assert rows[-1]["async/dropped_stale_groups"] > 0
+
+
+def test_kill_mid_pipelined_step_resumes_without_loss_or_duplicates(
+    runs: dict[str, Path],
+) -> None:
+    out = runs["killed"]
+    assert [r["step"] for r in _rows(out)] == [1, 2, 3, 4]
+    checkpoint = _state(out, 2)
+    pending = checkpoint["async_pending"]
+    assert len(pending) == 2  # K batches of 2 prompts were rolling when step 2 was saved
+    trained = [t["metadata"]["prompt_index"] for trajs in _dumps(out).values() for t in trajs]
+    per_prompt = {k: trained.count(k) for k in set(trained)}
+    assert set(per_prompt.values()) == {2}  # rollout.n samples, one group, no duplicates
+    final = _state(out, 4)
+    assert sorted([*per_prompt, *final["async_pending"]]) == list(range(final["cursor"]))
+    before = {t["metadata"]["prompt_index"] for s in (1, 2) for t in _dumps(out)[s]}
+    assert not before & set(pending)  # in flight at the checkpoint: trained after resume
