@@ -11,12 +11,7 @@ set -u
 R=$(cd "$(dirname "$0")/.." && pwd)
 OUT=${OUT:-/tmp/gpu_out}; mkdir -p "$OUT"; L=$OUT/log.txt
 export PYTHONUNBUFFERED=1 NCCL_NVLS_ENABLE=0 TORCHINDUCTOR_CACHE_DIR=/tmp/ind
-if ls "$R"/.gpuwheels/*.whl >/dev/null 2>&1; then
-  python3 -m pip install -q --no-index --no-deps --no-compile --target /tmp/site "$R"/.gpuwheels/*.whl
-fi
-python3 -m pip install -q --no-index --no-deps --no-build-isolation --no-compile --target /tmp/site "$R" \
-  >/dev/null 2>&1 || echo "INSTALL_FAIL" >>"$L"
-export PYTHONPATH=/tmp/site
+. "$R/benchmarks/gpu_env.sh" || echo "INSTALL_FAIL" >>"$L"
 cd /tmp
 part() {  # part NAME SECONDS CMD...
   local name=$1 secs=$2; shift 2

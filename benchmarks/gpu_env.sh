@@ -1,0 +1,30 @@
+#!/usr/bin/env bash
+# Source on a GPU host that has torch/transformers/triton but not agentrl's other deps (the
+# device tool's H200): installs agentrl (no deps) and, from .gpuwheels/ (carry it; made with
+# `pip download --no-deps`), only the wheels whose module does not import already, into
+# /tmp/site, and puts that on PYTHONPATH. Idempotent.
+R=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+export PYTHONUNBUFFERED=1 NCCL_NVLS_ENABLE=0 TORCHINDUCTOR_CACHE_DIR=${TORCHINDUCTOR_CACHE_DIR:-/tmp/ind}
+mkdir -p /tmp/site
+if ls "$R"/.gpuwheels/*.whl >/dev/null 2>&1; then
+  missing=$(python3 - "$R"/.gpuwheels/*.whl <<'PY'
+import importlib.util, re, sys, zipfile
+here = f"cp{sys.version_info.major}{sys.version_info.minor}"
+for whl in sys.argv[1:]:
+    py = whl.rsplit("-", 3)[1]
+    if py.startswith("cp") and py != here:  # a binary wheel for another Python
+        continue
+    with zipfile.ZipFile(whl) as z:
+        tops = {n.split("/")[0] for n in z.namelist() if not n.split("/")[0].endswith((".dist-info", ".data"))}
+    mods = {m for t in tops if (m := re.sub(r"\.py$", "", t)).isidentifier()}
+    if mods and not all(importlib.util.find_spec(m) for m in mods):
+        print(whl)
+PY
+)
+  # shellcheck disable=SC2086
+  [ -z "$missing" ] || python3 -m pip install -q --no-index --no-deps --no-compile --target /tmp/site $missing 2>&1 | tail -3
+fi
+python3 -m pip install -q --no-index --find-links "$R/.gpuwheels" --no-deps --no-compile \
+  --target /tmp/site "$R" 2>&1 | tail -3
+export PYTHONPATH=/tmp/site${PYTHONPATH:+:$PYTHONPATH}
+python3 -c "import agentrl.trainer, agentrl.envs" || return 1 2>/dev/null || exit 1
