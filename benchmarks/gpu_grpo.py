@@ -185,8 +185,8 @@ def sync(device: str) -> None:
 
 
 def run_agentrl(args: argparse.Namespace, ckpt: Path, work: Path) -> dict[str, Any]:
+    from agentrl.assembly import build_components
     from agentrl.trainer import Trainer
-    from agentrl.trainer.build import build_components
 
     if args.engine == "fast":
         use_fast_engine(args.max_total, engine_extra(args.engine_extra))

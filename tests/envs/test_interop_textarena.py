@@ -49,9 +49,9 @@ def test_train_env_flag_builds_the_adapter() -> None:
     end by hand: two GRPO steps on the tiny model, see docs/interop.md)."""
     from agentrl.envs.interop.textarena_env import TextArenaEnv
 
+    from agentrl.assembly import env_factory
     from agentrl.cli import build_parser
     from agentrl.cli.train import resolve_config
-    from agentrl.trainer.build import env_factory
 
     args = build_parser().parse_args(["train", "--env", "textarena:GuessTheNumber-v0"])
     env = env_factory(resolve_config(args))()
