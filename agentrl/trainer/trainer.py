@@ -56,8 +56,6 @@ class Trainer:
         )
         self.progress = RunProgress(self.logger.console, enabled=main)
         self.checkpointer = Checkpointer(self.out)
-        if main:
-            write_config(cfg, self.out)
         self.step = 0
         self.session = False  # whether this process started a session in `run.json`
         # Rollout stats of the step's first collect (DAPO refills would overwrite them).
@@ -84,7 +82,8 @@ class Trainer:
         main, tcfg = self.c.backend.is_main, self.cfg.trainer
         run_dir.claim(self.out, resume=resume, overwrite=overwrite, dry_run=not main)
         self.c.backend.barrier()
-        if main:
+        if main:  # the folder is ours now: config.yaml and the session go in
+            write_config(self.cfg, self.out)
             run_dir.start_session(self.out, self.t_init, time.time() - self.t_init)
             self.session = True
         resumed = resume and self.load_checkpoint()
