@@ -14,7 +14,7 @@ from typing import Any
 import torch
 
 from agentrl.backends import TrainingBackend
-from agentrl.rollout.role import EpisodeHook, Rollout
+from agentrl.trainer.components import EpisodeHook, RolloutRole
 from agentrl.rollout.runner import summarize
 from agentrl.types import TrajectoryGroup
 
@@ -30,7 +30,7 @@ def interleave(parts: list[list[Any]], world: int) -> list[Any]:
 
 
 class ShardedRollout:
-    def __init__(self, inner: Rollout, backend: TrainingBackend) -> None:
+    def __init__(self, inner: RolloutRole, backend: TrainingBackend) -> None:
         self.inner, self.backend = inner, backend
         self.chat = inner.chat
         self._stats: dict[str, float] = {}

@@ -52,7 +52,7 @@ def test_cosine_schedule_ends_at_zero_on_the_last_step(tiny_model_dir: Path, tmp
     trainer.train()
     rows = [json.loads(line) for line in (tmp_path / "metrics.jsonl").read_text().splitlines()]
     lrs = [r["lr"] for r in rows if "lr" in r]
-    assert lrs == pytest.approx([0.5e-3, 0.0], abs=1e-12)
+    assert lrs == pytest.approx([0.5e-3, 0.0], rel=1e-6, abs=1e-12)  # float32 cosine
     critic = trainer.c.critic
     assert critic is not None and critic.scheduler.get_last_lr()[0] == pytest.approx(0.0)
     assert critic.scheduler.last_epoch == 4  # the critic steps its own schedule
