@@ -14,8 +14,8 @@ from typing import Any
 import torch
 
 from agentrl.backends import TrainingBackend
-from agentrl.trainer.components import EpisodeHook, RolloutRole
 from agentrl.rollout.runner import summarize
+from agentrl.trainer.components import EpisodeHook, RolloutRole
 from agentrl.types import TrajectoryGroup
 
 
