@@ -146,3 +146,21 @@ def test_components_close_every_part_when_one_raises() -> None:
     with pytest.raises(OSError, match="rollout failed"):
         c.close()
     assert calls == ["rollout", "workers", "backend"]
+
+
+def test_the_trainer_imports_no_wiring_and_no_loops_remain() -> None:
+    """The graph docs/wiring.md shows, from `scripts/import_graph.py` (ast, nothing imported)."""
+    import importlib.util
+
+    root = Path(__file__).parents[2]
+    spec = importlib.util.spec_from_file_location("import_graph", root / "scripts/import_graph.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    edges = module.graph(root)
+    assert not {("trainer", "assembly"), ("trainer", "workers"), ("trainer", "engines")} & set(
+        edges
+    )
+    rooms = {"assembly", "trainer", "workers", "rollout"}
+    loops = {(a, b) for a, b in edges if (b, a) in edges and {a, b} <= rooms}
+    assert not loops
