@@ -23,8 +23,8 @@ Role = Literal["system", "user", "assistant", "tool"]
 # other strings; they are read back as they are (the type is for code that writes one).
 TerminationReason = Literal[
     "done",  # the env said terminated
-    "truncated",  # the env said truncated (e.g. its own turn limit)
-    "max_turns",  # rollout turn limit
+    "truncated",  # the env said truncated (other than at its turn limit)
+    "max_turns",  # the turn limit: the env's max_turns, or rollout.max_turns when set
     "max_tokens",  # total token budget (prompt + all turns) exhausted
     "overlong",  # one generation hit its per-turn token budget without a stop
     "timeout",  # episode wall-clock limit

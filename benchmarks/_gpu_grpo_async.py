@@ -51,7 +51,7 @@ def run_staleness_sweep(args: Any, ckpt: Path, work: Path) -> dict[str, Any]:
     """SFT once (K = 0's components), then each K from the SFT'd weights."""
     from gpu_grpo import sync, train_config, use_fast_engine
 
-    from agentrl.trainer.build import build_components
+    from agentrl.assembly import build_components
 
     if args.engine == "fast":
         use_fast_engine(args.max_total)
@@ -90,8 +90,8 @@ def run_staleness_sweep(args: Any, ckpt: Path, work: Path) -> dict[str, Any]:
 def one_k(args: Any, sft: Path, out_dir: Path, env: str, k: int, sync: Any) -> dict[str, Any]:
     from gpu_grpo import profile_call, train_config
 
+    from agentrl.assembly import build_components
     from agentrl.trainer import Trainer
-    from agentrl.trainer.build import build_components
     from agentrl.trainer.pipeline import start_pipeline
 
     cfg = train_config(sft, args, out_dir)

@@ -190,14 +190,13 @@ def sync(device: str) -> None:
 
 
 def run_agentrl(args: argparse.Namespace, ckpt: Path, work: Path) -> dict[str, Any]:
-    from agentrl.trainer import Trainer
-    from agentrl.trainer.build import build_components
+    from agentrl.assembly import build_trainer
 
     if args.engine == "fast":
         use_fast_engine(args.max_total, engine_extra(args.engine_extra))
     cfg = train_config(ckpt, args, work / "run")
-    comps = build_components(cfg)
-    trainer = Trainer(cfg, comps)
+    trainer = build_trainer(cfg)
+    comps = trainer.c
     captured: list[Any] = []
     make_batch = comps.scorer.batch
     comps.scorer.batch = lambda groups: captured.append(make_batch(groups)) or captured[-1]  # type: ignore[method-assign]

@@ -84,9 +84,9 @@ def load_cfg(args: argparse.Namespace, model_path: str | None = None) -> Any:
 
 
 def trainer_for(cfg: Any) -> Any:
-    from agentrl.trainer import Trainer
+    from agentrl.assembly import build_trainer
 
-    return Trainer(cfg)
+    return build_trainer(cfg)
 
 
 # ---------------------------------------------------------------- held-out evaluation

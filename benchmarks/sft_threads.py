@@ -19,10 +19,10 @@ import time
 
 import torch
 
+from agentrl.assembly import env_factory, seed_everything
 from agentrl.chat import ChatFormat
 from agentrl.config import TrainConfig, load_config
 from agentrl.models.load import load_model, load_tokenizer
-from agentrl.trainer.build import env_factory, seed_everything
 from agentrl.trainer.sft import build_demos, sft_train
 
 

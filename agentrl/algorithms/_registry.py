@@ -1,7 +1,9 @@
-"""Name → function registries shared by advantage estimators and policy losses.
+"""Name → entry registries for advantage estimators and policy losses.
 
 Config strings (`algorithm.adv_estimator`, `algorithm.policy_loss`) select entries; new
 algorithms register themselves with a decorator instead of editing a dispatch `if` chain.
+`registrar` builds the policy-loss decorator (estimators have their own, which also records
+their traits); `lookup` serves both.
 """
 
 from __future__ import annotations

@@ -20,7 +20,7 @@ from dataclasses import dataclass
 import torch
 from torch import Tensor
 
-from agentrl.algorithms._registry import lookup, registrar
+from agentrl.algorithms._registry import lookup
 from agentrl.algorithms.masked import masked_whiten
 from agentrl.algorithms.returns import discounted_returns, gae, turn_ids_from_mask, turn_returns
 from agentrl.config.schema import AlgorithmConfig
@@ -56,35 +56,77 @@ class AdvantageInput:
 
 
 AdvantageFn = Callable[[AdvantageInput, AlgorithmConfig], tuple[Tensor, Tensor]]
-ADV_ESTIMATORS: dict[str, AdvantageFn] = {}
-register_adv_estimator = registrar(ADV_ESTIMATORS, "advantage estimator")
-# Estimators whose baseline is the score of a greedy rollout of the same prompt. The trainer
-# reads this (not estimator names) to decide whether to roll out one extra greedy episode per
-# prompt and fill `AdvantageInput.baseline_rewards`; a plugin estimator opts in by adding itself.
-GREEDY_BASELINE_ESTIMATORS: set[str] = {"remax"}
-# Estimators whose advantages verl whitens over the batch (`masked_whiten`, unbiased variance);
-# `algorithm.whiten_advantages` unset follows this, true/false overrides it for any estimator.
-WHITENED_BY_DEFAULT: set[str] = {"gae"}
-# Estimators that read `AdvantageInput.sum_pi_squared` (Σ_v π(v)² at each sampled position);
-# the trainer computes it with the old log-probs only for these.
-SUM_PI_SQUARED_ESTIMATORS: set[str] = {"optimal_token_baseline"}
 
 
-def needs_greedy_baseline(name: str) -> bool:
-    """Whether estimator `name` needs `baseline_rewards` from a greedy rollout per prompt."""
-    return name in GREEDY_BASELINE_ESTIMATORS
+@dataclass(frozen=True)
+class Estimator:
+    """One registry entry: the estimator and its traits, declared where it is registered.
+
+    The trainer and `agentrl.assembly` read the traits (never estimator names), so a plugin
+    estimator states what it needs in its own `@register_adv_estimator(...)` and nothing
+    else is edited.
+    """
+
+    fn: AdvantageFn
+    # Reads `AdvantageInput.values`: the assembly builds a Critic (gae).
+    needs_critic: bool = False
+    # Reads `baseline_rewards`: the trainer rolls out one greedy episode per prompt (remax).
+    greedy_baseline: bool = False
+    # Reads `sum_pi_squared` (Σ_v π_old(v)² per position): one extra no-grad forward and the
+    # π_old pass always run (optimal_token_baseline).
+    sum_pi_squared: bool = False
+    # verl whitens its advantages over the batch (`masked_whiten`, unbiased variance);
+    # `algorithm.whiten_advantages` unset follows this, true/false overrides it.
+    whitened: bool = False
+
+    def __call__(self, inp: AdvantageInput, cfg: AlgorithmConfig) -> tuple[Tensor, Tensor]:
+        return self.fn(inp, cfg)
+
+
+ADV_ESTIMATORS: dict[str, Estimator] = {}
+
+
+def register_adv_estimator(
+    name: str,
+    *,
+    needs_critic: bool = False,
+    greedy_baseline: bool = False,
+    sum_pi_squared: bool = False,
+    whitened: bool = False,
+) -> Callable[[AdvantageFn], AdvantageFn]:
+    """`@register_adv_estimator("name", needs_critic=..., ...)`: add an estimator with its
+    traits (see `Estimator`); a duplicate name is refused."""
+
+    def decorate(fn: AdvantageFn) -> AdvantageFn:
+        if name in ADV_ESTIMATORS:
+            raise ValueError(f"advantage estimator {name!r} is already registered")
+        ADV_ESTIMATORS[name] = Estimator(
+            fn,
+            needs_critic=needs_critic,
+            greedy_baseline=greedy_baseline,
+            sum_pi_squared=sum_pi_squared,
+            whitened=whitened,
+        )
+        return fn
+
+    return decorate
+
+
+def get_estimator(name: str) -> Estimator:
+    """The registry entry `name` (function and traits); KeyError listing the known names."""
+    return lookup(ADV_ESTIMATORS, name, "advantage estimator")
 
 
 def get_adv_estimator(name: str) -> AdvantageFn:
-    """The estimator registered as `name`; KeyError listing the known names otherwise."""
-    return lookup(ADV_ESTIMATORS, name, "advantage estimator")
+    """The estimator function registered as `name`; KeyError listing the known names."""
+    return get_estimator(name).fn
 
 
 def whitens_advantages(cfg: AlgorithmConfig) -> bool:
     """`algorithm.whiten_advantages`, or (unset) whether verl whitens this estimator."""
     if cfg.whiten_advantages is not None:
         return cfg.whiten_advantages
-    return cfg.adv_estimator in WHITENED_BY_DEFAULT
+    return get_estimator(cfg.adv_estimator).whitened
 
 
 def compute_advantages(inp: AdvantageInput, cfg: AlgorithmConfig) -> tuple[Tensor, Tensor]:
@@ -158,7 +200,7 @@ def _relative(inp: AdvantageInput, cfg: AlgorithmConfig, baseline: Tensor) -> Te
 # ---------------------------------------------------------------- estimators
 
 
-@register_adv_estimator("gae")
+@register_adv_estimator("gae", needs_critic=True, whitened=True)
 def gae_advantages(inp: AdvantageInput, cfg: AlgorithmConfig) -> tuple[Tensor, Tensor]:
     """PPO with a critic: GAE(γ, λ) over trained tokens (see `returns.gae`)."""
     if inp.values is None:
@@ -219,13 +261,13 @@ def opo_advantages(inp: AdvantageInput, cfg: AlgorithmConfig) -> tuple[Tensor, T
     return _relative(inp, cfg, baseline), credit_returns(inp, cfg)
 
 
-@register_adv_estimator("remax")
+@register_adv_estimator("remax", greedy_baseline=True)
 def remax_advantages(inp: AdvantageInput, cfg: AlgorithmConfig) -> tuple[Tensor, Tensor]:
     """A = G − R_greedy: the greedy rollout's score of the same prompt is the baseline."""
     if inp.baseline_rewards is None:
         raise ValueError(
             "advantage estimator 'remax' needs AdvantageInput.baseline_rewards (the greedy "
-            "rollout's reward per row; the trainer fills it for GREEDY_BASELINE_ESTIMATORS)"
+            "rollout's reward per row; the trainer fills it for `greedy_baseline` estimators)"
         )
     if inp.baseline_rewards.shape != inp.token_rewards.shape[:1]:
         raise ValueError(

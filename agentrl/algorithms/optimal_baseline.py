@@ -58,7 +58,7 @@ def _zero_tails(baseline: Tensor, lengths: Tensor, inverse: Tensor) -> Tensor:
     return baseline
 
 
-@register_adv_estimator("optimal_token_baseline")
+@register_adv_estimator("optimal_token_baseline", sum_pi_squared=True)
 def optimal_token_baseline_advantages(
     inp: AdvantageInput, cfg: AlgorithmConfig
 ) -> tuple[Tensor, Tensor]:
@@ -66,13 +66,13 @@ def optimal_token_baseline_advantages(
 
     G is the token return-to-go (γ = `algorithm.gamma`, 1 in verl), W the cumulative
     1 − 2π_old(y) + Σπ_old² (× is_weights² under rollout correction). Needs `old_log_probs`
-    and `sum_pi_squared` (the trainer provides them for SUM_PI_SQUARED_ESTIMATORS).
+    and `sum_pi_squared` (the trainer provides them: its entry says `sum_pi_squared`).
     `algorithm.otb_zero_tail` zeroes B past the second-longest response of a group.
     """
     if inp.old_log_probs is None or inp.sum_pi_squared is None:
         raise ValueError(
             "advantage estimator 'optimal_token_baseline' needs AdvantageInput.old_log_probs "
-            "and .sum_pi_squared (the trainer fills them for SUM_PI_SQUARED_ESTIMATORS)"
+            "and .sum_pi_squared (the trainer fills them for `sum_pi_squared` estimators)"
         )
     mask = inp.mask.to(inp.token_rewards.dtype)
     returns = discounted_returns(inp.token_rewards, mask, cfg.gamma)

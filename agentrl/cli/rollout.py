@@ -26,7 +26,9 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         "--data", action="append", default=[], help="dataset file/folder whose rows are the tasks"
     )
     p.add_argument("--out", default="trajectories.jsonl", help="output JSONL path")
-    p.add_argument("--max-turns", type=int, default=4)
+    p.add_argument(
+        "--max-turns", type=int, default=None, help="turn limit (default: the env's max_turns)"
+    )
     p.add_argument("--max-new-tokens", type=int, default=64, help="per-turn budget")
     p.add_argument("--max-total-tokens", type=int, default=2048, help="whole-episode budget")
     p.add_argument("--temperature", type=float, default=1.0)

@@ -61,9 +61,9 @@ def run_sft(cfg: TrainConfig, out: str) -> object:
 
     import torch
 
+    from agentrl.assembly import env_factory, seed_everything
     from agentrl.chat import ChatFormat
     from agentrl.models.load import load_model, load_tokenizer, save_pretrained
-    from agentrl.trainer.build import env_factory, seed_everything
     from agentrl.trainer.data import TaskSource
     from agentrl.trainer.sft import build_demos, sft_train
 

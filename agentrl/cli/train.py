@@ -74,7 +74,7 @@ def cmd_train(args: argparse.Namespace) -> int:
     fresh = args.resume and not run_dir.has_checkpoint(out)
     note = " (--resume: no checkpoint there yet, so a fresh run starts)" if fresh else ""
     print(f"run folder: {out}{note}", flush=True)
-    from agentrl.trainer import Trainer
+    from agentrl.assembly import build_trainer
 
-    result = Trainer(cfg).train(resume=args.resume, overwrite=args.overwrite)
+    result = build_trainer(cfg).train(resume=args.resume, overwrite=args.overwrite)
     return 0 if result is not None else 1

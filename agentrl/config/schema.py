@@ -108,9 +108,12 @@ class EngineConfig:
 
 @dataclass(kw_only=True)
 class RolloutConfig:
-    # Samples per prompt (the group size for GRPO/RLOO).
+    # Samples per prompt (the group size for GRPO/RLOO); the trainer passes it to every
+    # collect (the runner has no default of its own).
     n: int = 4
-    max_turns: int = 4
+    # Turn limit; null = the env's own `max_turns` (AgentEnv), a number overrides it. Hitting
+    # either ends the episode as termination "max_turns".
+    max_turns: int | None = None
     # Whole-episode budget: prompt + all turns + observations.
     max_total_tokens: int = 1024
     episode_timeout_s: float = 120.0

@@ -273,7 +273,7 @@ def check_device(cfg: Any, src: str) -> None:
 def check_async(cfg: Any, src: str) -> None:
     """`trainer.async.max_staleness` >= 1 (docs/async.md): what the pipeline cannot combine
     with yet, named."""
-    from agentrl.algorithms import GREEDY_BASELINE_ESTIMATORS
+    from agentrl.algorithms import get_estimator
 
     if cfg.trainer.async_.max_staleness < 1:
         return
@@ -284,7 +284,10 @@ def check_async(cfg: Any, src: str) -> None:
         ),
         "algorithm.dynamic_sampling": cfg.algorithm.dynamic_sampling,
         f"algorithm.adv_estimator: {cfg.algorithm.adv_estimator} (greedy baseline episodes)": (
-            cfg.algorithm.adv_estimator in GREEDY_BASELINE_ESTIMATORS
+            get_estimator(cfg.algorithm.adv_estimator).greedy_baseline
+        ),
+        "engine.sleep_between_phases (the engine decodes while the update runs)": (
+            cfg.engine.sleep_between_phases
         ),
         "trainer.param_offload / optimizer_offload (rollouts overlap the update)": (
             cfg.trainer.param_offload or cfg.trainer.optimizer_offload

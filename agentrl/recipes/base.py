@@ -10,7 +10,7 @@ Scoring under π_prev once, before any update, is why no second model copy is ke
 start of an iteration π_θ *is* π_prev (dropout is off in these models), and π_prev's log-probs
 of a fixed set of samples never change during the iteration.
 
-Roles come from `build_components` (actor = policy + optimizer, rollout = engine + runner,
+Roles come from `agentrl.assembly.build_components` (actor = policy + optimizer, rollout = engine + runner,
 task source, env factory), so models, LoRA, backends and engines behave as in RL training.
 """
 
@@ -24,9 +24,10 @@ from typing import Any
 import torch
 
 from agentrl.algorithms import sequence_log_probs
+from agentrl.assembly import build_components
 from agentrl.config import to_dict
-from agentrl.trainer import collate, run_dir
-from agentrl.trainer.build import build_components, env_factory
+from agentrl.rollout import Rollout
+from agentrl.trainer import Actor, collate, run_dir
 from agentrl.trainer.logger import MetricsLogger
 from agentrl.trainer.logprobs import response_log_probs
 from agentrl.types import Trajectory, TrajectoryGroup
@@ -39,8 +40,11 @@ class SelfPlayRecipe(ABC):
 
     def __init__(self, cfg: SelfPlayTrainConfig) -> None:
         self.cfg, self.sp = cfg, cfg.selfplay
-        self.c = build_components(cfg)
-        self.actor = self.c.actor
+        self.c = build_components(cfg)  # in this process: the local roles themselves
+        actor, rollout = self.c.actor, self.c.rollout
+        if not (isinstance(actor, Actor) and isinstance(rollout, Rollout)):
+            raise TypeError(f"self-play needs local roles, got {actor!r} and {rollout!r}")
+        self.actor, self.rollout = actor, rollout
         self.device = self.c.backend.device
         self.pad_id = self.c.tokenizer.pad_token_id
         self.out = run_dir.expand(cfg.trainer.out_dir, cfg.data.env)
@@ -153,8 +157,8 @@ class SelfPlayRecipe(ABC):
 
         cfg = self.cfg
         items = self.c.data.demo_items(cfg.sft.demos)
-        chat = self.c.rollout.runner.chat
-        demos = build_demos(env_factory(cfg), chat, items, cfg.sft.skip_tools)
+        chat = self.rollout.runner.chat
+        demos = build_demos(self.c.make_env, chat, items, cfg.sft.skip_tools)
         losses = sft_train(
             self.actor.model, demos, cfg.sft, self.pad_id, self.device, cfg.trainer.seed
         )

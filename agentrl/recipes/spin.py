@@ -17,7 +17,6 @@ from typing import Any
 import torch
 
 from agentrl.algorithms import spin_loss
-from agentrl.trainer.build import env_factory
 from agentrl.trainer.sft import build_demos
 from agentrl.types import Trajectory
 
@@ -31,7 +30,7 @@ class SPIN(SelfPlayRecipe):
     def collect(self, items: list[Any]) -> tuple[int, dict[str, float]]:
         if any(not isinstance(i, int) for i in items):
             raise ValueError("SPIN needs env seeds (data.path empty): demos come from the oracle")
-        self.real = build_demos(env_factory(self.cfg), self.c.rollout.runner.chat, list(items))
+        self.real = build_demos(self.c.make_env, self.rollout.runner.chat, list(items))
         groups = self.c.rollout.collect(items, 1)
         self.gen = [g.trajectories[0] for g in groups]
         self.prev_real = self.prev_logps(self.real)

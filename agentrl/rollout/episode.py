@@ -113,10 +113,25 @@ async def _loop(
     state = _State(traj, list(obs.tools), cfg.max_total_tokens, images)
     if state.left <= 0:
         raise _EpisodeEnd("max_tokens", f"prompt has {len(traj.prompt_ids)} tokens")
-    for turn_no in range(cfg.max_turns):
-        last = turn_no == cfg.max_turns - 1
+    limit = turn_limit(env, cfg)
+    for turn_no in range(limit):
+        last = turn_no == limit - 1
         if await _turn(env, engine, chat, sampling, state, turn_no, last, session_id):
             return
+
+
+def env_turn_limit(env: Any) -> int:
+    """The env's own `max_turns` (declared by `AgentEnv`); an env without one ends as
+    env_error naming the attribute."""
+    try:
+        return int(env.max_turns)
+    except (AttributeError, TypeError, ValueError) as e:
+        raise _EpisodeEnd("env_error", f"{type(env).__name__}.max_turns: {error_text(e)}") from e
+
+
+def turn_limit(env: Any, cfg: RolloutConfig) -> int:
+    """The episode's turn limit: `rollout.max_turns` when set, else the env's `max_turns`."""
+    return cfg.max_turns if cfg.max_turns is not None else env_turn_limit(env)
 
 
 async def _generate(
@@ -191,7 +206,9 @@ async def _turn(
     turn.tool_results = _tool_results(info, obs.messages)
     traj.messages += obs.messages
     if terminated or truncated:
-        traj.termination = "done" if terminated else "truncated"
+        # An env truncating at its own turn limit ends like the rollout's limit: one name.
+        at_limit = truncated and turn_no + 1 >= env_turn_limit(env)
+        traj.termination = "done" if terminated else "max_turns" if at_limit else "truncated"
         return True
     if last:  # nothing will answer this observation: keep its messages, not its tokens
         raise _EpisodeEnd("max_turns")

@@ -192,11 +192,12 @@ class RolloutRunner:
     async def collect(
         self,
         seeds_or_rows: Sequence[TaskSpec],
-        n: int | None = None,
+        n: int,
         *,
         sampling_cfg: SamplingConfig | None = None,
     ) -> list[TrajectoryGroup]:
-        """`n` (default `rollout.n`) episodes per seed or dataset row, grouped per task.
+        """`n` episodes per seed or dataset row, grouped per task. The caller passes `n` (the
+        trainer: `rollout.n`); the runner has no fallback of its own.
 
         `sampling_cfg` overrides the runner's sampling for this call (e.g. greedy evaluation
         on the same engine and loop).
@@ -209,7 +210,7 @@ class RolloutRunner:
             self.engine,
             self.chat,
             list(seeds_or_rows),
-            n or self.rollout_cfg.n,
+            n,
             sampling=sampling,
             cfg=self.rollout_cfg,
             group_prefix=f"c{self.calls}-",
@@ -265,7 +266,7 @@ class RolloutRunner:
     def collect_sync(
         self,
         seeds_or_rows: Sequence[TaskSpec],
-        n: int | None = None,
+        n: int,
         *,
         sampling_cfg: SamplingConfig | None = None,
     ) -> list[TrajectoryGroup]:

@@ -57,7 +57,17 @@ def single_on_policy_pass(cfg: TrainerConfig, batch_size: int) -> bool:
     return cfg.ppo_epochs == 1 and cfg.mini_batch_size >= batch_size
 
 
+def optimizer_steps(cfg: TrainerConfig, rows_per_step: int, epochs: int) -> int:
+    """Optimizer steps of the whole run: `epochs` passes over `rows_per_step` rows in
+    mini-batches of `trainer.mini_batch_size`, every one of `trainer.steps`. The LR schedule's
+    horizon; a step with fewer rows (DAPO filtering) takes fewer, so the schedule ends later."""
+    per_pass = -(-max(rows_per_step, 1) // max(cfg.mini_batch_size, 1))
+    return max(1, cfg.steps * max(epochs, 1) * per_pass)
+
+
 def build_optimizer(model: torch.nn.Module, cfg: OptimConfig, total_steps: int) -> tuple[Any, Any]:
+    """AdamW and its LR schedule: linear warmup over `optim.warmup_steps`, then constant or
+    (`optim.scheduler: cosine`) a half cosine reaching 0 at optimizer step `total_steps`."""
     params = [p for p in model.parameters() if p.requires_grad]
     # One fused kernel per step instead of foreach's dozen passes: plain CUDA parameters only
     # (FSDP2's DTensors and CPU training keep the default implementation).
@@ -86,7 +96,10 @@ class Actor:
         optim: OptimConfig,
         trainer: TrainerConfig,
         temperature: float = 1.0,
+        total_steps: int | None = None,
     ) -> None:
+        """`total_steps`: optimizer steps of the run, the LR schedule's horizon (the assembly
+        passes `optimizer_steps(...)`); default one per `trainer.steps`."""
         self.backend = backend
         self.log_probs = build_log_prob_fn(trainer, model, backend)  # padded or packed
         self.model = backend.prepare(model)
@@ -101,7 +114,8 @@ class Actor:
         # `algorithms.deferred`); False reads them after every micro-batch (the old way,
         # kept for benchmarks that measure what the deferral saves).
         self.defer_metrics = True
-        self.optimizer, self.scheduler = build_optimizer(self.model, optim, trainer.steps * 8)
+        horizon = total_steps if total_steps is not None else trainer.steps
+        self.optimizer, self.scheduler = build_optimizer(self.model, optim, horizon)
         backend.offload(self.model, self.optimizer)
 
     def set_update_path(self, path: str) -> None:

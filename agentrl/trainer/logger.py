@@ -100,3 +100,19 @@ class MetricsLogger:
             self.tb.close()
         if self.wandb is not None:
             self.wandb.finish()
+
+
+def held_out_summary(path: Path, after: dict[str, float]) -> str | None:
+    """ "held-out success: 12.5% before RL -> 40.0% after (...)" from `eval.jsonl`'s step-0
+    row and the final eval `after`; None without both."""
+    if not (after and path.exists()):
+        return None
+    rows = [json.loads(line) for line in path.read_text().splitlines() if line]
+    starts = [r for r in rows if r["step"] == 0]
+    if not starts:
+        return None
+    b, a = starts[-1]["success_rate"], after["success_rate"]
+    return (
+        f"held-out success: {b:.1%} before RL -> {a:.1%} after "
+        f"({(a - b) * 100:+.1f} points, {int(after['episodes'])} episodes)"
+    )

@@ -36,10 +36,10 @@ from typing import Any
 import torch
 
 from agentrl.config import AsyncConfig
+from agentrl.rollout.role import Rollout
 from agentrl.types import TrajectoryGroup
 
 from .data import TaskSource
-from .rollout_role import Rollout
 
 
 class AsyncCollector:

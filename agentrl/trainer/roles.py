@@ -1,6 +1,7 @@
 """Roles besides the Actor: Reference, Critic, RewardScorer. One role per class, composed by
-the Trainer; which roles exist follows from the config (a critic only for `gae`, a reference
-only when a KL coefficient is set), never from role strings."""
+the Trainer; which roles exist follows from the config (a critic only for estimators whose
+registry entry says `needs_critic`, a reference only when a KL coefficient is set), never from
+role strings. `agentrl.assembly` builds them."""
 
 from __future__ import annotations
 
@@ -89,10 +90,14 @@ class Critic:
         algo: AlgorithmConfig,
         optim: OptimConfig,
         cfg: TrainerConfig,
+        total_steps: int | None = None,
     ) -> None:
+        """`total_steps`: the critic's optimizer steps in the run (its LR schedule's horizon);
+        default one per `trainer.steps`."""
         self.backend, self.algo, self.cfg = backend, algo, cfg
         self.model = backend.prepare(ValueModel(lm))
-        self.optimizer, _ = build_optimizer(self.model, optim, cfg.steps)
+        horizon = total_steps if total_steps is not None else cfg.steps
+        self.optimizer, self.scheduler = build_optimizer(self.model, optim, horizon)
         self.grad_clip = optim.grad_clip
         backend.offload(self.model, self.optimizer)
 
@@ -126,16 +131,23 @@ class Critic:
             loss.backward()
             torch.nn.utils.clip_grad_norm_(self.model.parameters(), self.grad_clip)
             self.optimizer.step()
+            self.scheduler.step()
             metrics["value_loss"] = float(loss.detach())
         return metrics
 
     def state(self) -> dict[str, Any]:
-        return {"critic": self.model.state_dict(), "critic_optimizer": self.optimizer.state_dict()}
+        return {
+            "critic": self.model.state_dict(),
+            "critic_optimizer": self.optimizer.state_dict(),
+            "critic_scheduler": self.scheduler.state_dict(),
+        }
 
     def load_state(self, state: dict[str, Any]) -> None:
         if "critic" in state:
             self.model.load_state_dict(state["critic"])
             self.optimizer.load_state_dict(state["critic_optimizer"])
+        if "critic_scheduler" in state:  # checkpoints from before the critic's schedule lack it
+            self.scheduler.load_state_dict(state["critic_scheduler"])
 
 
 class RewardScorer:

@@ -1,8 +1,9 @@
 """The RL training loop. `Trainer.train()` reads top to bottom:
 
 rollout → reward → old/ref log-probs → advantages → mini-batch updates → weight sync → log →
-checkpoint. Roles (Actor, Reference, Critic, Rollout, RewardScorer) are separate classes built
-from the config; the loop only composes them.
+checkpoint. Roles (Actor, Reference, Critic, Rollout, RewardScorer) are separate objects that
+`agentrl.assembly` builds from the config and hands over as `Components`; the loop only
+composes them, through the Protocols of `components.py`.
 """
 
 from __future__ import annotations
@@ -13,47 +14,45 @@ from typing import Any
 import torch
 
 from agentrl.algorithms import (
-    SUM_PI_SQUARED_ESTIMATORS,
     AdvantageInput,
     KLController,
     compute_advantages,
+    get_estimator,
     importance_weights,
-    needs_greedy_baseline,
 )
 from agentrl.config import TrainConfig, to_dict
 from agentrl.report.progress import RunProgress
 from agentrl.rollout.runner import summarize
 from agentrl.types import TrajectoryGroup
-from agentrl.workers import place
 
 from . import run_dir
 from .actor import Actor, single_on_policy_pass
 from .batch import TrainBatch
-from .build import Components
 from .checkpoint import Checkpointer
+from .components import ActorRole, Components
 from .export import FINAL_DIR, HF_DIR, export_hf, write_config
-from .logger import MetricsLogger
+from .logger import MetricsLogger, held_out_summary
 from .pipeline import AsyncCollector, is_spread, stamp_versions, start_pipeline, version_metrics
 
 
 class Trainer:
-    # Set by `train` (agentrl/trainer/pipeline.py): trainer.async's producer of finished
+    # Set by `run` (agentrl/trainer/pipeline.py): trainer.async's producer of finished
     # groups, prompts a resumed checkpoint left pending, engine update count - step.
     pipeline: AsyncCollector | None = None
     _pending: list[int] = []
     _version_offset: int | None = None
 
-    def __init__(self, cfg: TrainConfig, components: Components | None = None) -> None:
-        from agentrl.config.validate import validate
-
-        self.t_init = time.time()
-        validate(cfg)  # before any model loads: one line naming a bad key
+    def __init__(
+        self, cfg: TrainConfig, components: Components, kl_ctrl: KLController | None = None
+    ) -> None:
+        """`components`: every role, built by `agentrl.assembly` (`build_trainer(cfg)` makes
+        both). `kl_ctrl`: the KL coefficient of each step (`algorithm.kl.ctrl`), checkpointed;
+        default built from `cfg`."""
         self.cfg = cfg
-        # The KL coefficient of each step (`algorithm.kl.ctrl`); checkpointed. Built first: a
-        # bad controller setting fails before any model is loaded.
-        self.kl_ctrl = KLController.from_config(cfg.algorithm.kl)
-        self.c = components or place(cfg)
-        self.actor: Actor = self.c.actor
+        self.c = components
+        self.t_init = components.started_at
+        self.kl_ctrl = kl_ctrl or KLController.from_config(cfg.algorithm.kl)
+        self.actor: ActorRole = self.c.actor
         self.out = run_dir.expand(cfg.trainer.out_dir, cfg.data.env)
         main = self.c.backend.is_main
         self.logger = MetricsLogger(
@@ -65,25 +64,36 @@ class Trainer:
         )
         self.progress = RunProgress(self.logger.console, enabled=main)
         self.checkpointer = Checkpointer(self.out)
-        if main:
-            write_config(cfg, self.out)
         self.step = 0
+        self.session = False  # whether this process started a session in `run.json`
         # Rollout stats of the step's first collect (DAPO refills would overwrite them).
         self._raw_stats: dict[str, float] = {}
-        # ReMax-style estimators: one greedy episode per prompt gives the baseline.
-        self.greedy_baseline = needs_greedy_baseline(cfg.algorithm.adv_estimator)
-        self.sum_pi_squared = cfg.algorithm.adv_estimator in SUM_PI_SQUARED_ESTIMATORS
+        # The estimator's registry entry says what it reads beyond rewards: a greedy episode per
+        # prompt as baseline (ReMax), Σπ² per position (optimal token baseline).
+        estimator = get_estimator(cfg.algorithm.adv_estimator)
+        self.greedy_baseline = estimator.greedy_baseline
+        self.sum_pi_squared = estimator.sum_pi_squared
         self.generator = torch.Generator().manual_seed(cfg.trainer.seed)
 
     # ------------------------------------------------------------------ the loop
     def train(self, resume: bool = False, overwrite: bool = False) -> dict[str, Any]:
         """Run (or, with `resume`, continue) training in `trainer.out_dir`. A folder holding a
-        previous run is refused unless `resume` or `overwrite` (see `run_dir`)."""
+        previous run is refused unless `resume` or `overwrite` (see `run_dir`). Whatever
+        happens (a step that raises, Ctrl-C), the engine, workers and backend are closed."""
+        try:
+            return self.run(resume, overwrite)
+        finally:
+            self.finish()
+
+    def run(self, resume: bool, overwrite: bool) -> dict[str, Any]:
+        """The run itself; `train` wraps it so that the components are always closed."""
         main, tcfg = self.c.backend.is_main, self.cfg.trainer
         run_dir.claim(self.out, resume=resume, overwrite=overwrite, dry_run=not main)
         self.c.backend.barrier()
-        if main:
+        if main:  # the folder is ours now: config.yaml and the session go in
+            write_config(self.cfg, self.out)
             run_dir.start_session(self.out, self.t_init, time.time() - self.t_init)
+            self.session = True
         resumed = resume and self.load_checkpoint()
         if main:
             for line in self.c.data.describe():
@@ -118,7 +128,6 @@ class Trainer:
             self.save_checkpoint()  # always end with one: a short run's model is not lost
         self.report_held_out(result)
         self.export_final()
-        self.finish()
         return result
 
     def train_step(self) -> dict[str, float]:
@@ -218,10 +227,9 @@ class Trainer:
     ) -> dict[str, float]:
         """Rollout-correction weights, then advantages/returns onto `batch`.
 
-        `baseline_rewards` `[B]`: the greedy reward of each row's prompt, for estimators in
-        `GREEDY_BASELINE_ESTIMATORS` (ReMax). `sum_pi_squared` `[B, T]`: Σπ² per position,
-        for `SUM_PI_SQUARED_ESTIMATORS` (the optimal token baseline, which also reads the
-        correction weights).
+        `baseline_rewards` `[B]`: the greedy reward of each row's prompt, for `greedy_baseline`
+        estimators (ReMax). `sum_pi_squared` `[B, T]`: Σπ² per position, for `sum_pi_squared`
+        estimators (the optimal token baseline, which also reads the correction weights).
         """
         algo, m = self.cfg.algorithm, {}
         weights = tis = None
@@ -333,13 +341,12 @@ class Trainer:
 
     def bootstrap_sft(self) -> None:
         """Short SFT on oracle demos; the engine and the reference then start from its weights."""
-        from .build import env_factory
         from .sft import build_demos
 
         cfg, c = self.cfg, self.c
         t0 = time.perf_counter()
         items = c.data.demo_items(cfg.sft.demos)  # the training rows on a dataset run
-        demos = build_demos(env_factory(cfg), c.rollout.chat, items, cfg.sft.skip_tools)
+        demos = build_demos(c.make_env, c.rollout.chat, items, cfg.sft.skip_tools)
         with self.progress.task("sft", cfg.sft.steps) as bar:
 
             def log(step: int, loss: float) -> None:
@@ -362,21 +369,8 @@ class Trainer:
 
     def report_held_out(self, after: dict[str, float]) -> None:
         """Print the before/after held-out success (the number the quickstart is judged on)."""
-        path = self.out / "eval.jsonl"
-        if not (after and self.c.backend.is_main and path.exists()):
-            return
-        import json
-
-        rows = [json.loads(line) for line in path.read_text().splitlines() if line]
-        starts = [r for r in rows if r["step"] == 0]
-        if not starts:
-            return
-        before = starts[-1]
-        b, a = before["success_rate"], after["success_rate"]
-        self.logger.console.print(
-            f"[bold green]held-out success: {b:.1%} before RL -> {a:.1%} after "
-            f"({(a - b) * 100:+.1f} points, {int(after['episodes'])} episodes)[/]"
-        )
+        if self.c.backend.is_main and (line := held_out_summary(self.out / "eval.jsonl", after)):
+            self.logger.console.print(f"[bold green]{line}[/]")
 
     @staticmethod
     def timed(fn: Any) -> tuple[Any, float]:
@@ -447,13 +441,19 @@ class Trainer:
         return True
 
     def finish(self) -> None:
-        self.logger.close()
-        if self.c.backend.is_main:
-            run_dir.end_session(self.out)
-            try:
-                from agentrl.report import write_plots
+        """Close the log, end this session in `run.json` (when one started), plot, and close
+        every component; the components are closed even when an earlier part raises."""
+        try:
+            if self.pipeline is not None:  # a step raised mid-run: stop its producer first
+                self.pipeline.close()
+            self.logger.close()
+            if self.c.backend.is_main and self.session:
+                run_dir.end_session(self.out)
+                try:
+                    from agentrl.report import write_plots
 
-                write_plots(self.out)
-            except ImportError:
-                pass
-        self.c.close()
+                    write_plots(self.out)
+                except ImportError:
+                    pass
+        finally:
+            self.c.close()

@@ -143,7 +143,7 @@ class RayRollout:
         return groups, greedy
 
     def evaluate(
-        self, seeds: Sequence[int], success_at: float, on_episode: Any = None
+        self, seeds: Sequence[Any], success_at: float, on_episode: Any = None
     ) -> dict[str, float]:
         result = ray.get(self.handle.evaluate.remote(list(seeds), success_at))
         for _ in range(len(seeds) if on_episode is not None else 0):

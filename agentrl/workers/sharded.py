@@ -15,7 +15,7 @@ import torch
 
 from agentrl.backends import TrainingBackend
 from agentrl.rollout.runner import summarize
-from agentrl.trainer.rollout_role import Rollout
+from agentrl.trainer.components import EpisodeHook, RolloutRole
 from agentrl.types import TrajectoryGroup
 
 
@@ -30,7 +30,7 @@ def interleave(parts: list[list[Any]], world: int) -> list[Any]:
 
 
 class ShardedRollout:
-    def __init__(self, inner: Rollout, backend: TrainingBackend) -> None:
+    def __init__(self, inner: RolloutRole, backend: TrainingBackend) -> None:
         self.inner, self.backend = inner, backend
         self.chat = inner.chat
         self._stats: dict[str, float] = {}
@@ -38,9 +38,12 @@ class ShardedRollout:
     def _mine(self, items: Sequence[Any]) -> list[Any]:
         return list(items)[self.backend.rank :: self.backend.world_size]
 
-    def collect(self, items: Sequence[Any], n: int) -> list[TrajectoryGroup]:
+    def collect(
+        self, items: Sequence[Any], n: int, on_episode: EpisodeHook = None
+    ) -> list[TrajectoryGroup]:
+        """This rank's prompts, gathered; `on_episode` sees this rank's episodes."""
         mine = self._mine(items)
-        groups = self.inner.collect(mine, n) if mine else []
+        groups = self.inner.collect(mine, n, on_episode) if mine else []
         wall = self.inner.stats.get("wall_s", 0.0) if mine else 0.0
         parts = self.backend.gather_objects((groups, wall))
         gathered = interleave([p[0] for p in parts], self.backend.world_size)
@@ -52,11 +55,12 @@ class ShardedRollout:
         return self._stats
 
     def collect_with_greedy(
-        self, items: Sequence[Any], n: int
+        self, items: Sequence[Any], n: int, on_episode: EpisodeHook = None
     ) -> tuple[list[TrajectoryGroup], list[TrajectoryGroup]]:
         """Samples and greedy baselines of this rank's prompts together, gathered like `collect`."""
         mine = self._mine(items)
-        groups, greedy = self.inner.collect_with_greedy(mine, n) if mine else ([], [])
+        empty: tuple[list[TrajectoryGroup], list[TrajectoryGroup]] = ([], [])
+        groups, greedy = self.inner.collect_with_greedy(mine, n, on_episode) if mine else empty
         wall = self.inner.stats.get("wall_s", 0.0) if mine else 0.0
         parts = self.backend.gather_objects((groups, greedy, wall))
         world = self.backend.world_size
@@ -64,9 +68,11 @@ class ShardedRollout:
         self._stats = summarize(gathered) | {"wall_s": max(p[2] for p in parts)}
         return gathered, interleave([p[1] for p in parts], world)
 
-    def evaluate(self, seeds: Sequence[int], success_at: float) -> dict[str, float]:
+    def evaluate(
+        self, seeds: Sequence[Any], success_at: float, on_episode: EpisodeHook = None
+    ) -> dict[str, float]:
         mine = self._mine(seeds)
-        res = self.inner.evaluate(mine, success_at) if mine else {"episodes": 0.0}
+        res = self.inner.evaluate(mine, success_at, on_episode) if mine else {"episodes": 0.0}
         parts = self.backend.gather_objects(res)
         episodes = sum(p["episodes"] for p in parts)
         out = {"episodes": episodes}

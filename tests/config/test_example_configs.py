@@ -12,9 +12,9 @@ from pathlib import Path
 
 import pytest
 
+from agentrl.assembly import build_trainer
 from agentrl.config import TrainConfig, load_config
 from agentrl.recipes import SelfPlayTrainConfig
-from agentrl.trainer import Trainer
 
 CONFIGS = Path(__file__).parents[2] / "configs"
 CPU_RECIPES = ["grpo-calc", "ppo-gae-calc", "dapo-calc", "gspo-calc", "rloo-search"]
@@ -36,7 +36,7 @@ TINY = [
 @pytest.mark.parametrize("name", CPU_RECIPES)
 def test_cpu_recipe_runs_one_step(name: str, tmp_path: Path) -> None:
     cfg = load_config(TrainConfig, CONFIGS / f"{name}.yaml", [*TINY, f"trainer.out_dir={tmp_path}"])
-    trainer = Trainer(cfg)
+    trainer = build_trainer(cfg)
     if cfg.algorithm.adv_estimator == "gae":
         assert trainer.c.critic is not None
     trainer.train()

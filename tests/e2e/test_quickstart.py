@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
+from agentrl.assembly import build_trainer
 from agentrl.config import TrainConfig, load_config
-from agentrl.trainer import Trainer
 from agentrl.types import read_jsonl
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -32,7 +32,7 @@ def test_short_quickstart_improves_held_out_success(tmp_path, agentrl_cache):
             "data.eval_episodes=64",
         ],
     )
-    after = Trainer(cfg).train()
+    after = build_trainer(cfg).train()
     rows = [json.loads(x) for x in (tmp_path / "eval.jsonl").read_text().splitlines()]
     before = rows[0]["success_rate"]
     assert rows[0]["step"] == 0 and rows[-1]["step"] == 10

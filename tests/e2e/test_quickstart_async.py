@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
+from agentrl.assembly import build_trainer
 from agentrl.config import TrainConfig, load_config
-from agentrl.trainer import Trainer
 from agentrl.trainer.export import export_hf
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -24,7 +24,7 @@ def _cfg(cache: Path, *overrides: str) -> TrainConfig:
 @pytest.mark.slow
 @pytest.mark.timeout(3600)
 def test_async_quickstart_within_10_points_of_sync(tmp_path, agentrl_cache):
-    sft = Trainer(_cfg(agentrl_cache, f"trainer.out_dir={tmp_path / 'sft'}"))
+    sft = build_trainer(_cfg(agentrl_cache, f"trainer.out_dir={tmp_path / 'sft'}"))
     sft.bootstrap_sft()
     model = tmp_path / "sft_model"
     export_hf(sft.actor.model, dict(sft.actor.named_weights()), sft.c.tokenizer, model)
@@ -40,7 +40,7 @@ def test_async_quickstart_within_10_points_of_sync(tmp_path, agentrl_cache):
             f"trainer.async.max_staleness={k}",
             f"trainer.out_dir={out}",
         )
-        after[k] = Trainer(cfg).train()["success_rate"]
+        after[k] = build_trainer(cfg).train()["success_rate"]
         metrics = [json.loads(x) for x in (out / "metrics.jsonl").read_text().splitlines()]
         assert [m["step"] for m in metrics] == list(range(1, 11))
         if k:

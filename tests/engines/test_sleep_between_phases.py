@@ -26,10 +26,10 @@ pytestmark = pytest.mark.timeout(300)
 
 
 def _trainer(cache: Path, out: Path, sleep: bool) -> Any:
-    from agentrl.trainer import Trainer
+    from agentrl.assembly import build_trainer
 
     overrides = train_overrides(cache, out, engine__sleep_between_phases=str(sleep).lower())
-    return Trainer(load_config(TrainConfig, None, overrides))
+    return build_trainer(load_config(TrainConfig, None, overrides))
 
 
 def _record(engine: Any, calls: list[str], mp: pytest.MonkeyPatch) -> None:

@@ -46,10 +46,10 @@ def test_unknown_textarena_id_is_one_clear_error() -> None:
 def test_train_env_flag_builds_the_adapter() -> None:
     """`agentrl train --env textarena:...` resolves through the same lookup (measured end to
     end by hand: two GRPO steps on the tiny model, see docs/interop.md)."""
+    from agentrl.assembly import env_factory
     from agentrl.cli import build_parser
     from agentrl.cli.train import resolve_config
     from agentrl.envs.interop.textarena_env import TextArenaEnv
-    from agentrl.trainer.build import env_factory
 
     args = build_parser().parse_args(["train", "--env", "textarena:GuessTheNumber-v0"])
     env = env_factory(resolve_config(args))()

@@ -15,8 +15,8 @@ pytestmark = [
 
 
 def test_bf16_trainer_step_with_checkpointing_and_weight_sync(tmp_path, tiny_model_dir) -> None:
+    from agentrl.assembly import build_trainer
     from agentrl.config import TrainConfig, from_dict
-    from agentrl.trainer import Trainer
 
     cfg = from_dict(TrainConfig, {
         "model": {"path": str(tiny_model_dir), "dtype": "bfloat16", "gradient_checkpointing": True},
@@ -25,7 +25,7 @@ def test_bf16_trainer_step_with_checkpointing_and_weight_sync(tmp_path, tiny_mod
         "sampling": {"max_new_tokens": 16},
         "trainer": {"steps": 1, "device": "cuda", "out_dir": str(tmp_path), "tensorboard": False},
     })  # fmt: skip
-    trainer = Trainer(cfg)
+    trainer = build_trainer(cfg)
     trainer.step = 1
     m = trainer.train_step()
     assert m["time/weight_sync"] < 1.0 and torch.isfinite(torch.tensor(m["loss"]))

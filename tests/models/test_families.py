@@ -11,13 +11,14 @@ from __future__ import annotations
 import pytest
 import torch
 
+from agentrl.assembly import build_trainer
 from agentrl.chat import ChatFormat
 from agentrl.config import RolloutConfig, SamplingConfig, TrainConfig, load_config
 from agentrl.engines import HFEngine
 from agentrl.envs import make
 from agentrl.models.load import load_model, load_tokenizer
 from agentrl.rollout import RolloutRunner
-from agentrl.trainer import Trainer, collate
+from agentrl.trainer import collate
 from agentrl.trainer.logprobs import response_log_probs
 
 FAMILIES = ["qwen2", "qwen3", "llama", "gemma2", "deepseek_v3", "qwen2_moe"]
@@ -68,7 +69,7 @@ def _one_rl_step(preset: str, tmp_path) -> None:
             "algorithm.entropy_coef=0.1",
         ],
     )
-    trainer = Trainer(cfg)
+    trainer = build_trainer(cfg)
     before = {k: v.clone() for k, v in trainer.actor.named_weights()}
     trainer.train()
     after = dict(trainer.actor.named_weights())

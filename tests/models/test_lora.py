@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import torch
 
+from agentrl.assembly import build_trainer
 from agentrl.config import TrainConfig, load_config
 from agentrl.models.load import load_model, plain_model
 from agentrl.trainer import Trainer
@@ -31,7 +32,7 @@ def _lora_trainer(tmp_path) -> Trainer:
             "algorithm.entropy_coef=0.1",  # a gradient even when every reward is 0
         ],
     )
-    return Trainer(cfg)
+    return build_trainer(cfg)
 
 
 def test_lora_step_trains_adapters_and_engine_gets_merged_weights(tmp_path) -> None:

@@ -16,13 +16,14 @@ from pathlib import Path
 import pytest
 import torch
 
+from agentrl.assembly import build_trainer
 from agentrl.chat import ChatFormat, lint_template
 from agentrl.config import RolloutConfig, SamplingConfig, TrainConfig, load_config
 from agentrl.engines import HFEngine, SamplingParams
 from agentrl.envs import make
 from agentrl.models import gguf
 from agentrl.rollout import RolloutRunner
-from agentrl.trainer import Trainer, collate
+from agentrl.trainer import collate
 from agentrl.trainer.logprobs import response_log_probs
 from agentrl.viewer.diff import locate, template_drift
 
@@ -180,7 +181,7 @@ def test_one_grpo_step_on_the_real_model(smol, agentrl_cache, tmp_path) -> None:
         f"trainer.out_dir={tmp_path}",
         "optim.lr=1e-5",
     ]
-    trainer = Trainer(load_config(TrainConfig, None, overrides))
+    trainer = build_trainer(load_config(TrainConfig, None, overrides))
     before = {n: p.detach().clone() for n, p in trainer.actor.model.named_parameters()}
     trainer.step = 1
     metrics = trainer.train_step()

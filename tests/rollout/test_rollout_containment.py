@@ -147,6 +147,17 @@ def test_budgets(chat: ChatFormat) -> None:
     assert traj.messages[-1].role == "tool"
 
 
+def test_turn_limit_is_the_envs_unless_the_config_sets_one(chat: ChatFormat) -> None:
+    """`rollout.max_turns: null` (the default) plays to the env's own limit (TrapEnv: 8); a
+    number overrides it. Hitting either limit is termination "max_turns"."""
+    assert RolloutConfig().max_turns is None
+    for max_turns, turns in [(None, 8), (12, 8), (3, 3)]:  # at 12 the env still stops at 8
+        traj = run(chat, [call("boom")], max_turns=max_turns)[0]
+        assert (traj.termination, len(traj.turns)) == ("max_turns", turns), max_turns
+        assert traj.turns[-1].obs_end == traj.turns[-1].end  # nothing answers the last obs
+        assert traj.messages[-1].role == "tool"
+
+
 def test_observations_do_not_eat_turn_budget(chat: ChatFormat) -> None:
     """A huge tool result before a turn must not shrink that turn's max_new_tokens."""
     trajs = run(chat, [call("huge"), "word " * 200], max_turns=3)

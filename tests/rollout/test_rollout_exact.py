@@ -122,10 +122,10 @@ def test_runs_inside_event_loop(agent_model: Any, chat: ChatFormat) -> None:
     )
 
     async def main() -> None:
-        groups = await runner.collect([7])
+        groups = await runner.collect([7], cfg.n)
         assert [len(g.trajectories) for g in groups] == [2]
         with pytest.raises(RuntimeError, match="await collect"):
-            runner.collect_sync([7])
+            runner.collect_sync([7], cfg.n)
 
     asyncio.run(main())
 
@@ -142,7 +142,7 @@ def test_seeded_runs_reproduce_and_samples_differ(agent_model: Any, chat: ChatFo
             SamplingConfig(max_new_tokens=24),
             seed=123,
         )
-        return [t.response_ids for g in runner.collect_sync([3]) for t in g.trajectories]
+        return [t.response_ids for g in runner.collect_sync([3], cfg.n) for t in g.trajectories]
 
     first = once()
     assert first == once()

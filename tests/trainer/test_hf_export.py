@@ -12,6 +12,7 @@ import torch
 import yaml
 from transformers import AutoModelForCausalLM, AutoTokenizer
 
+from agentrl.assembly import build_trainer
 from agentrl.cli import main
 from agentrl.config import TrainConfig, load_config
 from agentrl.trainer import Trainer
@@ -36,7 +37,7 @@ def _trainer(out: Path, *extra: str) -> Trainer:
         "algorithm.entropy_coef=0.1",  # a gradient even when every reward is 0
         *extra,
     ]
-    return Trainer(load_config(TrainConfig, None, overrides))
+    return build_trainer(load_config(TrainConfig, None, overrides))
 
 
 def _logits(model: torch.nn.Module) -> torch.Tensor:

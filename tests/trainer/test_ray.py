@@ -13,8 +13,8 @@ import pytest
 import torch
 from trainer_synth import train_overrides
 
+from agentrl.assembly import build_trainer
 from agentrl.config import TrainConfig, load_config
-from agentrl.trainer import Trainer
 
 ray = pytest.importorskip("ray")
 
@@ -45,11 +45,11 @@ def test_ray_step_matches_local(cluster: object, tiny_model_dir: Path, tmp_path:
     from agentrl.workers.ray_proxies import RayActor, RayRollout
 
     cache = tiny_model_dir.parent
-    local = Trainer(_cfg(cache, tmp_path / "local", "local"))
+    local = build_trainer(_cfg(cache, tmp_path / "local", "local"))
     want = local.train_step()
     local.finish()
 
-    trainer = Trainer(_cfg(cache, tmp_path / "ray", "ray"))
+    trainer = build_trainer(_cfg(cache, tmp_path / "ray", "ray"))
     try:
         assert isinstance(trainer.actor, RayActor)
         assert isinstance(trainer.c.rollout, RayRollout)
@@ -78,7 +78,7 @@ def test_ray_train_loop_end_to_end(cluster: object, tiny_model_dir: Path, tmp_pa
     cfg = _cfg(
         tiny_model_dir.parent, tmp_path, "ray", trainer__save_every=1, trainer__colocate=False
     )
-    result = Trainer(cfg).train()
+    result = build_trainer(cfg).train()
     assert result["episodes"] == 2
     assert (tmp_path / "checkpoints" / "step_000001" / "state.pt").exists()
     assert not ray.util.placement_group_table() or all(
@@ -104,7 +104,7 @@ def test_ray_workers_import_user_env_modules(
     extra = {"data__env": "demo/calc-user-v0", "data__env_modules": f"[{path}]"}
     cfg = _cfg(tiny_model_dir.parent, tmp_path / "run", "ray", **extra)
     assert cfg.data.env_modules == [str(path)]
-    trainer = Trainer(cfg)
+    trainer = build_trainer(cfg)
     try:
         fn = lambda self: "demo/calc-user-v0" in __import__("agentrl.envs").envs.registry  # noqa: E731
         assert ray.get(trainer.c.rollout.handle.__ray_call__.remote(fn))
@@ -127,7 +127,7 @@ def test_ray_step_with_sum_pi_squared_and_adaptive_kl(
         algorithm__kl__ctrl="adaptive",
         algorithm__kl__horizon=10,
     )
-    trainer = Trainer(cfg)
+    trainer = build_trainer(cfg)
     try:
         got = trainer.train_step()
         assert got["kl/coef"] == pytest.approx(0.05) and "kl_seq_mean" in got

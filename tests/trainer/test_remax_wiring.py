@@ -18,9 +18,9 @@ import pytest
 import torch
 from trainer_synth import train_overrides, trajectory
 
-from agentrl.algorithms import GREEDY_BASELINE_ESTIMATORS, needs_greedy_baseline, overlong_penalty
+from agentrl.algorithms import get_estimator, overlong_penalty
+from agentrl.assembly import build_trainer
 from agentrl.config import AlgorithmConfig, RolloutConfig, TrainConfig, load_config
-from agentrl.trainer import Trainer
 from agentrl.trainer import trainer as trainer_module
 from agentrl.trainer.roles import GREEDY_BASELINE, RewardScorer
 from agentrl.types import TrajectoryGroup
@@ -50,16 +50,15 @@ def _spy(obj: Any, name: str, calls: list[tuple[tuple, Any]], mp: pytest.MonkeyP
 
 
 def test_estimators_declare_the_greedy_baseline() -> None:
-    assert "remax" in GREEDY_BASELINE_ESTIMATORS
-    assert needs_greedy_baseline("remax")
-    assert not needs_greedy_baseline("grpo") and not needs_greedy_baseline("gae")
+    assert get_estimator("remax").greedy_baseline  # declared in its registry entry
+    assert not get_estimator("grpo").greedy_baseline and not get_estimator("gae").greedy_baseline
 
 
 def test_remax_train_run_logs_the_baseline(tiny_model_dir: Path, tmp_path: Path) -> None:
     """`algorithm.adv_estimator=remax` trains end to end, with one sample per prompt (ReMax
     needs no group), and logs the greedy baseline every step."""
     cfg = _cfg(tiny_model_dir.parent, tmp_path, trainer__steps=2, rollout__n=1)
-    result = Trainer(cfg).train()
+    result = build_trainer(cfg).train()
     assert result["episodes"] == 2
     rows = [json.loads(x) for x in (tmp_path / "metrics.jsonl").read_text().splitlines()]
     assert [r["step"] for r in rows] == [1, 2]
@@ -88,7 +87,7 @@ def test_dapo_refills_keep_each_groups_greedy_baseline(
         algorithm__dynamic_sampling="true",
         algorithm__max_resample_batches=4,
     )
-    trainer = Trainer(cfg)
+    trainer = build_trainer(cfg)
     collected: list[tuple[tuple, Any]] = []  # (items, n) -> (sampled groups, greedy groups)
     batched: list[tuple[tuple, Any]] = []
     computed: list[tuple[tuple, Any]] = []
@@ -127,7 +126,7 @@ def test_sharded_rollout_forwards_greedy(tiny_model_dir: Path, tmp_path: Path) -
     baseline keeps item order (here one rank, so it must equal the inner rollout's)."""
     from agentrl.workers.sharded import ShardedRollout
 
-    trainer = Trainer(_cfg(tiny_model_dir.parent, tmp_path, data__eval_episodes=0))
+    trainer = build_trainer(_cfg(tiny_model_dir.parent, tmp_path, data__eval_episodes=0))
     try:
         sharded = ShardedRollout(trainer.c.rollout, trainer.c.backend)
         items = trainer.c.data.next_batch()
@@ -208,7 +207,7 @@ def test_ray_placement_runs_remax(tiny_model_dir: Path, tmp_path: Path) -> None:
 
     ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
     try:
-        trainer = Trainer(_cfg(tiny_model_dir.parent, tmp_path, trainer__placement="ray"))
+        trainer = build_trainer(_cfg(tiny_model_dir.parent, tmp_path, trainer__placement="ray"))
         try:
             assert isinstance(trainer.c.rollout, RayRollout)
             m = trainer.train_step()

@@ -18,6 +18,7 @@ import pytest
 import torch
 from trainer_synth import train_overrides
 
+from agentrl.assembly import build_trainer
 from agentrl.config import TrainConfig, load_config
 from agentrl.trainer import Trainer
 
@@ -72,7 +73,7 @@ CASES = {
 
 @pytest.mark.parametrize("case", sorted(CASES))
 def test_new_family_trains_one_step(tiny_model_dir: Path, tmp_path: Path, case: str) -> None:
-    trainer = Trainer(_cfg(tiny_model_dir.parent, tmp_path, **CASES[case]))
+    trainer = build_trainer(_cfg(tiny_model_dir.parent, tmp_path, **CASES[case]))
     try:
         before = _weights(trainer)
         metrics = trainer.train_step()
@@ -105,7 +106,7 @@ def test_adaptive_kl_moves_and_resumes_the_coefficient(
         "trainer__save_every": 1,
     }
     cfg = _cfg(tiny_model_dir.parent, tmp_path, **extra)
-    Trainer(cfg).train()
+    build_trainer(cfg).train()
     rows = [json.loads(x) for x in (tmp_path / "metrics.jsonl").read_text().splitlines()]
     coefs = [r["kl/coef"] for r in rows]
     assert coefs[0] == pytest.approx(0.05)
@@ -113,7 +114,7 @@ def test_adaptive_kl_moves_and_resumes_the_coefficient(
     error = max(min(kl / 1e-4 - 1, 0.2), -0.2)
     assert coefs[1] == pytest.approx(0.05 * (1 + error * 4 / 10))  # 4 trajectories per step
     assert all(math.isfinite(r["loss"]) for r in rows)
-    resumed = Trainer(cfg)  # the checkpoint of step 2 holds the coefficient after it
+    resumed = build_trainer(cfg)  # the checkpoint of step 2 holds the coefficient after it
     try:
         resumed.load_checkpoint()
         want = coefs[1] * (1 + max(min(rows[1]["kl_seq_mean"] / 1e-4 - 1, 0.2), -0.2) * 0.4)

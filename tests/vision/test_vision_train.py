@@ -6,9 +6,9 @@ from pathlib import Path
 
 import torch
 
+from agentrl.assembly import build_trainer
 from agentrl.config import TrainConfig, load_config
 from agentrl.engines.hf_vision import HFVisionEngine
-from agentrl.trainer import Trainer
 
 
 def test_grpo_step_on_vision_env(tmp_path: Path, tiny_vlm_dir: Path, vlm_preset: str) -> None:
@@ -34,7 +34,7 @@ def test_grpo_step_on_vision_env(tmp_path: Path, tiny_vlm_dir: Path, vlm_preset:
             "algorithm.entropy_coef=0.1",
         ],
     )
-    trainer = Trainer(cfg)
+    trainer = build_trainer(cfg)
     engine = trainer.c.rollout.engine
     assert isinstance(engine, HFVisionEngine)
     before = {k: v.clone() for k, v in trainer.actor.named_weights()}

@@ -16,12 +16,17 @@ multi-GPU learner groups arrive with the multi-GPU work (docs/scaling.md).
 
 from __future__ import annotations
 
+import contextlib
+import time
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from agentrl.config import TrainConfig
 
 from .placement import Placement
+
+if TYPE_CHECKING:
+    from agentrl.trainer.components import Components
 
 CPUS_PER_WORKER = 1
 
@@ -50,56 +55,70 @@ class Layout:
 
 class RayPlacement(Placement):
     @classmethod
-    def build(cls, cfg: TrainConfig) -> Any:
+    def build(cls, cfg: TrainConfig) -> Components:
         import ray
         from ray.util.placement_group import placement_group, remove_placement_group
 
         from agentrl.backends import TorchBackend
         from agentrl.chat import ChatFormat
         from agentrl.models.load import load_tokenizer
-        from agentrl.trainer.build import Components, seed_everything
+        from agentrl.trainer.components import Components
         from agentrl.trainer.data import TaskSource
         from agentrl.trainer.roles import RewardScorer
+        from agentrl.workers.ray_proxies import RayActor, RayCritic, RayReference, RayRollout
 
-        from .ray_proxies import RayActor, RayCritic, RayReference, RayRollout
+        from .build import env_factory, seed_everything
 
+        started = time.time()
         data = TaskSource(cfg.data, cfg.trainer.seed)  # a bad dataset row fails before Ray
         owns_ray = not ray.is_initialized()
         if owns_ray:
             ray.init(log_to_driver=True)
         layout = Layout.from_config(cfg)
         pg = placement_group(layout.bundles, strategy=layout.strategy)
-        _wait_ready(ray, pg, layout)
-        learner = _spawn(
-            ray, "LearnerWorker", cfg, pg, layout.learner_bundle, layout.gpus_per_worker
-        )
-        rollout = _spawn(
-            ray, "RolloutWorker", cfg, pg, layout.rollout_bundle, layout.gpus_per_worker
-        )
-        has_ref, has_critic = ray.get(learner.roles.remote())
-        success_at = ray.get(rollout.threshold.remote())
+        workers: dict[str, Any] = {}
 
-        seed_everything(cfg.trainer.seed)
-        tokenizer = load_tokenizer(cfg.model)
-        chat = ChatFormat(tokenizer, cfg.rollout.tool_format)
-
-        def teardown() -> None:
-            ray.get(learner.close.remote())
-            ray.kill(learner)
+        def teardown() -> None:  # the rollout worker closes with its proxy (`RayRollout.close`)
+            if "learner" in workers:
+                ray.get(workers["learner"].close.remote())
+                ray.kill(workers["learner"])
             remove_placement_group(pg)
             if owns_ray:
                 ray.shutdown()
 
+        try:  # a failure while building releases what was reserved so far
+            _wait_ready(ray, pg, layout)
+            gpus = layout.gpus_per_worker
+            learner = workers["learner"] = _spawn(
+                ray, "LearnerWorker", cfg, pg, layout.learner_bundle, gpus
+            )
+            rollout = workers["rollout"] = _spawn(
+                ray, "RolloutWorker", cfg, pg, layout.rollout_bundle, gpus
+            )
+            has_ref, has_critic = ray.get(learner.roles.remote())
+            success_at = ray.get(rollout.threshold.remote())
+            seed_everything(cfg.trainer.seed)
+            tokenizer = load_tokenizer(cfg.model)
+            chat = ChatFormat(tokenizer, cfg.rollout.tool_format)
+        except BaseException:
+            if "rollout" in workers:
+                ray.kill(workers["rollout"])
+            with contextlib.suppress(Exception):
+                teardown()
+            raise
+
         return Components(
             backend=TorchBackend("cpu"),  # the driver is rank 0 of nothing: it only logs/saves
             tokenizer=tokenizer,
-            actor=RayActor(learner),  # type: ignore[arg-type]
-            reference=RayReference(learner) if has_ref else None,  # type: ignore[arg-type]
-            critic=RayCritic(learner) if has_critic else None,  # type: ignore[arg-type]
-            rollout=RayRollout(rollout, chat),  # type: ignore[arg-type]
+            actor=RayActor(learner),
+            reference=RayReference(learner) if has_ref else None,
+            critic=RayCritic(learner) if has_critic else None,
+            rollout=RayRollout(rollout, chat),
             scorer=RewardScorer(cfg.algorithm, cfg.rollout, tokenizer.pad_token_id),
             data=data,
             success_at=success_at,
+            make_env=env_factory(cfg),
+            started_at=started,
             cleanup=[teardown],
         )
 

@@ -1,47 +1,26 @@
-"""Build every role from a `TrainConfig`. Which roles exist follows from the algorithm:
-a Critic only for estimators that need values, a Reference only when a KL coefficient is set."""
+"""Build every role from a `TrainConfig`, in this process. Which roles exist follows from the
+algorithm: a Critic only for estimators whose registry entry says `needs_critic`, a Reference
+only when a KL coefficient is set. The local placement and both Ray workers call these, so a
+role is built the same way wherever it runs."""
 
 from __future__ import annotations
 
 import copy
 import random
-from collections.abc import Callable
-from dataclasses import dataclass, field
+import time
 from typing import Any
 
 import numpy as np
 import torch
 
+from agentrl.algorithms import get_estimator
 from agentrl.backends import TrainingBackend, build_backend
 from agentrl.config import TrainConfig
-
-from .actor import Actor
-from .data import TaskSource
-from .roles import Critic, Reference, RewardScorer
-from .rollout_role import Rollout
-
-VALUE_ESTIMATORS = {"gae"}
-
-
-@dataclass
-class Components:
-    backend: TrainingBackend
-    tokenizer: Any
-    actor: Actor
-    reference: Reference | None
-    critic: Critic | None
-    rollout: Rollout
-    scorer: RewardScorer
-    data: TaskSource
-    success_at: float
-    # Extra teardown (remote workers, placement groups) run after the rollout closes.
-    cleanup: list[Callable[[], None]] = field(default_factory=list)
-
-    def close(self) -> None:
-        self.rollout.close()
-        for fn in self.cleanup:
-            fn()
-        self.backend.close()
+from agentrl.rollout.role import Rollout
+from agentrl.trainer.actor import Actor, optimizer_steps
+from agentrl.trainer.components import Components
+from agentrl.trainer.data import TaskSource
+from agentrl.trainer.roles import Critic, Reference, RewardScorer
 
 
 def seed_everything(seed: int) -> None:
@@ -113,26 +92,33 @@ def build_learner(
     from agentrl.models.load import load_model
 
     temperature = cfg.sampling.temperature or 1.0
-    actor = Actor(policy, backend, cfg.algorithm, cfg.optim, cfg.trainer, temperature)
+    # The LR schedules' horizon: every optimizer step of the run (rows per step: one group of
+    # `rollout.n` per prompt of `data.batch_size`).
+    rows = cfg.data.batch_size * cfg.rollout.n
+    horizon = optimizer_steps(cfg.trainer, rows, cfg.trainer.ppo_epochs)
+    actor = Actor(
+        policy, backend, cfg.algorithm, cfg.optim, cfg.trainer, temperature, total_steps=horizon
+    )
     reference = None
     if cfg.algorithm.kl.coef:
         frozen = load_model(cfg.model, trainable=False)
         reference = Reference(frozen, backend, cfg.trainer, temperature)
     critic = None
-    if cfg.algorithm.adv_estimator in VALUE_ESTIMATORS:
+    if get_estimator(cfg.algorithm.adv_estimator).needs_critic:
         lm = load_model(cfg.model, trainable=False)
-        critic = Critic(lm, backend, cfg.algorithm, cfg.optim, cfg.trainer)
+        steps = optimizer_steps(cfg.trainer, rows, epochs=1)  # one pass per step
+        critic = Critic(lm, backend, cfg.algorithm, cfg.optim, cfg.trainer, total_steps=steps)
         for p in critic.model.parameters():
             p.requires_grad_(True)
     return actor, reference, critic
 
 
 def build_components(cfg: TrainConfig) -> Components:
-    """Every role in this process (`trainer.placement=local`)."""
+    """Every role in this process (`trainer.placement=local`, before sharding)."""
     from agentrl.models.load import load_model, load_tokenizer
+    from agentrl.trainer.threads import apply_cpu_threads
 
-    from .threads import apply_cpu_threads
-
+    started = time.time()
     seed_everything(cfg.trainer.seed)
     data = TaskSource(cfg.data, cfg.trainer.seed)  # first: a bad dataset row fails in seconds
     backend = build_backend(cfg.trainer.backend, cfg.trainer.device, cfg.trainer)
@@ -143,5 +129,15 @@ def build_components(cfg: TrainConfig) -> Components:
     actor, reference, critic = build_learner(cfg, policy, backend)
     scorer = RewardScorer(cfg.algorithm, cfg.rollout, tokenizer.pad_token_id)
     return Components(
-        backend, tokenizer, actor, reference, critic, rollout, scorer, data, success_at
+        backend,
+        tokenizer,
+        actor,
+        reference,
+        critic,
+        rollout,
+        scorer,
+        data,
+        success_at,
+        make_env=env_factory(cfg),
+        started_at=started,
     )

@@ -1,4 +1,9 @@
-"""The Rollout role: an engine plus the multi-turn runner, fed fresh weights after each update."""
+"""The Rollout role: an engine plus the multi-turn runner, fed fresh weights after each update.
+
+What the trainer calls (`trainer.components.RolloutRole`): sampled, greedy and evaluation
+collects from synchronous code, episode hooks for progress, weight sync and close. It lives
+beside the runner it drives; `agentrl.assembly` builds it.
+"""
 
 from __future__ import annotations
 
@@ -14,8 +19,7 @@ import torch
 from agentrl.chat import ChatFormat
 from agentrl.config import RolloutConfig, SamplingConfig
 from agentrl.engines import Engine
-from agentrl.rollout import RolloutRunner
-from agentrl.rollout.runner import summarize
+from agentrl.rollout.runner import RolloutRunner, summarize
 from agentrl.types import Trajectory, TrajectoryGroup
 
 # Called with each finished episode (the trainer's progress bars count them).

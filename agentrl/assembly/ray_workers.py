@@ -27,7 +27,8 @@ class LearnerWorker:
     def __init__(self, cfg: TrainConfig, num_cpus: int = 1) -> None:
         from agentrl.backends import build_backend
         from agentrl.models.load import load_model
-        from agentrl.trainer.build import build_learner, seed_everything
+
+        from .build import build_learner, seed_everything
 
         _threads(num_cpus)
         seed_everything(cfg.trainer.seed)
@@ -88,7 +89,8 @@ class RolloutWorker:
     def __init__(self, cfg: TrainConfig, num_cpus: int = 1) -> None:
         from agentrl.backends import resolve_device
         from agentrl.models.load import load_model, load_tokenizer
-        from agentrl.trainer.build import build_rollout, seed_everything
+
+        from .build import build_rollout, seed_everything
 
         _threads(num_cpus)
         seed_everything(cfg.trainer.seed)
