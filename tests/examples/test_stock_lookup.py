@@ -30,12 +30,11 @@ def test_env_checks_and_cannot_be_gamed():
     try:
         report = check_env(env)
         assert report["oracle"] and report["tools"] == ["count"]
-        names = {"every-number", "echo-part", "wrong-part", "tool-forever"}
-        assert set(report["adversaries"]) == names
+        assert set(report["adversaries"]) == {"every-number", "wrong-item", "tool-forever"}
         obs, _ = env.reset(seed=3)
-        part = env.task.info["part"]
-        assert re.findall(r"\d+", obs.messages[-1].content) == [str(part)]  # not the answer
-        assert env.task.answer == str(env.count(part))
+        item, question = env.task.info["item"], obs.messages[-1].content
+        assert item in question and not re.findall(r"\d+", question)  # the answer is not there
+        assert env.task.answer == str(env.count(item))
     finally:
         env.close()
 
