@@ -13,8 +13,7 @@ the reward is to call the tool on the asked item and copy its two-digit result. 
 takes exactly one number, so a message listing many numbers scores 0; `adversaries()` lets
 `envs check` prove that. The tool's name shares no word with the question or the answer: a
 tiny model mixes such words up (named `stock`, its calls came out `{"name": "9 in stock.`).
-Measured status (docs/write-an-env.md): the tiny model's calls are right, but it does not yet
-copy the tool's result into its answer, so it does not learn yet.
+Measured (docs/write-an-env.md): held-out success 1.6% before RL -> 100% after, guessing ~1%.
 """
 
 from __future__ import annotations
