@@ -13,7 +13,8 @@ the reward is to call the tool on the asked item and copy its two-digit result. 
 takes exactly one number, so a message listing many numbers scores 0; `adversaries()` lets
 `envs check` prove that. The tool's name shares no word with the question or the answer: a
 tiny model mixes such words up (named `stock`, its calls came out `{"name": "9 in stock.`).
-Measured (docs/write-an-env.md): held-out success 1.6% before RL -> 100% after, guessing ~1%.
+Measured (docs/write-an-env.md): held-out 1.6% before RL -> 100% after (seed 0; seed 1 did not
+learn: 3.1% -> 3.1%); guessing scores about 1%.
 """
 
 from __future__ import annotations
