@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import asyncio
 from dataclasses import dataclass, field
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
 import gymnasium as gym
 import numpy as np
@@ -100,6 +100,12 @@ class AgentEnv(gym.Env[Observation, Message]):
 
     observation_space = MessagesSpace("observation")
     action_space = MessagesSpace("action")
+
+    if TYPE_CHECKING:  # subclasses return a float reward; gym.Env types it SupportsFloat
+
+        def step(
+            self, action: Message
+        ) -> tuple[Observation, float, bool, bool, dict[str, Any]]: ...
 
     async def areset(
         self, *, seed: int | None = None, options: dict[str, Any] | None = None

@@ -30,7 +30,7 @@ import sys
 import threading
 import time
 from collections.abc import Sequence
-from typing import IO, Any
+from typing import Any, TextIO
 
 from .core import ToolError, ToolSet, ToolSpec
 
@@ -58,7 +58,7 @@ class MCPTools(ToolSet):
         max_output_chars: int = 8192,
         include: Sequence[str] | None = None,
         prefix: str = "",
-        stderr: IO[str] | None = None,
+        stderr: TextIO | None = None,
     ) -> None:
         super().__init__()
         if sum(x is not None for x in (command, url, server)) != 1:
@@ -116,7 +116,7 @@ class MCPTools(ToolSet):
         where: Any,
         env: dict[str, str] | None,
         cwd: str | None,
-        stderr: IO[str] | None,
+        stderr: TextIO | None,
     ) -> list[Any]:
         ready: asyncio.Future[list[Any]] = self._loop.create_future()
         self._stop = asyncio.Event()
@@ -131,7 +131,7 @@ class MCPTools(ToolSet):
         where: Any,
         env: dict[str, str] | None,
         cwd: str | None,
-        stderr: IO[str] | None,
+        stderr: TextIO | None,
         ready: asyncio.Future[list[Any]],
     ) -> None:
         """Open the client (`where`: a URL, or an in-process server), list the tools, then keep the session open until `close()`: the

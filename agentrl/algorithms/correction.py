@@ -35,7 +35,7 @@ def importance_weights(
     mask: Tensor,
     mode: TISMode,
     cap: float,
-) -> tuple[Tensor, dict[str, float]]:
+) -> tuple[Tensor, dict[str, float | Tensor]]:
     """Detached IS weights `[B, T]` correcting π_rollout → π_old, plus mismatch metrics."""
     if mode != "none" and cap <= 1:
         raise ValueError(f"tis_cap must be > 1, got {cap}")

@@ -47,7 +47,7 @@ def kl_penalized_rewards(
     mask: Tensor,
     coef: float,
     estimator: KLEstimator,
-) -> tuple[Tensor, dict[str, float]]:
+) -> tuple[Tensor, dict[str, float | Tensor]]:
     """r'_t = r_t − coef·KL_t on trained tokens (`algorithm.kl.placement: reward`, PPO-style).
 
     The penalty enters the return like any reward, so GAE credits it to earlier tokens too.

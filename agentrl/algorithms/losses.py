@@ -235,7 +235,7 @@ def value_loss(
     mask: Tensor,
     clip: float,
     mode: AggMode = "token-mean",
-) -> tuple[Tensor, Metrics]:
+) -> tuple[Tensor, dict[str, float]]:
     """Clipped critic loss: ½·max((V − R)², (V_old + clip(V − V_old, ±clip) − R)²).
 
     Clipping keeps the critic near the values the advantages were computed with; clip ≤ 0
@@ -249,7 +249,7 @@ def value_loss(
         clipped = unclipped
     loss = 0.5 * aggregate_loss(torch.maximum(unclipped, clipped), mask, mode)
     with torch.no_grad():
-        metrics = {
+        metrics: dict[str, float] = {
             "vf_clip_frac": masked_mean((clipped > unclipped).float(), mask).item(),
             "vpred_mean": masked_mean(values, mask).item(),
         }

@@ -84,8 +84,8 @@ def optimal_token_baseline_advantages(
     big_w = _compact(w * mask, mask, width).cumsum(dim=1)
     big_g = _compact(returns, mask, width)
     valid = (torch.arange(width, device=mask.device)[None, :] < lengths[:, None]).to(mask.dtype)
-    inverse = group_stats(inp.token_rewards.sum(-1), inp.group_index, "optimal_token_baseline")
-    inverse = inverse.inverse
+    stats = group_stats(inp.token_rewards.sum(-1), inp.group_index, "optimal_token_baseline")
+    inverse = stats.inverse
     n_groups = int(inverse.max().item()) + 1
     idx = inverse[:, None].expand(-1, width)
     num = big_w.new_zeros(n_groups, width).scatter_add_(0, idx, big_g * big_w * valid)

@@ -57,7 +57,8 @@ def build_engine_for(
 def _base_model(model: torch.nn.Module) -> torch.nn.Module:
     """The plain HF model under a peft wrapper (adapters merged when syncing)."""
     if hasattr(model, "merge_and_unload"):
-        merged = copy.deepcopy(model).merge_and_unload()
+        peft_model: Any = copy.deepcopy(model)  # a peft PeftModel
+        merged: torch.nn.Module = peft_model.merge_and_unload()
         return merged
     return model
 

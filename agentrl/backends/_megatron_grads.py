@@ -9,11 +9,13 @@ over the data-parallel group. With one rank every collective here is skipped.
 
 from __future__ import annotations
 
+from typing import Any
+
 import torch
 import torch.distributed as dist
 
 
-def _groups() -> tuple[object, object, object, int]:
+def _groups() -> tuple[Any, Any, Any, int]:  # megatron's ProcessGroups (untyped package)
     from megatron.core import parallel_state as ps
 
     return (
@@ -43,15 +45,16 @@ def clip_global(model: torch.nn.Module, max_norm: float) -> float:
     if dist.get_world_size() == 1:
         return float(torch.nn.utils.clip_grad_norm_(grads, max_norm))
     _, _, mp, tp_rank = _groups()
-    sq = torch.zeros((), dtype=torch.float32, device=grads[0].grad.device if grads else "cpu")
-    for p in grads:
+    tensors = [(p, p.grad) for p in grads if p.grad is not None]  # the same list, narrowed
+    sq = torch.zeros((), dtype=torch.float32, device=tensors[0][1].device if tensors else "cpu")
+    for p, grad in tensors:
         sharded = getattr(p, "tensor_model_parallel", False)
         if sharded or tp_rank == 0:  # replicated over TP: count on one rank only
-            sq += p.grad.float().pow(2).sum()
+            sq += grad.float().pow(2).sum()
     dist.all_reduce(sq, group=mp)
     norm = float(sq.sqrt())
     scale = max_norm / (norm + 1e-6)
     if scale < 1.0:
-        for p in grads:
-            p.grad.mul_(scale)
+        for _, grad in tensors:
+            grad.mul_(scale)
     return norm

@@ -105,7 +105,8 @@ class FSDP2Backend(TrainingBackend):
     def load_full_state_dict(self, model: torch.nn.Module, state: dict[str, torch.Tensor]) -> None:
         from torch.distributed.checkpoint.state_dict import StateDictOptions, set_model_state_dict
 
-        set_model_state_dict(model, state, options=StateDictOptions(full_state_dict=True))
+        values: dict[str, Any] = state  # torch's parameter type is an invariant dict
+        set_model_state_dict(model, values, options=StateDictOptions(full_state_dict=True))
 
     def optimizer_state_dict(self, model: torch.nn.Module, optimizer: Any) -> dict[str, Any]:
         from torch.distributed.checkpoint.state_dict import (

@@ -293,7 +293,8 @@ def parse_response_template(
     from transformers.utils.chat_parsing import parse_response
 
     try:
-        message = parse_response(text, template, prefix="", tools=tools or None)
+        schemas: list[Any] | None = tools or None  # its parameter type is an invariant list
+        message = parse_response(text, template, prefix="", tools=schemas)
     except Exception:  # noqa: BLE001 - the caller falls back to the template's own format
         return None
     calls = []

@@ -7,6 +7,7 @@ agentrl rollout --env math/boxed-v0 --data test.parquet ...   # dataset rows as 
 from __future__ import annotations
 
 import argparse
+from typing import Any
 
 from rich_argparse import RichHelpFormatter
 
@@ -56,7 +57,10 @@ def build_engine(
     device = device or ("cuda" if torch.cuda.is_available() else "cpu")
     dtype = torch.bfloat16 if device.startswith("cuda") else torch.float32
     tok = AutoTokenizer.from_pretrained(path)
-    model = AutoModelForCausalLM.from_pretrained(path, dtype=dtype).to(device)
+    loaded: Any = AutoModelForCausalLM.from_pretrained(
+        path, dtype=dtype
+    )  # its typed .to() is wrong
+    model = loaded.to(device)
     return make_hf_engine(model, tok, fast=fast, max_batch_size=max_batch_size), ChatFormat(tok)
 
 

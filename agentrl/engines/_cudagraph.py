@@ -14,8 +14,12 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import torch
+
+if TYPE_CHECKING:
+    from torch.cuda import _POOL_HANDLE
 
 StepFn = Callable[[torch.Tensor, int, int], torch.Tensor]
 Key = tuple[int, int, int]  # (batch bucket, key-length bucket, sampling mode)
@@ -38,7 +42,7 @@ class DecodeGraphs:
         self._pad = pad_column.to(device)  # [rows] a padding row's inputs, safe to run
         self._device = device
         self._graphs: dict[Key, _Captured] = {}
-        self._pool: tuple[int, int] | None = None
+        self._pool: _POOL_HANDLE | None = None
 
     def __len__(self) -> int:
         return len(self._graphs)

@@ -27,7 +27,7 @@ import contextlib
 import threading
 from abc import abstractmethod
 from collections.abc import Iterable, Sequence
-from typing import Any
+from typing import Any, cast
 
 import torch
 
@@ -68,7 +68,8 @@ class HFCore(Engine):
         self.request_timeout_s = request_timeout_s
         self.admission_window_s = max(0.0, float(admission_window_s))
         self.max_positions = max_positions(model.config)
-        self.stats: collections.Counter[str] = collections.Counter()
+        # A Counter (a missing key reads 0) of counts and seconds; typeshed's holds ints only.
+        self.stats = cast("dict[str, float]", collections.Counter())
         self._lock = threading.RLock()  # model use (one step) vs update_weights / sleep
         self._sessions: collections.OrderedDict[str, Session] = collections.OrderedDict()
         self._drops: list[str] = []  # release_session ids the next step applies

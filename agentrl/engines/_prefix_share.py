@@ -33,7 +33,8 @@ class SharePlan:
 
 def plan_share(keys: Sequence[Hashable]) -> SharePlan:
     """Group rows by key; the first row of each group is computed, the rest copy it."""
-    plan, first = SharePlan(), {}
+    plan = SharePlan()
+    first: dict[Hashable, int] = {}
     for i, key in enumerate(keys):
         j = first.get(key)
         if j is None:

@@ -197,6 +197,7 @@ class VLLMEngine(Engine):
         and shapes are checked against the checkpoint first (`check_weights`)."""
         tensors = cpu_tensors(named_tensors)
         check_weights(tensors, self.expected_weights)
+        arg: str | bytes
         if self.weight_sync_dir:
             path = save_weights(
                 tensors.items(), self.weight_sync_dir, "agentrl-weights.safetensors"

@@ -69,7 +69,7 @@ def load_model(cfg: ModelConfig, *, trainable: bool = True) -> torch.nn.Module:
         model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
         model.config.use_cache = False
     if cfg.lora.enabled:
-        model = apply_lora(model, cfg)
+        return apply_lora(model, cfg)
     return model
 
 
@@ -101,7 +101,8 @@ def apply_lora(model: torch.nn.Module, cfg: ModelConfig) -> torch.nn.Module:
     )
     if cfg.gradient_checkpointing and hasattr(model, "enable_input_require_grads"):
         # Frozen embeddings + checkpointing would otherwise give adapters no gradient.
-        model.enable_input_require_grads()
+        hf: Any = model  # a transformers PreTrainedModel
+        hf.enable_input_require_grads()
     return get_peft_model(model, lcfg)
 
 
@@ -109,8 +110,11 @@ def plain_model(model: torch.nn.Module) -> torch.nn.Module:
     """A plain transformers model with the policy's current weights: a peft wrapper is
     copied and merged (adapters folded in, HF parameter names); anything else is returned."""
     if hasattr(model, "merge_and_unload"):
-        return copy.deepcopy(model).merge_and_unload()
-    return getattr(model, "module", model)
+        peft_model: Any = copy.deepcopy(model)  # a peft PeftModel
+        merged: torch.nn.Module = peft_model.merge_and_unload()
+        return merged
+    plain: torch.nn.Module = getattr(model, "module", model)
+    return plain
 
 
 def save_pretrained(model: torch.nn.Module, tokenizer: Any, out: str | Path) -> Path:
@@ -118,7 +122,7 @@ def save_pretrained(model: torch.nn.Module, tokenizer: Any, out: str | Path) -> 
     `model.path` accepts; LoRA adapters are merged so no peft is needed to load it."""
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
-    plain = plain_model(model)
+    plain: Any = plain_model(model)  # a transformers PreTrainedModel
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # gradient-checkpointing / generation-config chatter
         plain.save_pretrained(out)

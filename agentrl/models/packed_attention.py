@@ -27,7 +27,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from functools import cache
-from typing import Any
+from typing import Any, cast
 
 import torch
 import torch.nn.functional as F
@@ -51,7 +51,7 @@ def packed_kwargs(lengths: list[int], device: torch.device) -> dict[str, Any]:
 
 def check_packable(model: Any) -> str | None:
     """Why `model` cannot use packed attention, or None if it can."""
-    cfg = getattr(model, "config", None)
+    cfg: Any = getattr(model, "config", None)
     text = cfg.get_text_config() if hasattr(cfg, "get_text_config") else cfg
     if text is None:
         return "model has no config"
@@ -148,7 +148,8 @@ def _attend(
     if _use_varlen(q):
         from torch.nn.attention.varlen import varlen_attn
 
-        cu, extra = seg.cu_seqlens, {}
+        cu = seg.cu_seqlens
+        extra: dict[str, Any] = {}  # keywords this torch's varlen_attn takes
         if k.shape[0] != q.shape[0]:
             if _varlen_takes("enable_gqa"):
                 extra["enable_gqa"] = True
@@ -169,7 +170,8 @@ def _attend(
             scale=scaling,
             **extra,
         )
-        return out.transpose(0, 1)
+        # A tensor: without `return_aux` varlen_attn returns no aux tuple.
+        return cast(torch.Tensor, out).transpose(0, 1)
     gqa = k.shape[0] != q.shape[0]
     parts = [
         F.scaled_dot_product_attention(

@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections import defaultdict
 from collections.abc import Iterator
 from dataclasses import replace
-from typing import Any
+from typing import Any, cast
 
 import torch
 
@@ -23,7 +23,7 @@ from agentrl.algorithms import (
     policy_agg_mode,
 )
 from agentrl.algorithms.deferred import deferred_metrics, metric
-from agentrl.algorithms.losses import agg
+from agentrl.algorithms.losses import AggMode, agg
 from agentrl.algorithms.masked import masked_mean
 from agentrl.backends import TrainingBackend
 from agentrl.config import AlgorithmConfig, OptimConfig, TrainerConfig
@@ -156,7 +156,7 @@ class Actor:
 
     def micro_loss(
         self, mb: TrainBatch, algo: AlgorithmConfig | None = None
-    ) -> tuple[list[tuple[torch.Tensor, str]], dict[str, Any]]:
+    ) -> tuple[list[tuple[torch.Tensor, AggMode]], dict[str, Any]]:
         """The micro-batch's loss terms, each aggregated over it with its own mode: the policy
         loss (with `policy_agg_mode`), − entropy bonus and + KL term (with `loss_agg_mode`).
 
@@ -243,7 +243,8 @@ class Actor:
             share = {m: real * micro_share(rows.response_mask, m, totals[m]) for m in modes}
             mb = rows.to(backend.device)
             terms, metrics = self.micro_loss(mb, algo)
-            loss = sum(t * share[m] for t, m in terms)
+            # A tensor: `terms` always holds the policy loss (sum's typed result adds `0`).
+            loss = cast(torch.Tensor, sum(t * share[m] for t, m in terms))
             (loss * backend.grad_scale()).backward()
             sums["loss"] += metric(loss)
             sums["micro_batches"] += real

@@ -95,6 +95,8 @@ class RolloutRole(Protocol):
 
     def sync_weights(self, named: Iterable[tuple[str, torch.Tensor]]) -> float: ...
 
+    def offload(self) -> None: ...
+
     def close(self) -> None: ...
 
 
@@ -116,7 +118,7 @@ class ScorerRole(Protocol):
     def kl_in_reward(
         self,
         batch: TrainBatch,
-        log_probs: torch.Tensor,
+        log_probs: torch.Tensor | None,
         ref: torch.Tensor,
         coef: float | None = None,
     ) -> dict[str, Any]: ...

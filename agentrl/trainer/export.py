@@ -47,7 +47,8 @@ def base_model(model: torch.nn.Module) -> torch.nn.Module:
     """The transformers model under DDP/FSDP (`.module`) and peft wrappers."""
     model = getattr(model, "module", model)
     if is_peft(model):
-        model = model.get_base_model()
+        peft_model: Any = model  # a peft PeftModel; torch types its methods as Tensor | Module
+        model = peft_model.get_base_model()
     return model
 
 
@@ -70,7 +71,7 @@ def export_hf(
     """Write `out/` (merged weights `weights`, `model`'s config, tokenizer + chat template)
     and, for a peft model, `out/adapter/` (the adapter alone)."""
     out.mkdir(parents=True, exist_ok=True)
-    plain = base_model(model)
+    plain: Any = base_model(model)  # a transformers PreTrainedModel
     cpu = {k: v.detach().to("cpu").contiguous() for k, v in weights.items()}
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # gradient-checkpointing / generation-config chatter
@@ -86,7 +87,8 @@ def export_hf(
             if use_cache is not None:
                 text_cfg.use_cache = use_cache
         if is_peft(model):
-            getattr(model, "module", model).save_pretrained(out / ADAPTER_DIR)
+            peft_model: Any = getattr(model, "module", model)
+            peft_model.save_pretrained(out / ADAPTER_DIR)
     if chat_template and chat_template != getattr(tokenizer, "chat_template", None):
         import copy
 

@@ -155,8 +155,11 @@ class FusedHead:
             return None
         if getattr(config, "model_type", None) not in PLAIN_HEAD_MODELS:
             return None
+        hf: Any = (
+            model  # a transformers PreTrainedModel; torch types its methods as Tensor | Module
+        )
         try:
-            decoder, head = model.get_decoder(), model.get_output_embeddings()
+            decoder, head = hf.get_decoder(), hf.get_output_embeddings()
         except (AttributeError, NotImplementedError):
             return None
         if type(head) is not torch.nn.Linear or head.bias is not None or decoder is None:

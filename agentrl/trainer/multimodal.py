@@ -42,8 +42,8 @@ def stack_multimodal(
         if input_ids is not None and type_ids is not None:
             try:
                 check_alignment(input_ids[row].cpu(), mm)
-            except ValueError as e:
-                raise ValueError(f"batch row {row}: {e}") from e
+            except ValueError as err:
+                raise ValueError(f"batch row {row}: {err}") from err
         for e in entries:
             pv = decode_pixel_values(e)
             t, h, w = (int(x) for x in e["grid_thw"])

@@ -86,7 +86,11 @@ class AsyncCollector:
         coro = runner.collect_group(self.data.item_at(k), k % self.batch_size, self.n, f"p{k}-")
         fut = runner.submit(coro)
         self.inflight[k] = fut
-        fut.add_done_callback(lambda _f, k=k: self.done.put(k))
+
+        def finished(_f: concurrent.futures.Future[Any]) -> None:
+            self.done.put(k)
+
+        fut.add_done_callback(finished)
 
     # ---------------------------------------------------------------- consumer
     def next_batch(self, step: int) -> list[TrajectoryGroup]:
@@ -94,7 +98,8 @@ class AsyncCollector:
         none more than K versions behind. Issued here at version step - 1, the prompts are
         trained K steps later; the K batches left outstanding roll while this one trains."""
         self.top_up()
-        version, out = step - 1, []
+        version = step - 1
+        out: list[TrajectoryGroup] = []
         deadline = time.monotonic() + self.timeout_s
         while len(out) < self.batch_size:
             try:

@@ -63,7 +63,7 @@ class Reference:
 class ValueModel(torch.nn.Module):
     """A causal LM's backbone with a scalar head: V(state before response token j)."""
 
-    def __init__(self, lm: torch.nn.Module) -> None:
+    def __init__(self, lm: Any) -> None:  # a transformers PreTrainedModel
         super().__init__()
         self.backbone = lm.get_decoder() if hasattr(lm, "get_decoder") else lm.model
         hidden = lm.config.hidden_size
@@ -72,7 +72,8 @@ class ValueModel(torch.nn.Module):
         torch.nn.init.zeros_(self.head.bias)
 
     def forward(self, batch: TrainBatch) -> torch.Tensor:
-        out = self.backbone(
+        backbone: Any = self.backbone  # torch types module attributes as Tensor | Module
+        out = backbone(
             input_ids=batch.input_ids, attention_mask=batch.attention_mask, use_cache=False
         )
         values = self.head(out.last_hidden_state.float()).squeeze(-1)  # [B, L]
@@ -229,7 +230,7 @@ class RewardScorer:
     def kl_in_reward(
         self,
         batch: TrainBatch,
-        log_probs: torch.Tensor,
+        log_probs: torch.Tensor | None,
         ref: torch.Tensor,
         coef: float | None = None,
     ) -> dict[str, Any]:
@@ -237,6 +238,7 @@ class RewardScorer:
         coefficient from the trainer's KL controller (default `algorithm.kl.coef`)."""
         if not (self.algo.kl.coef and self.algo.kl.placement == "reward"):
             return {}
+        assert log_probs is not None  # the trainer computes them when the KL is in the reward
         batch.token_rewards, metrics = kl_penalized_rewards(
             batch.token_rewards,
             log_probs,

@@ -131,7 +131,8 @@ class Trainer:
         return result
 
     def train_step(self) -> dict[str, float]:
-        c, m = self.c, {}
+        c = self.c
+        m: dict[str, float] = {}
         groups, m["time/rollout"] = self.timed(self.collect_groups)
         c.rollout.offload()  # engine.sleep_between_phases: the engine frees the GPU until reused
         batch = c.scorer.batch(groups)
@@ -231,7 +232,8 @@ class Trainer:
         estimators (ReMax). `sum_pi_squared` `[B, T]`: Σπ² per position, for `sum_pi_squared`
         estimators (the optimal token baseline, which also reads the correction weights).
         """
-        algo, m = self.cfg.algorithm, {}
+        algo = self.cfg.algorithm
+        m: dict[str, Any] = {}
         weights = tis = None
         if batch.old_log_probs is not None:
             weights, tis = importance_weights(

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable
-from typing import Any
+from typing import Any, cast
 
 import gymnasium as gym
 
@@ -96,7 +96,8 @@ class GymTextEnv(AgentEnv):
         if isinstance(space, gym.spaces.Text):
             move = str(raw).strip().lower()
         elif self.action_names and str(raw).strip().lower() in self.action_names:
-            move = int(space.start) + self.action_names.index(str(raw).strip().lower())
+            discrete: Any = space  # action_names name a Discrete space's actions
+            move = int(discrete.start) + self.action_names.index(str(raw).strip().lower())
         else:
             try:
                 move = int(str(raw).strip())
@@ -180,7 +181,8 @@ class GymTextEnv(AgentEnv):
 def _renders_ansi(env_id: str) -> bool:
     """Whether a registered Gymnasium env declares an ANSI render. Asking one that does not
     (Blackjack-v1) only warns, then fails at the first render: such envs use `repr(obs)`."""
-    creator = gym.envs.registration.load_env_creator(gym.spec(env_id).entry_point)
+    entry = gym.spec(env_id).entry_point
+    creator = entry if callable(entry) else gym.envs.registration.load_env_creator(cast(str, entry))
     modes = getattr(creator, "metadata", {}).get("render_modes", [])
     return "ansi" in modes
 

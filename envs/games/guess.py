@@ -29,7 +29,8 @@ class GuessNumber(gym.Env[str, int]):
     def __init__(self, high: int = 100, max_guesses: int | None = None) -> None:
         self.high = high
         self.max_guesses = max_guesses or math.ceil(math.log2(high + 1))
-        self.action_space = gym.spaces.Discrete(high, start=1)
+        # Discrete's elements are np.int64, which act as the env's int actions.
+        self.action_space = gym.spaces.Discrete(high, start=1)  # type: ignore[assignment]
         self.observation_space = gym.spaces.Text(200)
         self.render_mode = "ansi"
         self.secret, self.lo, self.hi, self.guesses = 0, 1, high, 0

@@ -107,7 +107,8 @@ class OpenEnvEnv(AgentEnv):
             listed = self.env.step(ListToolsAction()).tools
             return [_schema(t.name, t.description, t.input_schema) for t in listed]
         assert self.action_type is not None
-        return [_act_schema(self.action_type.model_json_schema(), self.action_type.__name__)]
+        model: Any = self.action_type  # a pydantic model class
+        return [_act_schema(model.model_json_schema(), model.__name__)]
 
     def reset(
         self, *, seed: int | None = None, options: dict[str, Any] | None = None
