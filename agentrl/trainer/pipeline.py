@@ -58,7 +58,7 @@ class AsyncCollector:
         if "weight_versions" not in rollout.engine.features:
             raise ValueError(
                 f"trainer.async.max_staleness: the {type(rollout.engine).__name__} engine "
-                "does not report per-token weight versions; use engine.backend: hf"
+                "does not report per-token weight versions; use engine.kind: hf"
             )
         self.rollout, self.data, self.n, self.batch_size = rollout, data, n, max(batch_size, 1)
         self.max_staleness, self.timeout_s = cfg.max_staleness, cfg.batch_timeout_s
