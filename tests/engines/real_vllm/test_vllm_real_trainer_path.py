@@ -31,7 +31,7 @@ def loop() -> Iterator[asyncio.AbstractEventLoop]:
 
 @pytest.fixture(scope="module")
 def engine(small_model: Any, loop: Any) -> Iterator[Any]:
-    # As trainer/build.py does: the loaded policy, only the start-up options CI needs.
+    # As agentrl/assembly/build.py does: the loaded policy, only the start-up options CI needs.
     cfg = EngineConfig(kind="vllm", extra={"enforce_eager": True, "max_model_len": 512})
     engine = build_engine(cfg, small_model[0], small_model[1])
     yield engine
