@@ -20,13 +20,6 @@ pytestmark = checks.MARKS
 
 
 @pytest.fixture(scope="module")
-def loop() -> Iterator[asyncio.AbstractEventLoop]:
-    loop = asyncio.new_event_loop()
-    yield loop
-    loop.close()
-
-
-@pytest.fixture(scope="module")
 def engine(small_path: str, small_model: Any, loop: Any) -> Iterator[Any]:
     cfg = EngineConfig(kind="vllm", extra=dict(checks.ENGINE_EXTRA))
     engine = build_engine(cfg, small_path, small_model[1])

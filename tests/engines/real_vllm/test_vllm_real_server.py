@@ -7,7 +7,6 @@ with a recorded error instead of a hang (last: it kills the module's server)."""
 
 from __future__ import annotations
 
-import asyncio
 import socket
 from collections.abc import Iterator
 from pathlib import Path
@@ -27,13 +26,6 @@ def free_port() -> int:
 
 
 pytestmark = checks.MARKS
-
-
-@pytest.fixture(scope="module")
-def loop() -> Iterator[asyncio.AbstractEventLoop]:
-    loop = asyncio.new_event_loop()
-    yield loop
-    loop.close()
 
 
 @pytest.fixture(scope="module")

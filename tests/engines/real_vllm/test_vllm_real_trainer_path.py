@@ -23,13 +23,6 @@ pytestmark = checks.MARKS
 
 
 @pytest.fixture(scope="module")
-def loop() -> Iterator[asyncio.AbstractEventLoop]:
-    loop = asyncio.new_event_loop()
-    yield loop
-    loop.close()
-
-
-@pytest.fixture(scope="module")
 def engine(small_model: Any, loop: Any) -> Iterator[Any]:
     # As agentrl/assembly/build.py does: the loaded policy, only the start-up options CI needs.
     cfg = EngineConfig(kind="vllm", extra={"enforce_eager": True, "max_model_len": 512})
