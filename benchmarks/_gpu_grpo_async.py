@@ -1,64 +1,109 @@
-"""`gpu_grpo.py --max-staleness 0 1 2`: the synchronous loop vs pipelined steps, one process.
+"""`gpu_grpo.py --max-staleness 0 1:process ...`: the synchronous loop vs pipelined steps.
 
 Why it exists: issue #21's measurement. The multi-turn tool workload (`math/calc-v0`, up to 3
-turns) gets a simulated tool latency (`--tool-latency LO HI`, uniform, seeded per task and
-turn so every K sees the same latencies); each K builds fresh components from the same SFT'd
-checkpoint, runs one warm-up step, then `--steps` timed steps through the real
-`Trainer.train_step` with the pipeline of `trainer.async.max_staleness: K` started as
-`Trainer.train` starts it. Reported per K: end-to-end sampled tok/s (trained tokens / wall of
-the timed steps) and its ratio to K = 0, the GPU busy share over `--profile-steps` further
-steps (kernel time / wall, torch.profiler; the engine's and the trainer's kernels both count),
-peak memory, and the staleness metrics the steps logged.
+turns) gets a simulated tool latency (`--tool-latency LO HI`: `_latency_env.py`, uniform,
+seeded per task and turn so every mode sees the same latencies). Each mode is
+`K[:producer[:concurrency]]`: `trainer.async.max_staleness` K, `trainer.async.producer`
+(thread: the rollout in the trainer's process; process: in a child process of its own) and
+`rollout.concurrency` = `engine.max_batch_size` (default: the batch, every episode of a step
+in flight, as the synchronous loop runs them). Each mode builds fresh components from the
+same SFT'd checkpoint, runs `--warmup` steps, then `--steps` timed steps through the real
+`Trainer.train_step` with the pipeline started as `Trainer.train` starts it. Reported per
+mode: end-to-end sampled tok/s (trained tokens / wall of the timed steps) and its ratio to
+the first mode, the GPU busy share and peak device memory over the timed steps from NVML
+(device-wide, so the rollout child's kernels and memory count too; torch.profiler would only
+see this process), the trainer process's own peak allocation, and the staleness metrics.
 """
 
 from __future__ import annotations
 
-import asyncio
 import gc
-import random
+import threading
 import time
 from pathlib import Path
 from typing import Any
 
 import torch
 
-ENV_ID = "bench/calc-tool-latency-v0"
+HERE = Path(__file__).resolve().parent
 
 
-def register_latency_env(lo: float, hi: float) -> str:
-    """`math/calc-v0` whose tool calls take `uniform(lo, hi)` seconds (asyncio sleep: other
-    episodes keep the engine busy meanwhile), seeded by the task and turn."""
-    from agentrl.envs import register
-    from agentrl.envs.math.calc import CalcEnv
+def parse_mode(text: str, batch: int) -> dict[str, Any]:
+    """`K[:producer[:concurrency]]` -> the mode's settings."""
+    parts = str(text).split(":")
+    k = int(parts[0])
+    producer = parts[1] if len(parts) > 1 and parts[1] else "thread"
+    conc = int(parts[2]) if len(parts) > 2 else batch
+    return {"name": str(text), "k": k, "producer": producer, "concurrency": conc}
 
-    class SlowToolCalc(CalcEnv):
-        _latency_rng = random.Random(0)
 
-        def reset(self, *, seed: int | None = None, options: Any = None) -> Any:
-            self._latency_rng = random.Random(seed)
-            return super().reset(seed=seed, options=options)
+class DeviceSampler:
+    """NVML every `period` s on a thread: mean GPU utilisation (share of time a kernel ran,
+    any process) and peak used memory. Empty when NVML is unavailable."""
 
-        async def astep(self, action: Any) -> Any:
-            if action.tool_calls and hi > 0:
-                await asyncio.sleep(self._latency_rng.uniform(lo, hi))
-            return await super().astep(action)
+    def __init__(self, period: float = 0.05) -> None:
+        self.period, self.util, self.used = period, [], []
+        self._stop = threading.Event()
+        try:
+            import pynvml
 
-    register(ENV_ID, SlowToolCalc, description="calc-v0 with simulated tool latency")
-    return ENV_ID
+            pynvml.nvmlInit()
+            index = torch.cuda.current_device() if torch.cuda.is_available() else 0
+            self._nvml, self._h = pynvml, pynvml.nvmlDeviceGetHandleByIndex(index)
+        except Exception:  # noqa: BLE001 - no NVML: no device-wide numbers
+            self._nvml = None
+        self._thread = threading.Thread(target=self._run, daemon=True)
+
+    def _run(self) -> None:
+        while not self._stop.wait(self.period):
+            self.util.append(self._nvml.nvmlDeviceGetUtilizationRates(self._h).gpu)
+            self.used.append(self._nvml.nvmlDeviceGetMemoryInfo(self._h).used)
+
+    def __enter__(self) -> DeviceSampler:
+        if self._nvml is not None:
+            self._thread.start()
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self._stop.set()
+        if self._nvml is not None:
+            self._thread.join()
+
+    def result(self) -> dict[str, Any]:
+        if not self.util:
+            return {}
+        return {
+            "gpu_busy_share_nvml": sum(self.util) / len(self.util) / 100.0,
+            "peak_device_used_gib": max(self.used) / 2**30,
+            "nvml_samples": len(self.util),
+        }
+
+
+def configure(cfg: Any, args: Any, mode: dict[str, Any]) -> None:
+    """The latency env (from its module, so a rollout child finds it too), the fast engine
+    through its typed config (a child builds its own engine), and the mode's settings."""
+    cfg.data.env = "bench/calc-tool-latency-v0"
+    cfg.data.env_modules = [str(HERE / "_latency_env.py")]
+    cfg.data.env_kwargs = {"latency": list(args.tool_latency)}
+    cfg.engine.hf.fast = args.engine == "fast"
+    if args.engine == "fast":
+        cfg.engine.hf.max_seq_len = args.max_total
+    cfg.engine.max_batch_size = cfg.rollout.concurrency = mode["concurrency"]
+    cfg.trainer.async_.max_staleness = mode["k"]
+    cfg.trainer.async_.producer = mode["producer"]
 
 
 def run_staleness_sweep(args: Any, ckpt: Path, work: Path) -> dict[str, Any]:
-    """SFT once (K = 0's components), then each K from the SFT'd weights."""
-    from gpu_grpo import sync, train_config, use_fast_engine
+    """SFT once (in-process components), then each mode from the SFT'd weights."""
+    from gpu_grpo import sync, train_config
 
     from agentrl.assembly import build_components
 
-    if args.engine == "fast":
-        use_fast_engine(args.max_total)
-    env = register_latency_env(*args.tool_latency)
+    batch = args.prompts * args.n
+    modes = [parse_mode(m, batch) for m in args.max_staleness]
     t0 = time.perf_counter()
     cfg = train_config(ckpt, args, work / "sft_run")
-    cfg.data.env = env
+    configure(cfg, args, parse_mode("0", batch))
     comps = build_components(cfg)
     from agentrl.trainer import Trainer
 
@@ -69,36 +114,38 @@ def run_staleness_sweep(args: Any, ckpt: Path, work: Path) -> dict[str, Any]:
     trainer.finish()
     del trainer, comps
     release()
-    out: dict[str, Any] = {"sft_s": time.perf_counter() - t0, "env": env}
+    out: dict[str, Any] = {"sft_s": time.perf_counter() - t0, "env": cfg.data.env}
     out["tool_latency_s"] = list(args.tool_latency)
     runs: dict[str, Any] = {}
-    for k in args.max_staleness:
+    for mode in modes:
+        t1 = time.perf_counter()
         try:
-            runs[str(k)] = one_k(args, work / "sft", work / f"k{k}", env, k, sync)
-        except Exception as e:  # noqa: BLE001 - keep the other Ks' numbers
-            runs[str(k)] = {"error": f"{type(e).__name__}: {e}"}
+            runs[mode["name"]] = one_k(args, work / "sft", work / f"m{len(runs)}", mode, sync)
+        except Exception as e:  # noqa: BLE001 - keep the other modes' numbers
+            runs[mode["name"]] = {"error": f"{type(e).__name__}: {e}"}
+        runs[mode["name"]]["mode_wall_s"] = time.perf_counter() - t1
+        print(f"mode {mode['name']}: {runs[mode['name']]}"[:1500], flush=True)
         release()
     out["runs"] = runs
-    base = runs.get("0", {}).get("e2e_sampled_tok_s")
+    base = runs.get(modes[0]["name"], {}).get("e2e_sampled_tok_s") if modes else None
     if base:
-        out["ratio_e2e_vs_k0"] = {
+        out["ratio_e2e_vs_first"] = {
             k: r["e2e_sampled_tok_s"] / base for k, r in runs.items() if "e2e_sampled_tok_s" in r
         }
     return out
 
 
-def one_k(args: Any, sft: Path, out_dir: Path, env: str, k: int, sync: Any) -> dict[str, Any]:
-    from gpu_grpo import profile_call, train_config
+def one_k(args: Any, sft: Path, out_dir: Path, mode: dict[str, Any], sync: Any) -> dict[str, Any]:
+    from gpu_grpo import train_config
 
     from agentrl.assembly import build_components
     from agentrl.trainer import Trainer
     from agentrl.trainer.pipeline import start_pipeline
 
     cfg = train_config(sft, args, out_dir)
-    cfg.data.env = env
+    configure(cfg, args, mode)
     cfg.sft.steps = 0
-    cfg.trainer.async_.max_staleness = k
-    cfg.trainer.steps = args.steps + args.profile_steps + 1
+    cfg.trainer.steps = args.steps + args.warmup + 1
     comps = build_components(cfg)
     trainer = Trainer(cfg, comps)
     captured: list[Any] = []
@@ -106,34 +153,35 @@ def one_k(args: Any, sft: Path, out_dir: Path, env: str, k: int, sync: Any) -> d
     comps.scorer.batch = lambda groups: captured.append(make_batch(groups)) or captured[-1]  # type: ignore[method-assign]
     trainer._version_offset, trainer.pipeline = start_pipeline(comps, cfg, 0, [])
     try:
-        trainer.step = 1
-        trainer.train_step()  # warm-up: graphs, allocator; with K >= 1 it fills the pipeline
+        for _ in range(args.warmup):  # graphs, allocator; with K >= 1 it fills the pipeline
+            trainer.step += 1
+            trainer.train_step()
         if args.device == "cuda":
             torch.cuda.reset_peak_memory_stats()
         steps, sampled = [], 0.0
         sync(args.device)
-        t = time.perf_counter()
-        for _ in range(args.steps):
-            trainer.step += 1
-            m = trainer.train_step()
-            m["sampled_tokens"] = float(captured[-1].response_mask.sum())
-            sampled += m["sampled_tokens"]
-            steps.append(m)
-        sync(args.device)
-        wall = time.perf_counter() - t
-        res: dict[str, Any] = {
-            "max_staleness": k,
+        with DeviceSampler() as dev:
+            t = time.perf_counter()
+            for _ in range(args.steps):
+                trainer.step += 1
+                m = trainer.train_step()
+                m["sampled_tokens"] = float(captured[-1].response_mask.sum())
+                sampled += m["sampled_tokens"]
+                steps.append(m)
+            sync(args.device)
+            wall = time.perf_counter() - t
+        keys = ("rollout", "logprobs", "update", "weight_sync")
+        return {
+            **mode,
             "e2e_sampled_tok_s": sampled / wall,
             "wall_s": wall,
             "sampled_tokens": sampled,
-            "step_s": [s["time/rollout"] + s["time/update"] for s in steps],
-            "phase_s_per_step": {
-                p: sum(s[f"time/{p}"] for s in steps) / len(steps)
-                for p in ("rollout", "logprobs", "update", "weight_sync")
-            },
-            "peak_mem_gib": torch.cuda.max_memory_allocated() / 2**30
+            "step_s": [sum(s[f"time/{p}"] for p in keys) for s in steps],
+            "phase_s_per_step": {p: sum(s[f"time/{p}"] for s in steps) / len(steps) for p in keys},
+            "trainer_peak_alloc_gib": torch.cuda.max_memory_allocated() / 2**30
             if args.device == "cuda"
             else None,
+            **dev.result(),
             "staleness": {
                 key: [s.get(key) for s in steps]
                 for key in (
@@ -147,19 +195,6 @@ def one_k(args: Any, sft: Path, out_dir: Path, env: str, k: int, sync: Any) -> d
             "reward_mean": [s["reward/mean"] for s in steps],
             "tool_calls": [s.get("tool_calls", 0.0) for s in steps],
         }
-        if args.profile_steps:
-
-            def more() -> dict[str, float]:
-                for _ in range(args.profile_steps):
-                    trainer.step += 1
-                    m = trainer.train_step()
-                return m
-
-            prof = profile_call(more, args.device, top=10)
-            res["gpu_busy_share"] = prof["device_busy_fraction"]
-            res["profile_wall_s"] = prof["wall_s"]
-            res["profile_top_device_ops"] = prof["top_device_ops"]
-        return res
     finally:
         if trainer.pipeline is not None:
             trainer.pipeline.close()

@@ -36,6 +36,7 @@ def run(args: argparse.Namespace, k: int, seed: int) -> dict[str, Any]:
         "trainer.save_hf=false",
         "trainer.tensorboard=false",
         *args.set,
+        *([f"trainer.async.producer={args.producer}"] if k else []),
     ]
     cmd = [sys.executable, "-m", "agentrl.cli", "train", "--config", str(args.config)]
     cmd += [*sets, "--overwrite"]
@@ -43,6 +44,7 @@ def run(args: argparse.Namespace, k: int, seed: int) -> dict[str, Any]:
     with open(args.out / f"k{k}_seed{seed}.log", "w") as log:
         proc = subprocess.run(cmd, stdout=log, stderr=log, timeout=args.timeout, env=os.environ)
     res: dict[str, Any] = {"k": k, "seed": seed, "wall_s": time.perf_counter() - t0}
+    res["producer"] = args.producer if k else "-"
     if proc.returncode:
         res["error"] = f"rc {proc.returncode}; see {log.name}"
         return res
@@ -72,7 +74,7 @@ def plot(runs: list[dict[str, Any]], path: Path) -> bool:
         if "curve" in r:
             xs = [p["episodes"] for p in r["curve"]]
             ys = [100 * p["success"] for p in r["curve"]]
-            label = "synchronous" if r["k"] == 0 else f"async K={r['k']}"
+            label = "synchronous" if r["k"] == 0 else f"async K={r['k']} ({r['producer']})"
             ax.plot(xs, ys, marker="o", label=f"{label}, seed {r['seed']}")
     ax.set_xlabel("sampled training episodes")
     ax.set_ylabel("held-out success (%)")
@@ -91,6 +93,7 @@ def parse() -> argparse.Namespace:
     p.add_argument("--staleness", type=int, nargs="+", default=[0, 1])
     p.add_argument("--seeds", type=int, nargs="+", default=[0])
     p.add_argument("--eval-every", type=int, default=10)
+    p.add_argument("--producer", choices=["thread", "process"], default="thread", help="K >= 1")
     p.add_argument("--set", nargs="*", default=[], help="overrides for every run (key=value)")
     p.add_argument("--timeout", type=float, default=270, help="seconds per run")
     p.add_argument("--out", type=Path, default=Path("/tmp/gpu_out/async_learning"))

@@ -24,7 +24,7 @@ PY
   # shellcheck disable=SC2086
   [ -z "$missing" ] || python3 -m pip install -q --no-index --no-deps --no-compile --target /tmp/site $missing 2>&1 | tail -3
 fi
-python3 -m pip install -q --no-index --find-links "$R/.gpuwheels" --no-deps --no-compile \
+python3 -m pip install -q --upgrade --no-index --find-links "$R/.gpuwheels" --no-deps --no-compile \
   --target /tmp/site "$R" 2>&1 | tail -3
 export PYTHONPATH=/tmp/site${PYTHONPATH:+:$PYTHONPATH}
-python3 -c "import agentrl.trainer, agentrl.envs" || return 1 2>/dev/null || exit 1
+(cd /tmp && python3 -c "import agentrl.trainer, agentrl.envs") || return 1 2>/dev/null || exit 1

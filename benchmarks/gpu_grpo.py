@@ -22,9 +22,10 @@ Parts (each writes one JSON object; `--part all` runs agentrl here and TRL in a 
     python benchmarks/gpu_grpo.py --part agentrl --micro 128 --max-turns 1 --packing \\
         --compile --compare-update-paths 5     # + update paths side by side (_gpu_update_paths)
 
-`--max-staleness 0 1 2` instead compares the synchronous loop with pipelined steps
-(`trainer.async`) on the multi-turn workload with tool latency (`--tool-latency`, default
-0.02-0.5 s), same model and seeds, one process (`_gpu_grpo_async.py`).
+`--max-staleness 0 1 1:process ...` instead compares the synchronous loop with pipelined
+steps (`trainer.async`, the rollout in this process or a child process) on the multi-turn
+workload with tool latency (`--tool-latency`, default 0.02-0.5 s), same model and seeds
+(`_gpu_grpo_async.py`).
 """
 
 from __future__ import annotations
@@ -377,13 +378,13 @@ def parse() -> argparse.Namespace:
     )
     p.add_argument(
         "--max-staleness",
-        type=int,
         nargs="*",
         default=[],
-        help="trainer.async sweep, e.g. 0 1 2 (agentrl only; see _gpu_grpo_async.py)",
+        help="trainer.async sweep of modes K[:producer[:concurrency]], e.g. 0 1 1:process "
+        "(agentrl only; see _gpu_grpo_async.py)",
     )
     p.add_argument("--tool-latency", type=float, nargs=2, default=(0.02, 0.5))
-    p.add_argument("--profile-steps", type=int, default=2, help="sweep: GPU busy share steps")
+    p.add_argument("--warmup", type=int, default=2, help="sweep: untimed steps per mode")
     p.add_argument("--ckpt", type=Path, default=None, help="trl part: the SFT'd checkpoint")
     p.add_argument("--json", type=Path, default=None)
     return p.parse_args()

@@ -17,7 +17,7 @@ from agentrl.algorithms.advantages import (
     register_adv_estimator,
     whitens_advantages,
 )
-from agentrl.algorithms.correction import importance_weights
+from agentrl.algorithms.correction import importance_weights, ratio_moments, ratio_spread
 from agentrl.algorithms.dapo import filter_groups_by_reward_variance, overlong_penalty
 from agentrl.algorithms.kl import kl_penalized_rewards, kl_penalty, measured_kl
 from agentrl.algorithms.kl_control import KLController
@@ -61,6 +61,8 @@ __all__ = [
     "get_estimator",
     "get_policy_loss",
     "importance_weights",
+    "ratio_moments",
+    "ratio_spread",
     "kl_penalized_rewards",
     "kl_penalty",
     "masked_mean",

@@ -64,3 +64,30 @@ def importance_weights(
         "rollout_kl": metric(masked_mean(token_rho.exp() - 1 - token_rho, m)),
     }
     return weights, metrics
+
+
+# Keys of `ratio_moments`: token count and the first two moments of ρ = π_old/π_rollout.
+RATIO_MOMENTS = ("is_ratio/n", "is_ratio/s1", "is_ratio/s2")
+
+
+@torch.no_grad()
+def ratio_moments(
+    old_log_probs: Tensor, rollout_log_probs: Tensor, mask: Tensor
+) -> dict[str, float | Tensor]:
+    """Sums over the sampled tokens of 1, ρ and ρ²: metrics that average over micro-batches
+    and ranks into an exact pooled spread (`ratio_spread`), where the update computes π_old
+    itself (no separate old-log-prob forward)."""
+    m = mask.to(old_log_probs.dtype)
+    rho = (old_log_probs - rollout_log_probs).clamp(-LOG_RATIO_CLAMP, LOG_RATIO_CLAMP).exp() * m
+    n, s1, s2 = m.sum(), rho.sum(), (rho * rho).sum()
+    return dict(zip(RATIO_MOMENTS, (metric(n), metric(s1), metric(s2)), strict=True))
+
+
+def ratio_spread(metrics: dict[str, float]) -> dict[str, float]:
+    """Pops `ratio_moments`' keys (averaged alike, so their ratios are exact) and returns the
+    mean and standard deviation of ρ; empty when they are absent."""
+    n, s1, s2 = (metrics.pop(k, None) for k in RATIO_MOMENTS)
+    if not n or s1 is None or s2 is None:
+        return {}
+    mean = s1 / n
+    return {"is_ratio_mean": mean, "is_ratio_std": math.sqrt(max(s2 / n - mean * mean, 0.0))}

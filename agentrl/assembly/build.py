@@ -18,7 +18,7 @@ from agentrl.backends import TrainingBackend, build_backend
 from agentrl.config import TrainConfig
 from agentrl.rollout.role import Rollout
 from agentrl.trainer.actor import Actor, optimizer_steps
-from agentrl.trainer.components import Components
+from agentrl.trainer.components import Components, RolloutRole
 from agentrl.trainer.data import TaskSource
 from agentrl.trainer.roles import Critic, Reference, RewardScorer
 
@@ -40,13 +40,19 @@ def env_factory(cfg: TrainConfig) -> Any:
 
 
 def build_engine_for(
-    cfg: TrainConfig, policy: torch.nn.Module, tokenizer: Any, device: torch.device
+    cfg: TrainConfig,
+    policy: torch.nn.Module,
+    tokenizer: Any,
+    device: torch.device,
+    *,
+    copy_weights: bool = True,
 ) -> Any:
-    """The rollout engine gets its own copy of the weights; `sync_weights` refreshes it."""
+    """The rollout engine gets its own copy of the weights (`copy_weights`, unless `policy`
+    is already a model of its own); `sync_weights` refreshes it."""
     from agentrl.engines import build_engine
 
     engine_model = _base_model(policy)  # a peft policy is already copied while merging
-    if engine_model is policy:
+    if engine_model is policy and copy_weights:
         engine_model = copy.deepcopy(policy)
     engine_model = engine_model.to(device).eval()
     for p in engine_model.parameters():
@@ -63,27 +69,71 @@ def _base_model(model: torch.nn.Module) -> torch.nn.Module:
     return model
 
 
+def _chat(cfg: TrainConfig, tokenizer: Any) -> Any:
+    from agentrl.chat import ChatFormat
+    from agentrl.models.load import load_vision_processor
+
+    vision = load_vision_processor(cfg.model, tokenizer)
+    return ChatFormat(tokenizer, cfg.rollout.tool_format, vision=vision)
+
+
+def _local_rollout(cfg: TrainConfig, engine: Any, tokenizer: Any, make_env: Any) -> Rollout:
+    sleeps = cfg.engine.sleep_between_phases
+    chat = _chat(cfg, tokenizer)
+    return Rollout(
+        engine, chat, make_env, cfg.rollout, cfg.sampling, seed=cfg.trainer.seed, sleeps=sleeps
+    )
+
+
 def build_rollout(
     cfg: TrainConfig, policy: torch.nn.Module, tokenizer: Any, device: torch.device
-) -> tuple[Rollout, float]:
+) -> tuple[RolloutRole, float]:
     """The rollout role (engine + env pool) and the env's success threshold; call it before
-    the policy is prepared (sharded) so the engine copies full weights."""
-    from agentrl.chat import ChatFormat
-
-    engine = build_engine_for(cfg, policy, tokenizer, device)
+    the policy is prepared (sharded) so the engine copies full weights. With
+    `trainer.async.producer: process` the engine and envs live in a child process
+    (`agentrl.workers.process_rollout`), which builds them with `rollout_in_child`."""
     make_env = env_factory(cfg)
     probe = make_env()
     success_at = float(probe.reward_range[1])
     probe.close()
-    from agentrl.models.load import load_vision_processor
+    if cfg.trainer.async_.producer == "process":
+        from agentrl.workers.process_rollout import ProcessRollout
 
-    chat = ChatFormat(
-        tokenizer, cfg.rollout.tool_format, vision=load_vision_processor(cfg.model, tokenizer)
-    )
-    sleeps = cfg.engine.sleep_between_phases
-    return Rollout(
-        engine, chat, make_env, cfg.rollout, cfg.sampling, seed=cfg.trainer.seed, sleeps=sleeps
-    ), success_at
+        state = _base_model(policy).state_dict()
+        timeout = cfg.trainer.async_.producer_timeout_s
+        chat = _chat(cfg, tokenizer)
+        return ProcessRollout(rollout_in_child, cfg, device, state, chat, timeout), success_at
+    engine = build_engine_for(cfg, policy, tokenizer, device)
+    return _local_rollout(cfg, engine, tokenizer, make_env), success_at
+
+
+def rollout_in_child(
+    cfg: TrainConfig, device: torch.device, staging: dict[str, torch.Tensor]
+) -> Rollout:
+    """The rollout child's own `Rollout` (`trainer.async.producer: process`): the model
+    loaded from `cfg.model`, its weights replaced by the trainer's staging copy (so an SFT'd
+    or resumed policy, or a random-init preset, is exactly the trainer's), then the engine."""
+    from agentrl.models.load import load_model, load_tokenizer
+    from agentrl.trainer.threads import apply_cpu_threads
+
+    seed_everything(cfg.trainer.seed)
+    apply_cpu_threads(cfg.trainer.cpu_threads, device, log=False)
+    tokenizer = load_tokenizer(cfg.model)
+    model = load_model(cfg.model, trainable=False)
+    with torch.no_grad():
+        model.load_state_dict(staging, strict=True)
+    make_env = env_factory(cfg)
+    try:
+        make_env().close()
+    except Exception as e:
+        raise ValueError(
+            f"data.env {cfg.data.env!r} cannot be made in the rollout process "
+            f"({type(e).__name__}: {e}); an env registered by your own script must come from "
+            "a module in data.env_modules (`--env-module`): the child imports those, not "
+            "your script"
+        ) from e
+    engine = build_engine_for(cfg, model, tokenizer, device, copy_weights=False)
+    return _local_rollout(cfg, engine, tokenizer, make_env)
 
 
 def build_learner(

@@ -280,6 +280,16 @@ class AsyncConfig:
     # K >= 1: how long a step waits for its batch of finished groups before failing with a
     # clear error (an episode has its own rollout.episode_timeout_s).
     batch_timeout_s: float = 1800.0
+    # Where the rollout (engine + env episodes) runs. "thread": in the trainer's process, its
+    # event loop on a thread. "process": a child process of its own (spawned; same device;
+    # weights through one shared staging copy, CUDA IPC on GPU), so decoding and the update
+    # do not share one interpreter's GIL. Any K (K = 0 with "process" still alternates
+    # phases). Single-process local placement only; envs registered by your own script must
+    # come from `data.env_modules` (the child imports them; it never sees __main__).
+    producer: Literal["thread", "process"] = "thread"
+    # "process": seconds the child may take to start (load the model, build the engine), and
+    # the bound on any one call into it (a collect, an evaluation, a weight sync).
+    producer_timeout_s: float = 1800.0
 
 
 @dataclass(kw_only=True)

@@ -129,6 +129,7 @@ RANGES: dict[str, Range] = {
     "trainer.async.max_staleness": NONNEG,
     "trainer.async.prefetch_batches": NONNEG,
     "trainer.async.batch_timeout_s": POS,
+    "trainer.async.producer_timeout_s": POS,
 }
 
 
@@ -275,6 +276,19 @@ def check_async(cfg: Any, src: str) -> None:
     with yet, named."""
     from agentrl.algorithms import get_estimator
 
+    if cfg.trainer.async_.producer == "process":
+        alone = {
+            "trainer.placement: ray": cfg.trainer.placement == "ray",
+            f"trainer.backend: {cfg.trainer.backend} (one trainer process only)": (
+                cfg.trainer.backend != "torch"
+            ),
+            "engine.kind other than hf": cfg.engine.kind != "hf",
+        }
+        for what, clash in alone.items():
+            if clash:
+                raise ConfigError(
+                    f"{src}: trainer.async.producer: process does not combine with {what}"
+                )
     if cfg.trainer.async_.max_staleness < 1:
         return
     key = "trainer.async.max_staleness"

@@ -8,6 +8,7 @@ beside the runner it drives; `agentrl.assembly` builds it.
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import contextlib
 import dataclasses
 import time
@@ -111,6 +112,30 @@ class Rollout:
             "success_rate": sum(r >= success_at - 1e-9 for r in rewards) / max(len(rewards), 1),
             "episodes": float(len(rewards)),
         }
+
+    # ---------------------------------------------------------------- group producer
+    # `trainer.components.GroupProducer`: what a pipelined trainer schedules on.
+    @property
+    def producer(self) -> Rollout:
+        return self
+
+    @property
+    def weight_version(self) -> int:
+        return self.engine.weight_version
+
+    @property
+    def reports_versions(self) -> bool:
+        return "weight_versions" in self.engine.features
+
+    def start(self) -> None:
+        """From now on the runner's loop runs on its own thread (`submit_group`)."""
+        self.runner.start_background()
+
+    def submit_group(
+        self, task: Any, position: int, n: int, key: str
+    ) -> concurrent.futures.Future[TrajectoryGroup]:
+        """`n` episodes of `task` as one group, scheduled now, finished in the future."""
+        return self.runner.submit(self.runner.collect_group(task, position, n, key))
 
     def sync_weights(self, named: Iterable[tuple[str, torch.Tensor]]) -> float:
         t0 = time.perf_counter()

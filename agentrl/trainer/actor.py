@@ -21,6 +21,7 @@ from agentrl.algorithms import (
     kl_penalty,
     measured_kl,
     policy_agg_mode,
+    ratio_moments,
 )
 from agentrl.algorithms.deferred import deferred_metrics, metric
 from agentrl.algorithms.losses import AggMode, agg
@@ -173,6 +174,7 @@ class Actor:
         if mb.old_log_probs is None:  # the trainer skipped the old forward: log the mismatch
             _, tis = importance_weights(old, mb.rollout_log_probs, mask, "none", algo.tis_cap)
             metrics["rollout_kl"] = tis["rollout_kl"]
+            metrics |= ratio_moments(old, mb.rollout_log_probs, mask)
         metrics["entropy"] = metric(masked_mean(entropy.detach(), mask))  # per trained token
         if algo.entropy_coef:
             terms.append((-algo.entropy_coef * agg(entropy, mask, algo), algo.loss_agg_mode))

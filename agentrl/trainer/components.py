@@ -8,6 +8,7 @@ common base class to inherit.
 
 from __future__ import annotations
 
+import concurrent.futures
 import time
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
@@ -72,8 +73,34 @@ class CriticRole(Protocol):
     def load_state(self, state: dict[str, Any]) -> None: ...
 
 
+class GroupProducer(Protocol):
+    """What `trainer.async` schedules on (`agentrl.trainer.pipeline`): one prompt's group of
+    episodes at a time, finished groups back as futures, and the engine's weight-update
+    count that stamps each sampled token (`rollout.role.Rollout` in this process,
+    `workers.process_rollout.ProcessRollout` in a child process)."""
+
+    @property
+    def weight_version(self) -> int: ...
+
+    @property
+    def reports_versions(self) -> bool: ...
+
+    def start(self) -> None: ...
+
+    def submit_group(
+        self, task: Any, position: int, n: int, key: str
+    ) -> concurrent.futures.Future[TrajectoryGroup]: ...
+
+
 class RolloutRole(Protocol):
-    """Engine + env pool (`rollout.role.Rollout`, `ShardedRollout`, `RayRollout`)."""
+    """Engine + env pool (`rollout.role.Rollout`, `ShardedRollout`, `RayRollout`,
+    `ProcessRollout`)."""
+
+    @property
+    def producer(self) -> GroupProducer | None:
+        """The group producer a pipelined trainer uses; None where the engine is remote to
+        this loop in a way it cannot schedule on (Ray, sharded ranks)."""
+        ...
 
     @property
     def chat(self) -> ChatFormat: ...

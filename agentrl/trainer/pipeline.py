@@ -36,9 +36,9 @@ from typing import Any
 import torch
 
 from agentrl.config import AsyncConfig
-from agentrl.rollout.role import Rollout
 from agentrl.types import TrajectoryGroup
 
+from .components import GroupProducer
 from .data import TaskSource
 
 
@@ -47,7 +47,7 @@ class AsyncCollector:
 
     def __init__(
         self,
-        rollout: Rollout,
+        producer: GroupProducer,
         data: TaskSource,
         n: int,
         batch_size: int,
@@ -55,21 +55,21 @@ class AsyncCollector:
         step: int,
         pending: Sequence[int] = (),
     ) -> None:
-        if "weight_versions" not in rollout.engine.features:
+        if not producer.reports_versions:
             raise ValueError(
-                f"trainer.async.max_staleness: the {type(rollout.engine).__name__} engine "
-                "does not report per-token weight versions; use engine.kind: hf"
+                "trainer.async.max_staleness: the rollout engine does not report per-token "
+                "weight versions; use engine.kind: hf"
             )
-        self.rollout, self.data, self.n, self.batch_size = rollout, data, n, max(batch_size, 1)
+        self.producer, self.data, self.n, self.batch_size = producer, data, n, max(batch_size, 1)
         self.max_staleness, self.timeout_s = cfg.max_staleness, cfg.batch_timeout_s
         self.depth = (cfg.prefetch_batches or cfg.max_staleness + 1) * self.batch_size
         # engine update count - policy version: both move by one per trained step from here.
-        self.offset = rollout.engine.weight_version - step
+        self.offset = producer.weight_version - step
         self.requeue: collections.deque[int] = collections.deque(pending)
         self.inflight: dict[int, concurrent.futures.Future[TrajectoryGroup]] = {}
         self.done: queue.Queue[int] = queue.Queue()
         self.dropped = 0
-        rollout.runner.start_background()
+        producer.start()
 
     # ---------------------------------------------------------------- producer
     def top_up(self) -> None:
@@ -82,9 +82,9 @@ class AsyncCollector:
             self._issue(k)
 
     def _issue(self, k: int) -> None:
-        runner = self.rollout.runner
-        coro = runner.collect_group(self.data.item_at(k), k % self.batch_size, self.n, f"p{k}-")
-        fut = runner.submit(coro)
+        fut = self.producer.submit_group(
+            self.data.item_at(k), k % self.batch_size, self.n, f"p{k}-"
+        )
         self.inflight[k] = fut
 
         def finished(_f: concurrent.futures.Future[Any]) -> None:
@@ -202,13 +202,14 @@ def start_pipeline(
     versions become policy versions; None without a local engine) and, with
     `trainer.async.max_staleness` >= 1, the started producer. A synchronous run resumed from
     a pipelined checkpoint rewinds its cursor to the oldest pending prompt instead."""
-    if not isinstance(c.rollout, Rollout):  # Ray placement: no local engine to ask
+    producer = c.rollout.producer
+    if producer is None:  # Ray placement, sharded ranks: no engine this loop schedules on
         return None, None
-    offset = c.rollout.engine.weight_version - step
+    offset = producer.weight_version - step
     a = cfg.trainer.async_
     if a.max_staleness < 1:
         if pending:
             c.data.cursor = min([c.data.cursor, *pending])
         return offset, None
     n, size = cfg.rollout.n, cfg.data.batch_size
-    return offset, AsyncCollector(c.rollout, c.data, n, size, a, step, pending)
+    return offset, AsyncCollector(producer, c.data, n, size, a, step, pending)

@@ -19,6 +19,7 @@ from agentrl.algorithms import (
     compute_advantages,
     get_estimator,
     importance_weights,
+    ratio_spread,
 )
 from agentrl.config import TrainConfig, to_dict
 from agentrl.report.progress import RunProgress
@@ -158,6 +159,9 @@ class Trainer:
         actor_metrics, m["time/update"] = self.timed(
             lambda: self.actor.update(batch, self.generator, kl_coef)
         )
+        spread = ratio_spread(actor_metrics)  # π_old/π_rollout, where the update computed π_old
+        if self.pipeline is not None:
+            m |= {f"async/{k}": v for k, v in spread.items()}
         m |= actor_metrics
         m |= self.update_kl_coef(kl_coef, m, batch.size)
         if c.critic is not None:
@@ -283,7 +287,6 @@ class Trainer:
             and not (self.c.reference is not None and cfg.algorithm.kl.placement == "reward")
             and not self._dumps_this_step()
             and not self.sum_pi_squared  # the optimal token baseline reads π_old
-            and self.pipeline is None  # pipelined: logs the IS spread of the lag
         )
 
     def _dumps_this_step(self) -> bool:

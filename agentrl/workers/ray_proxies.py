@@ -117,6 +117,8 @@ def _replay(groups: list[TrajectoryGroup], on_episode: Any) -> None:
 
 
 class RayRollout:
+    producer = None  # the pipelined trainer does not schedule on a Ray actor yet
+
     def __init__(self, handle: Any, chat: ChatFormat) -> None:
         self.handle, self.chat = handle, chat
         self._stats: dict[str, float] = {}

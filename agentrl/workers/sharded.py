@@ -35,6 +35,9 @@ class ShardedRollout:
         self.chat = inner.chat
         self._stats: dict[str, float] = {}
 
+    # Each rank's engine serves its own slice; a pipelined trainer cannot schedule on that.
+    producer = None
+
     def _mine(self, items: Sequence[Any]) -> list[Any]:
         return list(items)[self.backend.rank :: self.backend.world_size]
 

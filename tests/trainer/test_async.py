@@ -9,6 +9,10 @@
 - kill -9 in the middle of a pipelined step (its metrics written, its checkpoint not) then
   `--resume`: every prompt is trained exactly once, and the prompts issued but not trained at
   the checkpoint (`async_pending`) are the first ones issued again.
+- The same with the rollout in a child process (`trainer.async.producer: process`): K = 0
+  still matches the synchronous loop bit for bit (the child's engine gets the trainer's
+  weights through the staging copy), K = 1 keeps the bounds, and a kill -9 of the trainer
+  takes its rollout child with it.
 
 The runs are the real CLI in subprocesses (single-threaded, started together).
 """
@@ -19,6 +23,7 @@ import json
 import os
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -35,6 +40,9 @@ log = logger.MetricsLogger.log
 def log_then_die(self, step, metrics, file="metrics.jsonl", **kw):
     log(self, step, metrics, file, **kw)
     if step == 3 and file == "metrics.jsonl":  # step 4's episodes are in flight now
+        import multiprocessing
+        children = [str(p.pid) for p in multiprocessing.active_children()]
+        (self.out_dir / "children.txt").write_text(" ".join(children))
         os.kill(os.getpid(), signal.SIGKILL)
 logger.MetricsLogger.log = log_then_die
 
@@ -47,7 +55,10 @@ RUNS = {
     "k0": {"trainer__async__max_staleness": 0},
     "deep": {"trainer__async__max_staleness": 1, "trainer__async__prefetch_batches": 3},
     "killed": {"trainer__async__max_staleness": 1},
+    "proc_k0": {"trainer__async__producer": "process"},
+    "proc_killed": {"trainer__async__producer": "process", "trainer__async__max_staleness": 1},
 }
+KILLED = ("killed", "proc_killed")
 
 
 def _args(cache: Path, out: Path, extra: dict) -> list[str]:
@@ -79,14 +90,36 @@ def runs(tiny_model_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> dict
     root, cache = tmp_path_factory.mktemp("async"), tiny_model_dir.parent
     args = {name: _args(cache, root / name, extra) for name, extra in RUNS.items()}
     logs = {name: root / f"{name}.log" for name in RUNS}
-    procs = {n: _start(argv, logs[n], kill=n == "killed") for n, argv in args.items()}
+    procs = {n: _start(argv, logs[n], kill=n in KILLED) for n, argv in args.items()}
     codes = {name: _wait(p, logs[name]) for name, p in procs.items()}
-    assert codes == {name: -9 if name == "killed" else 0 for name in RUNS}
-    killed_rows = _rows(root / "killed")
-    assert [r["step"] for r in killed_rows] == [1, 2, 3]
-    resumed = root / "resumed.log"
-    assert _wait(_start([*args["killed"], "--resume"], resumed), resumed) == 0
-    return {name: root / name for name in RUNS}
+    assert codes == {name: -9 if name in KILLED else 0 for name in RUNS}
+    for name in KILLED:
+        assert [r["step"] for r in _rows(root / name)] == [1, 2, 3]
+    orphans = {name: _survivors(root / name / "children.txt") for name in KILLED}
+    (root / "orphans.json").write_text(json.dumps(orphans))
+    resumed = {name: root / f"{name}.resumed.log" for name in KILLED}
+    again = {n: _start([*args[n], "--resume"], log) for n, log in resumed.items()}
+    assert {n: _wait(p, resumed[n]) for n, p in again.items()} == dict.fromkeys(KILLED, 0)
+    return {name: root / name for name in RUNS} | {"orphans": root / "orphans.json"}
+
+
+def _survivors(pids_file: Path, wait_s: float = 20.0) -> list[int]:
+    """The killed trainer's child processes still alive after `wait_s` seconds."""
+    pids = [int(p) for p in pids_file.read_text().split()]
+    deadline = time.monotonic() + wait_s
+    while time.monotonic() < deadline:
+        alive = [p for p in pids if Path(f"/proc/{p}").exists() and not _zombie(p)]
+        if not alive:
+            return []
+        time.sleep(0.2)
+    return alive
+
+
+def _zombie(pid: int) -> bool:
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().split(") ")[1].startswith("Z")
+    except OSError:
+        return True
 
 
 def _rows(out: Path) -> list[dict]:
@@ -111,8 +144,9 @@ def _untimed(row: dict) -> dict:
     }
 
 
-def test_k0_is_the_synchronous_loop(runs: dict[str, Path]) -> None:
-    sync, k0 = runs["sync"], runs["k0"]
+@pytest.mark.parametrize("name", ["k0", "proc_k0"])
+def test_k0_is_the_synchronous_loop(name: str, runs: dict[str, Path]) -> None:
+    sync, k0 = runs["sync"], runs[name]
     assert [_untimed(r) for r in _rows(k0)] == [_untimed(r) for r in _rows(sync)]
     a, b = _state(sync, 4)["model"], _state(k0, 4)["model"]
     assert all(torch.equal(a[k], b[k]) for k in a)
@@ -121,7 +155,7 @@ def test_k0_is_the_synchronous_loop(runs: dict[str, Path]) -> None:
         assert {v for t in trajs for v in t["weight_versions"] if v >= 0} == {step - 1}
 
 
-@pytest.mark.parametrize("name", ["killed", "deep"])
+@pytest.mark.parametrize("name", ["killed", "deep", "proc_killed"])
 def test_staleness_bounded_and_visible(name: str, runs: dict[str, Path]) -> None:
     rows = _rows(runs[name])
     assert [r["step"] for r in rows] == [1, 2, 3, 4]
@@ -142,10 +176,11 @@ def test_staleness_bounded_and_visible(name: str, runs: dict[str, Path]) -> None
         assert rows[-1]["async/dropped_stale_groups"] > 0
 
 
+@pytest.mark.parametrize("name", KILLED)
 def test_kill_mid_pipelined_step_resumes_without_loss_or_duplicates(
-    runs: dict[str, Path],
+    name: str, runs: dict[str, Path]
 ) -> None:
-    out = runs["killed"]
+    out = runs[name]
     assert [r["step"] for r in _rows(out)] == [1, 2, 3, 4]
     checkpoint = _state(out, 2)
     pending = checkpoint["async_pending"]
@@ -157,3 +192,10 @@ def test_kill_mid_pipelined_step_resumes_without_loss_or_duplicates(
     assert sorted([*per_prompt, *final["async_pending"]]) == list(range(final["cursor"]))
     before = {t["metadata"]["prompt_index"] for s in (1, 2) for t in _dumps(out)[s]}
     assert not before & set(pending)  # in flight at the checkpoint: trained after resume
+
+
+def test_killed_trainer_takes_its_rollout_process_along(runs: dict[str, Path]) -> None:
+    orphans = json.loads(runs["orphans"].read_text())
+    assert orphans == {"killed": [], "proc_killed": []}
+    pids = (runs["proc_killed"] / "children.txt").read_text().split()
+    assert len(pids) == 1  # the rollout child existed, and is gone
