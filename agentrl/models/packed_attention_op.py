@@ -81,8 +81,8 @@ def _segments_forward(
 ) -> torch.Tensor:
     """The eager branch's per-segment SDPA on `[N, H, D]` tensors."""
     seg = Segments(cu, 0)  # max_len unused off flash
-    heads_first = (t.transpose(0, 1) for t in (q, k, v))
-    return _attend(*heads_first, seg, scale).transpose(0, 1).contiguous()
+    hq, hk, hv = (t.transpose(0, 1) for t in (q, k, v))
+    return _attend(hq, hk, hv, seg, scale).transpose(0, 1).contiguous()
 
 
 def _lse_placeholder(q: torch.Tensor) -> torch.Tensor:

@@ -266,7 +266,7 @@ class Actor:
         if not self.levers.host_pack:
             return rows.to(self.backend.device)
         device = torch.device(self.backend.device)
-        moved = {
+        moved: dict[str, Any] = {
             f.name: to_device_async(getattr(rows, f.name), device)
             for f in fields(rows)
             if isinstance(getattr(rows, f.name), torch.Tensor)
