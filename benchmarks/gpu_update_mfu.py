@@ -319,6 +319,7 @@ def parse(argv: list[str] | None = None) -> argparse.Namespace:
 def main(argv: list[str] | None = None) -> dict[str, Any]:
     args = parse(argv)
     import torch._dynamo
+    import transformers
 
     for knob in ("recompile_limit", "cache_size_limit"):  # variants share code objects
         if hasattr(torch._dynamo.config, knob):
@@ -328,6 +329,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
             "date_utc": time.strftime("%Y-%m-%d %H:%M:%S", time.gmtime()),
             "argv": sys.argv[1:] if argv is None else argv,
             "torch": torch.__version__,
+            "transformers": transformers.__version__,
             "gpu": torch.cuda.get_device_name() if args.device == "cuda" else None,
             "peak_flops": PEAK_BF16_FLOPS,
         },

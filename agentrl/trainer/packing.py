@@ -132,8 +132,9 @@ class PackedLogProbs:
         keep = torch.unique(torch.cat([local, local.new_zeros(1)]))
         targets = p.targets[lo + keep]
         dev = p.input_ids.device
-        if self.device is not None and dev != self.device:  # packed on the host: ship it
-            dev = self.device
+        target = self.device
+        if target is not None and dev.type == "cpu" and target.type != "cpu":  # host-packed
+            dev = target
             move = functools.partial(to_device_async, device=dev)
             ids, pos, logit_pos = move(p.input_ids), move(p.position_ids), move(p.logit_pos)
             p = Packed(ids, pos, p.targets, p.lengths, logit_pos)
