@@ -19,9 +19,12 @@ Each variant gets one warm-up update (its compile), then the variants alternate 
 updates each. Reported per variant: update seconds (mean/min), MFU over the executed FLOPs
 (`gpu_grpo.update_flops`) at 989 TFLOP/s, peak memory above the start, dynamo counters of its
 warm-up (graph breaks, frames, recompiles) and any compile during the timed updates, the
-warm-up's metrics (the variants start from the same weights: the values must agree), and with
+warm-up's metrics (the variants start from the same weights: entropy and grad norm must agree
+to bf16 rounding; the loss of an on-policy pass does not depend on the model), and with
 `--profile` one profiled update (device busy share, top ops). A failing variant reports its
-error; the others still run. A variant not started within `--budget-s` is skipped.
+error; the others still run. A variant not started within `--budget-s` is skipped. The
+whole-decoder compile (slowest) comes after the other variants' timed rounds and profiles
+(JSON written), then its rounds alternate with theirs again.
 
     python benchmarks/gpu_update_mfu.py --json /root/out/gpu_update_mfu.json --profile   # H200
     python benchmarks/gpu_update_mfu.py --device cpu --shape tiny --vocab 1024 --rows 8 \\
@@ -219,10 +222,11 @@ def timed_round(actor: Any, batch: Any, device: str, r: dict[str, Any]) -> bool:
     """One timed update into `r`; False (error recorded) if it failed."""
     reset_dynamo_counters()
     try:
-        seconds, peak, _ = timed_update(actor, batch, device)
+        seconds, peak, metrics = timed_update(actor, batch, device)
     except Exception as e:  # noqa: BLE001
         r["errors"].append("timed: " + error_text(e))
         return False
+    r["last_metrics"] = {k: metrics.get(k) for k in METRICS}
     r["frames_compiled_during_timed"] = r.get("frames_compiled_during_timed", 0) + (
         dynamo_snapshot()["frames"].get("total", 0)
     )
@@ -279,16 +283,20 @@ def summary_lines(out: dict[str, Any]) -> list[str]:
             continue
         mfu = f"{100 * r['mfu']:.1f}% MFU (best {100 * r['mfu_best']:.1f}%), " if r["mfu"] else ""
         busy = r.get("profile", {}).get("device_busy_fraction")
-        dyn = r.get("dynamo_warmup", {})
+        dyn, m = r.get("dynamo_warmup", {}), r.get("warmup_metrics", {})
         lines.append(
             f"{name:>17}: {mfu}{1e3 * r['update_s_mean']:.1f} ms mean, "
             f"{1e3 * r['update_s_min']:.1f} ms min, x{r['speedup_vs_baseline'] or 0:.3f}, "
             f"+{r.get('peak_gib_above_start', 0):.1f} GiB, warm-up {r['warmup_s']:.0f} s, "
             f"breaks {dyn.get('graph_breaks')}, frames {dyn.get('frames', {}).get('total')}"
             + (f", busy {busy:.2f}" if busy is not None else "")
-            + f", loss {r['warmup_metrics'].get('loss')}"
+            + f", warm-up entropy {num(m.get('entropy'))} grad norm {num(m.get('grad_norm'))}"
         )
     return lines
+
+
+def num(x: Any) -> str:
+    return f"{x:.6f}" if isinstance(x, float) else str(x)
 
 
 def write(out: dict[str, Any], path: Path | None) -> None:
