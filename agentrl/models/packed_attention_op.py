@@ -19,7 +19,8 @@ max_len, scale) -> (out [N, Hq, D], lse [Hq, N] float32)`:
   attention gradients written out for its backward (`lse` is then an unused placeholder).
 
 `max_len` only sizes the flash grid (blocks past a segment's real length exit at once; each
-row's result depends on the real segment bounds in `cu_seqlens`), so callers may round it up
+row's result depends on the real segment bounds in `cu_seqlens`; at most a split-KV choice,
+hence the float summation order, may follow it), so callers may round it up
 (`packed_kwargs(bucket=True)`) to keep the number of distinct values, and with them any
 recompiles, small; the CPU path does not read it. Outputs are always contiguous, in the fake
 implementation as in the real one, so a compiled graph's layout assumptions hold.
