@@ -13,7 +13,9 @@ rollout log-probs), and one Actor per variant, built as the assembly builds it
 - `host_pack`: `UpdateLevers(host_pack)`: packing on the host, pinned non-blocking copies;
 - `traced`: `UpdateLevers(traced_attention)`: one graph per decoder layer;
 - `combined`: traced + host_pack + fused;
-- `combined_decoder`: combined with `compile_scope: decoder` (one graph for the decoder).
+- `combined_decoder`: combined with `compile_scope: decoder` (one graph for the decoder);
+- `combined_cudagraphs`: combined with the layers compiled here in "reduce-overhead" mode
+  (CUDA graphs; a measurement of the update without host launch work, not an agentrl option).
 
 Each variant gets one warm-up update (its compile), then the variants alternate for R timed
 updates each. Reported per variant: update seconds (mean/min), MFU over the executed FLOPs
@@ -22,9 +24,9 @@ warm-up (graph breaks, frames, recompiles) and any compile during the timed upda
 warm-up's metrics (the variants start from the same weights: entropy and grad norm must agree
 to bf16 rounding; the loss of an on-policy pass does not depend on the model), and with
 `--profile` one profiled update (device busy share, top ops). A failing variant reports its
-error; the others still run. A variant not started within `--budget-s` is skipped. The
-whole-decoder compile (slowest) comes after the other variants' timed rounds and profiles
-(JSON written), then its rounds alternate with theirs again.
+error; the others still run. A variant not started within `--budget-s` is skipped. The slow
+compiles (whole decoder, CUDA graphs) come after the other variants' timed rounds and
+profiles (JSON written), then their rounds alternate with all the others again.
 
     python benchmarks/gpu_update_mfu.py --json /root/out/gpu_update_mfu.json --profile   # H200
     python benchmarks/gpu_update_mfu.py --device cpu --shape tiny --vocab 1024 --rows 8 \\
@@ -64,7 +66,14 @@ VARIANTS: dict[str, tuple[str, UpdateLevers]] = {
         UpdateLevers(traced_attention=True, host_pack=True, compile_scope="decoder"),
     ),
 }
-SLOW = {"combined_decoder"}  # compiles the whole decoder: warmed up after the others' rounds
+# Measurement only (not an agentrl option): `combined` with each layer compiled in inductor's
+# "reduce-overhead" mode (CUDA graphs, recorded per shape): how fast the update gets once
+# the host's launch work is gone. One micro-batch per update, as here; not for training use.
+CUDA_GRAPHS = {"combined_cudagraphs"}
+VARIANTS["combined_cudagraphs"] = VARIANTS["combined"]
+# Slow compiles (CUDA graphs; the whole decoder), warmed up in this order after the others'
+# timed rounds.
+SLOW = ["combined_cudagraphs", "combined_decoder"]
 METRICS = ("loss", "entropy", "grad_norm", "rollout_kl", "clip_frac")
 
 
@@ -93,8 +102,11 @@ def synthetic_batch(rows: int, group: int, vocab: int, seed: int, short: bool = 
     return b
 
 
-def build_actor(ckpt: Path, args: argparse.Namespace, path: str, levers: UpdateLevers) -> Any:
-    """An Actor as `assembly.build_learner` builds it, for one variant."""
+def build_actor(
+    ckpt: Path, args: argparse.Namespace, path: str, levers: UpdateLevers, graphs: bool = False
+) -> Any:
+    """An Actor as `assembly.build_learner` builds it, for one variant; `graphs`: its layers
+    compiled here in "reduce-overhead" mode instead (see `CUDA_GRAPHS`)."""
     from agentrl.backends import build_backend
     from agentrl.config import AlgorithmConfig, ModelConfig, OptimConfig, TrainerConfig
     from agentrl.models.load import load_model
@@ -103,13 +115,19 @@ def build_actor(ckpt: Path, args: argparse.Namespace, path: str, levers: UpdateL
     on_gpu = args.device == "cuda"
     trainer = TrainerConfig(
         steps=100, mini_batch_size=args.rows, micro_batch_size=args.rows,
-        logprob_micro_batch_size=2 * args.rows, packing=True, compile=args.compile,
+        logprob_micro_batch_size=2 * args.rows, packing=True, compile=args.compile and not graphs,
         update_path=path, device=args.device, tensorboard=False,  # type: ignore[arg-type]
     )  # fmt: skip
     backend = build_backend("torch", args.device, trainer)
     model = load_model(ModelConfig(path=str(ckpt), dtype="bfloat16" if on_gpu else "float32"))
     optim = OptimConfig(lr=1e-6)
-    return Actor(model, backend, AlgorithmConfig(), optim, trainer, 1.0, 100, levers=levers)
+    actor = Actor(model, backend, AlgorithmConfig(), optim, trainer, 1.0, 100, levers=levers)
+    if graphs and args.compile:
+        from agentrl.models.compile import decoder_layers
+
+        for layer in decoder_layers(actor.model):
+            layer.compile(dynamic=True, mode="reduce-overhead")
+    return actor
 
 
 def dynamo_snapshot() -> dict[str, Any]:
@@ -135,8 +153,13 @@ def sync(device: str) -> None:
         torch.cuda.synchronize()
 
 
-def timed_update(actor: Any, batch: Any, device: str) -> tuple[float, float, dict[str, float]]:
-    """(seconds, peak GiB above the start, metrics) of one `actor.update(batch)`."""
+def timed_update(
+    actor: Any, batch: Any, device: str, graphs: bool = False
+) -> tuple[float, float, dict[str, float]]:
+    """(seconds, peak GiB above the start, metrics) of one `actor.update(batch)`; `graphs`:
+    a new CUDA-graph step begins (the previous update's graph outputs are done with)."""
+    if graphs:
+        torch.compiler.cudagraph_mark_step_begin()
     sync(device)
     base = 0
     if device == "cuda":
@@ -169,7 +192,7 @@ def run(args: argparse.Namespace, out: dict[str, Any]) -> None:
     results: dict[str, dict[str, Any]] = {v: {"errors": []} for v in names}
     out["variants"] = results
     actors: dict[str, Any] = {}
-    for phase in ([n for n in names if n not in SLOW], [n for n in names if n in SLOW]):
+    for phase in ([n for n in names if n not in SLOW], [n for n in SLOW if n in names]):
         if not phase:
             continue
         for name in phase:
@@ -182,11 +205,13 @@ def run(args: argparse.Namespace, out: dict[str, Any]) -> None:
             write(out, args.json)
         for _ in range(args.reps):  # alternate, so drift hits all variants alike
             for name, actor in list(actors.items()):
-                if not timed_round(actor, batch, args.device, results[name]):
+                if not timed_round(name, actor, batch, args.device, results[name]):
                     del actors[name]
         finish(results, out.get("flops", 0.0), args.device)
         for name in (n for n in phase if n in actors and args.profile):
-            results[name]["profile"] = profile(actors[name], batch, args.device)
+            results[name]["profile"] = profile(
+                actors[name], batch, args.device, name in CUDA_GRAPHS
+            )
         out["wall_s"] = time.perf_counter() - started
         write(out, args.json)
 
@@ -205,24 +230,27 @@ def warm_up(
     reset_dynamo_counters()
     t = time.perf_counter()
     try:
-        actor = build_actor(ckpt, args, path, levers)
+        graphs = name in CUDA_GRAPHS
+        actor = build_actor(ckpt, args, path, levers, graphs)
         if "flops" not in out:
             out |= batch_flops(actor, batch, SHAPES[args.shape])
-        seconds, _, metrics = timed_update(actor, batch, args.device)
+        seconds, _, metrics = timed_update(actor, batch, args.device, graphs)
+        r["warmup_metrics"] = {k: metrics.get(k) for k in METRICS}  # from the shared weights
+        if graphs:  # CUDA graphs: the first run warms up, the second records
+            seconds, _, _ = timed_update(actor, batch, args.device, graphs)
     except Exception as e:  # noqa: BLE001 - report it, run the other variants
         r["errors"].append("warm-up: " + error_text(e))
         return None
     r["warmup_s"], r["warmup_update_s"] = time.perf_counter() - t, seconds
-    r["warmup_metrics"] = {k: metrics.get(k) for k in METRICS}
     r["dynamo_warmup"] = dynamo_snapshot()
     return actor
 
 
-def timed_round(actor: Any, batch: Any, device: str, r: dict[str, Any]) -> bool:
-    """One timed update into `r`; False (error recorded) if it failed."""
+def timed_round(name: str, actor: Any, batch: Any, device: str, r: dict[str, Any]) -> bool:
+    """One timed update of variant `name` into `r`; False (error recorded) if it failed."""
     reset_dynamo_counters()
     try:
-        seconds, peak, metrics = timed_update(actor, batch, device)
+        seconds, peak, metrics = timed_update(actor, batch, device, name in CUDA_GRAPHS)
     except Exception as e:  # noqa: BLE001
         r["errors"].append("timed: " + error_text(e))
         return False
@@ -263,9 +291,14 @@ def summarize(r: dict[str, Any], flops: float, device: str) -> None:
     r["mfu_best"] = flops / best / PEAK_BF16_FLOPS if on_gpu else None
 
 
-def profile(actor: Any, batch: Any, device: str) -> dict[str, Any]:
+def profile(actor: Any, batch: Any, device: str, graphs: bool = False) -> dict[str, Any]:
+    def update() -> dict[str, float]:
+        if graphs:
+            torch.compiler.cudagraph_mark_step_begin()
+        return actor.update(batch)
+
     try:
-        prof = profile_call(lambda: actor.update(batch) or {}, device)
+        prof = profile_call(update, device)
     except Exception as e:  # noqa: BLE001 - the timings stand
         return {"error": error_text(e)}
     for key in ("top_device_ops", "top_host_ops"):
@@ -279,13 +312,13 @@ def summary_lines(out: dict[str, Any]) -> list[str]:
     for name, r in out.get("variants", {}).items():
         if "update_s_mean" not in r:
             why = r.get("skipped") or (r["errors"][0].split("\n")[0] if r["errors"] else "?")
-            lines.append(f"{name:>17}: no timing ({why[:300]})")
+            lines.append(f"{name:>19}: no timing ({why[:300]})")
             continue
         mfu = f"{100 * r['mfu']:.1f}% MFU (best {100 * r['mfu_best']:.1f}%), " if r["mfu"] else ""
         busy = r.get("profile", {}).get("device_busy_fraction")
         dyn, m = r.get("dynamo_warmup", {}), r.get("warmup_metrics", {})
         lines.append(
-            f"{name:>17}: {mfu}{1e3 * r['update_s_mean']:.1f} ms mean, "
+            f"{name:>19}: {mfu}{1e3 * r['update_s_mean']:.1f} ms mean, "
             f"{1e3 * r['update_s_min']:.1f} ms min, x{r['speedup_vs_baseline'] or 0:.3f}, "
             f"+{r.get('peak_gib_above_start', 0):.1f} GiB, warm-up {r['warmup_s']:.0f} s, "
             f"breaks {dyn.get('graph_breaks')}, frames {dyn.get('frames', {}).get('total')}"
