@@ -169,10 +169,10 @@ def _packed(
 
         heads = q.shape[0]
         q, k, v = (gather_sequence(t, group, heads) for t in (q, k, v))
-        out = _attend(q, k, v, seg, scaling)  # [heads/sp, N, D]
+        out = attend_segments(q, k, v, seg, scaling)  # [heads/sp, N, D]
         out = scatter_sequence(out, group)  # [heads, n, D]
     else:
-        out = _attend(q, k, v, seg, scaling)
+        out = attend_segments(q, k, v, seg, scaling)
     return out.transpose(0, 1)[None].contiguous()
 
 
@@ -188,11 +188,11 @@ class Segments:
         return list(zip(cu[:-1], cu[1:], strict=True))
 
 
-def _attend(
+def attend_segments(
     q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, seg: Segments, scaling: float | None
 ) -> torch.Tensor:
     """Causal attention within each segment; `[heads, N, D]` in and out (GQA allowed)."""
-    if _use_varlen(q):
+    if use_varlen(q):
         from torch.nn.attention.varlen import varlen_attn
 
         cu = seg.cu_seqlens
@@ -243,7 +243,7 @@ def _varlen_takes(name: str) -> bool:
     return name in inspect.signature(varlen_attn).parameters
 
 
-def _use_varlen(q: torch.Tensor) -> bool:
+def use_varlen(q: torch.Tensor) -> bool:
     on_gpu = q.device.type == "cuda" and q.dtype in (torch.bfloat16, torch.float16)
     return on_gpu and _varlen_available()
 

@@ -10,7 +10,7 @@ lets dynamo keep a whole layer, or the whole decoder stack, in one graph.
 `agentrl::packed_causal_attention(q [N, Hq, D], k [N, Hkv, D], v, cu_seqlens [S+1] int32,
 max_len, scale) -> (out [N, Hq, D], lse [Hq, N] float32)`:
 
-- on CUDA in bf16/fp16 (the same rule as the eager branch, `packed_attention._use_varlen`)
+- on CUDA in bf16/fp16 (the same rule as the eager branch, `packed_attention.use_varlen`)
   it calls the flash kernels directly (`aten._flash_attention_forward/_backward`, the ops
   torch's own `varlen_attn` wraps) with the kv heads as they are: flash handles GQA itself,
   so the `[N, Hq, D]` copies of k and v and their backward reductions go away (should a
@@ -32,7 +32,7 @@ from typing import Any
 
 import torch
 
-from .packed_attention import Segments, _attend, _use_varlen
+from .packed_attention import Segments, attend_segments, use_varlen
 
 _GQA_NATIVE = {"ok": True}  # flip to repeating kv heads if this build's flash refuses GQA
 
@@ -72,7 +72,7 @@ def packed_causal_attention(
     scale: float | None = None,
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """Causal attention within each packed segment; see the module docstring."""
-    if _use_varlen(q):
+    if use_varlen(q):
         return _flash_forward(q, k, v, cu_seqlens, max_len, scale)
     return _segments_forward(q, k, v, cu_seqlens, scale), _lse_placeholder(q)
 
@@ -83,7 +83,7 @@ def _segments_forward(
     """The eager branch's per-segment SDPA on `[N, H, D]` tensors."""
     seg = Segments(cu, 0)  # max_len unused off flash
     hq, hk, hv = (t.transpose(0, 1) for t in (q, k, v))
-    return _attend(hq, hk, hv, seg, scale).transpose(0, 1).contiguous()
+    return attend_segments(hq, hk, hv, seg, scale).transpose(0, 1).contiguous()
 
 
 def _lse_placeholder(q: torch.Tensor) -> torch.Tensor:
@@ -115,7 +115,7 @@ def packed_causal_attention_backward(
     scale: float | None = None,
 ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """(dq, dk, dv) of `packed_causal_attention`, each shaped and laid out as its input."""
-    if not _use_varlen(q):
+    if not use_varlen(q):
         return _segments_backward(grad_out, q, k, v, cu_seqlens, scale)
     fq, fk, fv = _flash_inputs(q, k, v)
     rng = torch.zeros((2,), dtype=torch.uint64, device=q.device)  # dropout is 0: unread

@@ -27,13 +27,13 @@ def _inputs() -> tuple[torch.Tensor, ...]:
 
 
 def test_flash_op_matches_eager_branch_and_ignores_bucketed_length() -> None:
-    from agentrl.models.packed_attention import Segments, _attend
+    from agentrl.models.packed_attention import Segments, attend_segments
     from agentrl.models.packed_attention_op import packed_causal_attention
 
     q, k, v, cu = _inputs()
     a = [t.clone().requires_grad_(True) for t in (q, k, v)]
     b = [t.clone().requires_grad_(True) for t in (q, k, v)]
-    ref = _attend(*(t.transpose(0, 1) for t in a), Segments(cu, max(LENGTHS)), None)
+    ref = attend_segments(*(t.transpose(0, 1) for t in a), Segments(cu, max(LENGTHS)), None)
     ref = ref.transpose(0, 1)
     out, lse = packed_causal_attention(*b, cu, max(LENGTHS), None)
     assert out.shape == q.shape and out.is_contiguous() and lse.dtype == torch.float32

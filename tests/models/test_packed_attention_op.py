@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import torch
 
-from agentrl.models.packed_attention import Segments, _attend, packed_kwargs
+from agentrl.models.packed_attention import Segments, attend_segments, packed_kwargs
 from agentrl.models.packed_attention_op import packed_causal_attention
 
 LENGTHS = [4, 5, 1, 3]
@@ -30,7 +30,7 @@ def test_op_matches_eager_branch_values_and_grads() -> None:
     leaves_a = [t.clone().requires_grad_(True) for t in (q, k, v)]
     leaves_b = [t.clone().requires_grad_(True) for t in (q, k, v)]
     heads_first = [t.transpose(0, 1) for t in leaves_a]
-    ref = _attend(*heads_first, Segments(cu, max(LENGTHS)), 0.3).transpose(0, 1)
+    ref = attend_segments(*heads_first, Segments(cu, max(LENGTHS)), 0.3).transpose(0, 1)
     out, lse = packed_causal_attention(*leaves_b, cu, max(LENGTHS), 0.3)
     torch.testing.assert_close(out, ref, atol=1e-12, rtol=1e-12)
     assert out.is_contiguous() and lse.shape == (4, sum(LENGTHS))
@@ -45,7 +45,7 @@ def test_op_matches_eager_branch_values_and_grads() -> None:
 def test_default_scale_and_float32() -> None:
     q, k, v, cu = (t.float() if t.is_floating_point() else t for t in _inputs())
     heads_first = [t.transpose(0, 1) for t in (q, k, v)]
-    ref = _attend(*heads_first, Segments(cu, 0), None).transpose(0, 1)
+    ref = attend_segments(*heads_first, Segments(cu, 0), None).transpose(0, 1)
     out, _ = packed_causal_attention(q, k, v, cu, 5, None)
     torch.testing.assert_close(out, ref)
 
