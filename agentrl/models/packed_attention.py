@@ -21,6 +21,11 @@ still serves ordinary padded forwards (the Critic, the SFT bootstrap).
 
 Only full causal attention is supported: models with sliding-window layers or attention
 logit soft-capping (Gemma-2) are refused by `check_packable` with the reason.
+
+`enable_packed_attention(traced=True)` registers `agentrl_packed_traced` instead: the same
+attention through one traceable custom op (`packed_attention_op`), so `trainer.compile`
+keeps each decoder layer (or the whole decoder) in one graph; opt-in until measured
+(`benchmarks/gpu_update_mfu.py`). Ulysses still takes the eager branch there.
 """
 
 from __future__ import annotations
@@ -33,14 +38,25 @@ import torch
 import torch.nn.functional as F
 
 NAME = "agentrl_packed"
+TRACED_NAME = "agentrl_packed_traced"  # the same attention as one traceable custom op
 SP_ATTR = "_agentrl_sp_group"  # set on every submodule when Ulysses is on
 
 
-def packed_kwargs(lengths: list[int], device: torch.device) -> dict[str, Any]:
-    """Forward keyword arguments telling `agentrl_packed` where each sequence starts."""
+def packed_kwargs(
+    lengths: list[int], device: torch.device, bucket: bool = False, non_blocking: bool = False
+) -> dict[str, Any]:
+    """Forward keyword arguments telling `agentrl_packed` where each sequence starts.
+    `bucket`: the longest length rounded up to a power of two (at least 16): the flash
+    kernel reads it only to size its grid (see `packed_attention_op`), and a compiled graph
+    then sees a handful of values, not one per batch. `non_blocking`: the bounds travel to
+    the device from pinned memory without waiting for it."""
     cu = torch.tensor([0, *lengths], dtype=torch.int32).cumsum(0, dtype=torch.int32)
-    cu = cu.to(device)
+    if non_blocking and torch.device(device).type == "cuda":
+        cu = cu.pin_memory()
+    cu = cu.to(device, non_blocking=non_blocking)
     longest = max(lengths)
+    if bucket:
+        longest = max(16, 1 << (longest - 1).bit_length())
     return {
         "cu_seq_lens_q": cu,
         "cu_seq_lens_k": cu,
@@ -64,16 +80,21 @@ def check_packable(model: Any) -> str | None:
     return None
 
 
-def enable_packed_attention(model: Any, sp_group: Any = None) -> None:
+def enable_packed_attention(model: Any, sp_group: Any = None, traced: bool = False) -> None:
     """Switch `model`'s attention to `agentrl_packed` (registered on first use); with a
-    Ulysses group, attention exchanges heads over `sp_group`."""
+    Ulysses group, attention exchanges heads over `sp_group`. `traced`: the custom-op
+    implementation `agentrl_packed_traced` instead (see the module docstring)."""
     reason = check_packable(model)
     if reason:
         raise ValueError(f"trainer.packing: {reason}; set trainer.packing=false for this model")
     from transformers import AttentionInterface
 
     AttentionInterface.register(NAME, packed_attention_forward)
-    model.set_attn_implementation(NAME)
+    if traced:
+        from . import packed_attention_op  # noqa: F401 - registers agentrl::packed_causal_attention
+
+        AttentionInterface.register(TRACED_NAME, packed_attention_traced_forward)
+    model.set_attn_implementation(TRACED_NAME if traced else NAME)
     for module in model.modules():
         setattr(module, SP_ATTR, sp_group)
 
@@ -102,6 +123,32 @@ def packed_attention_forward(
     return _packed(query, key, value, cu, int(kwargs["max_length_q"]), scaling, group), None
 
 
+def packed_attention_traced_forward(
+    module: Any,
+    query: torch.Tensor,
+    key: torch.Tensor,
+    value: torch.Tensor,
+    attention_mask: torch.Tensor | None,
+    dropout: float = 0.0,
+    scaling: float | None = None,
+    **kwargs: Any,
+) -> tuple[torch.Tensor, None]:
+    """`packed_attention_forward` with the packed branch as the traceable custom op
+    `agentrl::packed_causal_attention` (Ulysses keeps the eager branch)."""
+    cu = kwargs.get("cu_seq_lens_q")
+    group = getattr(module, SP_ATTR, None)
+    if cu is None or group is not None:
+        return packed_attention_forward(
+            module, query, key, value, attention_mask, dropout, scaling, **kwargs
+        )
+    if query.shape[0] != 1:
+        raise ValueError("packed attention expects one packed row (batch size 1)")
+    q, k, v = (t[0].transpose(0, 1) for t in (query, key, value))  # [n, heads, D]
+    max_len = kwargs["max_length_q"]
+    out, _ = torch.ops.agentrl.packed_causal_attention(q, k, v, cu, max_len, scaling)
+    return out[None], None
+
+
 @torch.compiler.disable
 def _packed(
     query: torch.Tensor,
@@ -122,10 +169,10 @@ def _packed(
 
         heads = q.shape[0]
         q, k, v = (gather_sequence(t, group, heads) for t in (q, k, v))
-        out = _attend(q, k, v, seg, scaling)  # [heads/sp, N, D]
+        out = attend_segments(q, k, v, seg, scaling)  # [heads/sp, N, D]
         out = scatter_sequence(out, group)  # [heads, n, D]
     else:
-        out = _attend(q, k, v, seg, scaling)
+        out = attend_segments(q, k, v, seg, scaling)
     return out.transpose(0, 1)[None].contiguous()
 
 
@@ -141,11 +188,11 @@ class Segments:
         return list(zip(cu[:-1], cu[1:], strict=True))
 
 
-def _attend(
+def attend_segments(
     q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, seg: Segments, scaling: float | None
 ) -> torch.Tensor:
     """Causal attention within each segment; `[heads, N, D]` in and out (GQA allowed)."""
-    if _use_varlen(q):
+    if use_varlen(q):
         from torch.nn.attention.varlen import varlen_attn
 
         cu = seg.cu_seqlens
@@ -196,7 +243,7 @@ def _varlen_takes(name: str) -> bool:
     return name in inspect.signature(varlen_attn).parameters
 
 
-def _use_varlen(q: torch.Tensor) -> bool:
+def use_varlen(q: torch.Tensor) -> bool:
     on_gpu = q.device.type == "cuda" and q.dtype in (torch.bfloat16, torch.float16)
     return on_gpu and _varlen_available()
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections import defaultdict
 from collections.abc import Iterator
-from dataclasses import replace
+from dataclasses import fields, replace
 from typing import Any, cast
 
 import torch
@@ -30,8 +30,9 @@ from agentrl.backends import TrainingBackend
 from agentrl.config import AlgorithmConfig, OptimConfig, TrainerConfig
 
 from .batch import TrainBatch
+from .levers import UpdateLevers
 from .logprobs import role_log_probs
-from .packing import build_log_prob_fn
+from .packing import build_log_prob_fn, to_device_async
 
 
 def loss_weight_count(mask: torch.Tensor, mode: str) -> float:
@@ -98,16 +99,19 @@ class Actor:
         trainer: TrainerConfig,
         temperature: float = 1.0,
         total_steps: int | None = None,
+        levers: UpdateLevers | None = None,
     ) -> None:
         """`total_steps`: optimizer steps of the run, the LR schedule's horizon (the assembly
-        passes `optimizer_steps(...)`); default one per `trainer.steps`."""
+        passes `optimizer_steps(...)`); default one per `trainer.steps`. `levers`: opt-in
+        ways to run the update faster (`levers.UpdateLevers`; default all off)."""
         self.backend = backend
-        self.log_probs = build_log_prob_fn(trainer, model, backend)  # padded or packed
+        self.levers = levers or UpdateLevers()
+        self.log_probs = build_log_prob_fn(trainer, model, backend, self.levers)
         self.model = backend.prepare(model)
         if trainer.compile:
-            from agentrl.models.compile import compile_decoder_layers
+            from agentrl.models.compile import compile_model
 
-            compile_decoder_layers(self.model)
+            compile_model(self.model, self.levers.compile_scope)
         self.algo, self.optim_cfg, self.cfg = algo, optim, trainer
         self.temperature = temperature
         self.loss_fn = get_policy_loss(algo.policy_loss)
@@ -123,7 +127,7 @@ class Actor:
         """Switch `trainer.update_path` on the live model (benchmarks time both paths on the
         same weights and batch); the values do not change, only how they are computed."""
         self.cfg = replace(self.cfg, update_path=path)  # type: ignore[arg-type]
-        self.log_probs = build_log_prob_fn(self.cfg, self.model, self.backend)
+        self.log_probs = build_log_prob_fn(self.cfg, self.model, self.backend, self.levers)
 
     def compute_log_probs(self, batch: TrainBatch) -> torch.Tensor:
         self.model.eval()
@@ -156,17 +160,19 @@ class Actor:
             )
 
     def micro_loss(
-        self, mb: TrainBatch, algo: AlgorithmConfig | None = None
+        self, mb: TrainBatch, algo: AlgorithmConfig | None = None, host: TrainBatch | None = None
     ) -> tuple[list[tuple[torch.Tensor, AggMode]], dict[str, Any]]:
         """The micro-batch's loss terms, each aggregated over it with its own mode: the policy
         loss (with `policy_agg_mode`), − entropy bonus and + KL term (with `loss_agg_mode`).
 
         `algo` is the update's resolved config (KL coefficient, divisor); default the actor's.
+        `host`: the same rows on the host, packed there under `UpdateLevers.host_pack`.
         Without `old_log_probs` (the trainer skips recomputing them when the update is a
         single on-policy pass) the current log-probs, detached, are the old ones: ratio 1."""
         assert mb.advantages is not None
         algo = algo or self.algo
-        logp, entropy = self.log_probs(self.model, mb, self.temperature)
+        src = host if host is not None and self.levers.host_pack else mb
+        logp, entropy = self.log_probs(self.model, src, self.temperature)
         mask = mb.response_mask
         old = mb.old_log_probs if mb.old_log_probs is not None else logp.detach()
         loss, metrics = self.loss_fn(logp, old, mb.advantages, mask, algo, is_weights=mb.is_weights)
@@ -243,8 +249,8 @@ class Actor:
             rows = batch.select(micro or mini[:1])
             # Shares from the host copy: counting on the device would wait for it.
             share = {m: real * micro_share(rows.response_mask, m, totals[m]) for m in modes}
-            mb = rows.to(backend.device)
-            terms, metrics = self.micro_loss(mb, algo)
+            mb = self._to_device(rows)
+            terms, metrics = self.micro_loss(mb, algo, host=rows)
             # A tensor: `terms` always holds the policy loss (sum's typed result adds `0`).
             loss = cast(torch.Tensor, sum(t * share[m] for t, m in terms))
             (loss * backend.grad_scale()).backward()
@@ -255,6 +261,19 @@ class Actor:
         sums["grad_norm"] += backend.clip_grad_norm(self.model, self.optim_cfg.grad_clip)
         self.optimizer.step()
         self.scheduler.step()
+
+    def _to_device(self, rows: TrainBatch) -> TrainBatch:
+        """The micro-batch on the device; under `UpdateLevers.host_pack` from pinned memory
+        without waiting (a pageable copy makes the host wait for the device each time)."""
+        if not self.levers.host_pack:
+            return rows.to(self.backend.device)
+        device = torch.device(self.backend.device)
+        moved: dict[str, Any] = {
+            f.name: to_device_async(getattr(rows, f.name), device)
+            for f in fields(rows)
+            if isinstance(getattr(rows, f.name), torch.Tensor)
+        }
+        return replace(rows, **moved)
 
     def _micro_plan(self, mine: list[int], n_mini: int) -> list[list[int]]:
         """This rank's micro-batches, padded with empty ones (run at zero weight) up to the

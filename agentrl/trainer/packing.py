@@ -27,6 +27,7 @@ from agentrl.models.packed_attention import enable_packed_attention, packed_kwar
 from .batch import TrainBatch
 from .chunked_logprobs import chunked_token_log_probs
 from .fused_head import FusedHead
+from .levers import UpdateLevers
 from .logprobs import response_log_probs
 
 
@@ -64,30 +65,57 @@ def pack(batch: TrainBatch, multiple: int = 1) -> Packed:
     return Packed(flat[None], pos[None], targets, lengths, logit_pos)
 
 
+def to_device_async(t: torch.Tensor, device: torch.device) -> torch.Tensor:
+    """`t` on `device`; host to CUDA from pinned memory without waiting for the device."""
+    if device.type != "cuda" or t.device.type != "cpu":
+        return t.to(device)
+    return t.pin_memory().to(device, non_blocking=True)
+
+
 LogProbFn = Callable[[Any, TrainBatch, float], tuple[torch.Tensor, torch.Tensor]]
 
 
-def build_log_prob_fn(cfg: TrainerConfig, model: Any, backend: Any) -> LogProbFn:
+def build_log_prob_fn(
+    cfg: TrainerConfig, model: Any, backend: Any, levers: UpdateLevers | None = None
+) -> LogProbFn:
     """The forward the Actor and Reference use: padded, packed, or packed + Ulysses.
-    Call before `backend.prepare(model)` (it switches the model's attention)."""
+    Call before `backend.prepare(model)` (it switches the model's attention). `levers`:
+    the Actor's opt-in update levers (`levers.UpdateLevers`; default all off)."""
     if cfg.ulysses_sp > 1 and not cfg.packing:
         raise ValueError("trainer.ulysses_sp > 1 needs trainer.packing=true")
+    levers = levers or UpdateLevers()
+    levers.check(cfg)
     fused = cfg.update_path == "fused" and backend.plain_modules
     if not cfg.packing:
         return functools.partial(response_log_probs, compiled=cfg.compile, fused=fused)
     group = backend.sequence_parallel_group() if cfg.ulysses_sp > 1 else None
-    enable_packed_attention(model, group)
-    return PackedLogProbs(group, compiled=cfg.compile, fused=fused)
+    enable_packed_attention(model, group, traced=levers.traced_attention)
+    device = torch.device(backend.device) if levers.host_pack else None
+    return PackedLogProbs(group, cfg.compile, fused, bucket=levers.traced_attention, device=device)
 
 
 class PackedLogProbs:
     """`(log-probs, entropy)` `[B, T]` of a batch's response tokens through a packed forward;
-    the same contract as `logprobs.response_log_probs`."""
+    the same contract as `logprobs.response_log_probs`.
 
-    def __init__(self, sp_group: Any = None, compiled: bool = False, fused: bool = False) -> None:
+    `bucket`: the longest segment length is rounded up (`packed_kwargs`), for the traced
+    attention op. `device`: the model's device when the batch may arrive on the host
+    (`UpdateLevers.host_pack`): a host batch is packed there and only the packed tensors
+    travel, from pinned memory, without a host sync; the results are on `device`."""
+
+    def __init__(
+        self,
+        sp_group: Any = None,
+        compiled: bool = False,
+        fused: bool = False,
+        bucket: bool = False,
+        device: torch.device | None = None,
+    ) -> None:
         self.sp_group = sp_group
         self.compiled = compiled  # the log-softmax reduction through inductor
         self.fused = fused  # lm-head and log-softmax in row chunks (`fused_head`)
+        self.bucket = bucket
+        self.device = device
 
     def __call__(
         self, model: Any, batch: TrainBatch, temperature: float = 1.0
@@ -102,13 +130,21 @@ class PackedLogProbs:
         local = wanted[(wanted >= lo) & (wanted < hi)] - lo
         # Position 0 is always kept: every rank runs the lm-head (FSDP keeps ranks in step).
         keep = torch.unique(torch.cat([local, local.new_zeros(1)]))
+        targets = p.targets[lo + keep]
+        dev = p.input_ids.device
+        target = self.device
+        if target is not None and dev.type == "cpu" and target.type != "cpu":  # host-packed
+            dev = target
+            move = functools.partial(to_device_async, device=dev)
+            ids, pos, logit_pos = move(p.input_ids), move(p.position_ids), move(p.logit_pos)
+            p = Packed(ids, pos, p.targets, p.lengths, logit_pos)
+            keep, targets = move(keep), move(targets)
         inputs = dict(
             input_ids=p.input_ids[:, lo:hi],
             position_ids=p.position_ids[:, lo:hi],
             use_cache=False,
-            **packed_kwargs(p.lengths, p.input_ids.device),
+            **packed_kwargs(p.lengths, dev, self.bucket, non_blocking=self.device is not None),
         )
-        targets = p.targets[lo + keep]
         head = FusedHead.of(model) if self.fused else None
         if head is not None:
             hidden = head.hidden(**inputs)[0, keep]

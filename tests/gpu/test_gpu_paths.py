@@ -65,7 +65,7 @@ def test_packed_varlen_matches_padded_in_bf16(tiny_model_dir) -> None:
 
     from transformers import AutoModelForCausalLM
 
-    from agentrl.models.packed_attention import _use_varlen, enable_packed_attention
+    from agentrl.models.packed_attention import enable_packed_attention, use_varlen
     from agentrl.trainer.logprobs import response_log_probs
     from agentrl.trainer.packing import PackedLogProbs
 
@@ -78,7 +78,7 @@ def test_packed_varlen_matches_padded_in_bf16(tiny_model_dir) -> None:
     b = batch([3, 2, 3], seed=4).to("cuda")
     padded, packed = load(), load()
     enable_packed_attention(packed)
-    assert _use_varlen(torch.zeros(1, device="cuda", dtype=torch.bfloat16))
+    assert use_varlen(torch.zeros(1, device="cuda", dtype=torch.bfloat16))
     lp_a, _ = response_log_probs(padded, b)
     lp_b, _ = PackedLogProbs()(packed, b)
     mask = b.logit_index >= 0

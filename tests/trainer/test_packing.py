@@ -126,13 +126,13 @@ def test_segments_do_not_attend_to_each_other() -> None:
     """The packed kernel equals per-sequence causal attention, not one long causal row."""
     import torch.nn.functional as F
 
-    from agentrl.models.packed_attention import Segments, _attend
+    from agentrl.models.packed_attention import Segments, attend_segments
 
     g = torch.Generator().manual_seed(0)
     q, k, v = (torch.randn(4, 9, 8, generator=g) for _ in range(3))
     k, v = k[:2], v[:2]  # GQA: 4 query heads over 2 kv heads
     seg = Segments(torch.tensor([0, 4, 9], dtype=torch.int32), 5)
-    out = _attend(q, k, v, seg, None)
+    out = attend_segments(q, k, v, seg, None)
 
     def causal(a: int, b: int) -> torch.Tensor:
         kk, vv = (t[:, a:b].repeat_interleave(2, 0) for t in (k, v))
@@ -150,8 +150,8 @@ def test_packed_forward_runs_through_agentrl_attention(
     from agentrl.models import packed_attention
 
     calls = []
-    real = packed_attention._attend
-    monkeypatch.setattr(packed_attention, "_attend", lambda *a: calls.append(1) or real(*a))
+    real = packed_attention.attend_segments
+    monkeypatch.setattr(packed_attention, "attend_segments", lambda *a: calls.append(1) or real(*a))
     model, plain = _model(tiny_model_dir), _model(tiny_model_dir)
     enable_packed_attention(model)
     model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})

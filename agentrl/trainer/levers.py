@@ -1,0 +1,47 @@
+"""Opt-in speed levers of the Actor's update that are not config keys (yet).
+
+Why: issue #21 asks for a faster GRPO update (MFU) on the GPU, and each lever here changes
+how the update is computed, never what it computes (CPU tests check values and gradients
+against the default path). They stay off until `benchmarks/gpu_update_mfu.py` has measured
+them on the GPU; a lever that pays then becomes a `trainer.*` key or the default. Until
+then they are set in code: `Actor(..., levers=UpdateLevers(...))`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Literal
+
+from agentrl.config import TrainerConfig
+
+
+@dataclass(frozen=True)
+class UpdateLevers:
+    """How the update runs (all off = today's path).
+
+    - `traced_attention`: packed attention as one traceable custom op
+      (`agentrl.models.packed_attention_op`), so `trainer.compile` keeps each decoder layer
+      in one graph (forward and backward), GQA without repeated kv heads, the longest
+      segment length rounded up to a power of two. Needs `trainer.packing`.
+    - `compile_scope`: what `trainer.compile` compiles: each decoder layer (`layers`,
+      today) or the whole decoder stack as one graph (`decoder`: embeddings, every layer
+      and the final norm; one graph only with `traced_attention`).
+    - `host_pack`: the packed row and its indices are built on the host from the host copy
+      of the micro-batch, and every tensor goes to the device from pinned memory without
+      waiting: no host sync between the micro-batch's first kernel and its backward.
+      Needs `trainer.packing`.
+    """
+
+    traced_attention: bool = False
+    compile_scope: Literal["layers", "decoder"] = "layers"
+    host_pack: bool = False
+
+    def check(self, cfg: TrainerConfig) -> None:
+        """One clear error for a lever the trainer config cannot carry."""
+        if self.compile_scope not in ("layers", "decoder"):
+            raise ValueError(f"UpdateLevers.compile_scope: {self.compile_scope!r} is not one of "
+                             "'layers', 'decoder'")  # fmt: skip
+        wanted = {"traced_attention": self.traced_attention, "host_pack": self.host_pack}
+        for name, on in wanted.items():
+            if on and not cfg.packing:
+                raise ValueError(f"UpdateLevers.{name} needs trainer.packing=true")
