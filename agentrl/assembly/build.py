@@ -20,6 +20,7 @@ from agentrl.rollout.role import Rollout
 from agentrl.trainer.actor import Actor, optimizer_steps
 from agentrl.trainer.components import Components, RolloutRole
 from agentrl.trainer.data import TaskSource
+from agentrl.trainer.levers import UpdateLevers
 from agentrl.trainer.roles import Critic, Reference, RewardScorer
 
 
@@ -147,8 +148,16 @@ def build_learner(
     # `rollout.n` per prompt of `data.batch_size`).
     rows = cfg.data.batch_size * cfg.rollout.n
     horizon = optimizer_steps(cfg.trainer, rows, cfg.trainer.ppo_epochs)
+    levers = UpdateLevers(traced_attention=cfg.trainer.traced_attention)
     actor = Actor(
-        policy, backend, cfg.algorithm, cfg.optim, cfg.trainer, temperature, total_steps=horizon
+        policy,
+        backend,
+        cfg.algorithm,
+        cfg.optim,
+        cfg.trainer,
+        temperature,
+        total_steps=horizon,
+        levers=levers,
     )
     reference = None
     if cfg.algorithm.kl.coef:

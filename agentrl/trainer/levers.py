@@ -1,10 +1,11 @@
-"""Opt-in speed levers of the Actor's update that are not config keys (yet).
+"""Speed levers of the Actor's update: how the update is computed, never what it computes.
 
-Why: issue #21 asks for a faster GRPO update (MFU) on the GPU, and each lever here changes
-how the update is computed, never what it computes (CPU tests check values and gradients
-against the default path). They stay off until `benchmarks/gpu_update_mfu.py` has measured
-them on the GPU; a lever that pays then becomes a `trainer.*` key or the default. Until
-then they are set in code: `Actor(..., levers=UpdateLevers(...))`.
+Why: issue #21 asks for a faster GRPO update (MFU) on the GPU. CPU tests check every lever's
+values and gradients against the default path; `benchmarks/gpu_update_mfu.py` measures them
+on the GPU (BENCHMARKS.md). `traced_attention` paid (1.27x on the H200 0.5B update) and is
+the config key `trainer.traced_attention` (`agentrl.assembly` passes it); `host_pack`
+measured no gain and `compile_scope: decoder` is unmeasured (its compile did not fit the
+run), so both stay code-level: `Actor(..., levers=UpdateLevers(...))`.
 """
 
 from __future__ import annotations

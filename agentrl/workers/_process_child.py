@@ -10,6 +10,7 @@ disappears, or when building the rollout fails (the error is the start-up reply)
 from __future__ import annotations
 
 import concurrent.futures
+import functools
 import os
 import pickle
 import queue
@@ -100,7 +101,7 @@ def serve(
             elif op == "group":
                 fut = rollout.submit_group(*args)
                 groups[rid] = fut
-                fut.add_done_callback(lambda f, rid=rid: reply(rid, f))
+                fut.add_done_callback(functools.partial(reply, rid))
             elif op == "cancel":
                 if (running := groups.pop(rid, None)) is not None:
                     running.cancel()
@@ -110,7 +111,7 @@ def serve(
                     out.put(("episode", rid, traj))
 
                 call = pool.submit(_blocking, rollout, op, args, hook if hooked else None)
-                call.add_done_callback(lambda f, rid=rid: reply(rid, f))
+                call.add_done_callback(functools.partial(reply, rid))
     finally:
         for fut in list(groups.values()):
             fut.cancel()
