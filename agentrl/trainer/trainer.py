@@ -34,6 +34,7 @@ from .components import ActorRole, Components
 from .export import FINAL_DIR, HF_DIR, export_hf, write_config
 from .logger import MetricsLogger, held_out_summary
 from .pipeline import AsyncCollector, is_spread, stamp_versions, start_pipeline, version_metrics
+from .step_record import dump_rollouts, dumps_at, rollout_metrics
 
 
 class Trainer:
@@ -150,7 +151,9 @@ class Trainer:
             batch.values = c.critic.compute_values(batch)
         sum_pi_sq = self.actor.compute_sum_pi_squared(batch) if self.sum_pi_squared else None
         m["time/logprobs"] = time.perf_counter() - t0
-        self.dump_rollouts(groups, batch)
+        if dumps_at(self.step, self.cfg.trainer.dump_rollouts_every) and c.backend.is_main:
+            tokenizer = self.cfg.model.tokenizer or self.cfg.model.path
+            dump_rollouts(self.out, self.step, groups, batch, tokenizer)
         baseline = None
         if self.greedy_baseline:
             baseline = c.scorer.baseline_rewards(groups)
@@ -172,7 +175,7 @@ class Trainer:
             m["data/skipped_rows"] = float(c.data.skipped)
         if self.pipeline is not None:
             m |= version_metrics(groups, self.step - 1) | self.pipeline.metrics()
-        return m | self.rollout_metrics(groups, batch)
+        return m | rollout_metrics(groups, batch, self._raw_stats, c.success_at)
 
     # ------------------------------------------------------------------ pieces
     def collect_groups(self) -> list[TrajectoryGroup]:
@@ -285,47 +288,9 @@ class Trainer:
             and single_on_policy_pass(cfg.trainer, batch.size)
             and cfg.algorithm.tis_mode == "none"
             and not (self.c.reference is not None and cfg.algorithm.kl.placement == "reward")
-            and not self._dumps_this_step()
+            and not dumps_at(self.step, cfg.trainer.dump_rollouts_every)
             and not self.sum_pi_squared  # the optimal token baseline reads π_old
         )
-
-    def _dumps_this_step(self) -> bool:
-        every = self.cfg.trainer.dump_rollouts_every
-        return bool(every and self.step % every == 0)
-
-    def dump_rollouts(self, groups: list[TrajectoryGroup], batch: TrainBatch) -> None:
-        """Save this step's trajectories for `agentrl view`, with trainer log-probs per token
-        beside the engine's (their ratio is the rollout/train mismatch the viewer colours)."""
-        if not (self._dumps_this_step() and self.c.backend.is_main):
-            return
-        from agentrl.types import write_jsonl
-
-        trajs = [t for g in groups for t in g.trajectories]
-        assert batch.old_log_probs is not None
-        for i, t in enumerate(trajs):
-            t.metadata["trainer_logprobs"] = batch.old_log_probs[i, : len(t.response_ids)].tolist()
-            t.metadata["tokenizer"] = self.cfg.model.tokenizer or self.cfg.model.path
-        out = self.out / "rollouts"
-        out.mkdir(parents=True, exist_ok=True)
-        write_jsonl(out / f"step_{self.step:06d}.jsonl", trajs)
-
-    def rollout_metrics(self, groups: list[TrajectoryGroup], batch: TrainBatch) -> dict[str, float]:
-        stats = self._raw_stats
-        trajs = [t for g in groups for t in g.trajectories]
-        best = self.c.success_at
-        sampled = float(batch.response_mask.sum())
-        out = {
-            "reward/mean": float(batch.rewards.mean()),
-            "success_rate": sum(t.reward >= best - 1e-9 for t in trajs) / len(trajs),
-            "response_length/mean": sampled / len(trajs),
-            "tool_calls": stats.get("tool_calls", 0.0),
-            "tool_errors": stats.get("tool_errors", 0.0),
-            "groups": float(len(groups)),
-        }
-        out |= {k: v for k, v in stats.items() if k.startswith("termination/")}
-        if stats.get("wall_s"):
-            out["throughput/rollout_tok_s"] = stats.get("sampled_tokens", 0.0) / stats["wall_s"]
-        return out
 
     def evaluate(self, tag: str) -> dict[str, float]:
         items = self.c.data.eval_items() if self.cfg.data.eval_episodes > 0 else []
