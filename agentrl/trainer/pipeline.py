@@ -125,6 +125,21 @@ class AsyncCollector:
         for t in group.trajectories:
             t.metadata["prompt_index"] = k
 
+    def advice(self, cfg: Any) -> str | None:
+        """A hint when the pipeline issues more episodes than `cfg` (the `TrainConfig`) lets
+        run at once: a tool-latency workload is bounded by the episodes in flight
+        (docs/async.md, "In flight")."""
+        concurrency, engine_batch = cfg.rollout.concurrency, cfg.engine.max_batch_size
+        issued = self.depth * self.n
+        running = min(concurrency, engine_batch)
+        if running >= issued:
+            return None
+        return (
+            f"trainer.async: {issued} episodes are kept issued, but rollout.concurrency="
+            f"{concurrency} / engine.max_batch_size={engine_batch} run at most {running} at "
+            f"once; raise both to {issued} to let the pipeline overlap them"
+        )
+
     @property
     def pending(self) -> list[int]:
         """Prompts issued but not trained: what a resumed run issues again first."""

@@ -108,6 +108,8 @@ class Trainer:
         self._version_offset, self.pipeline = start_pipeline(
             self.c, self.cfg, self.step, self._pending
         )
+        if self.pipeline and main and (hint := self.pipeline.advice(self.cfg)):
+            self.logger.console.print(f"[yellow]{hint}[/]")
         with self.progress.task("train", tcfg.steps, transient=False) as bar:
             bar.advance(self.step)
             while self.step < tcfg.steps:
