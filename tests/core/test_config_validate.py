@@ -85,3 +85,25 @@ def test_auto_cpu_threads_uses_idle_cores(monkeypatch):
     assert choose_cpu_threads(3) == (3, "trainer.cpu_threads")
     monkeypatch.setenv("OMP_NUM_THREADS", "1")
     assert choose_cpu_threads(0)[1] == "OMP_NUM_THREADS"
+
+
+def test_traced_attention_needs_packing_and_reaches_the_actor(tiny_model_dir):
+    with pytest.raises(ConfigError, match="trainer.traced_attention: needs trainer.packing"):
+        load_config(TrainConfig, None, ["trainer.traced_attention=true"])
+    from agentrl.assembly.build import build_learner
+    from agentrl.backends import TorchBackend
+    from agentrl.models.load import load_model
+
+    sets = ["model.path=tiny:qwen2", f"model.cache_dir={tiny_model_dir.parent}"]
+    cfg = load_config(
+        TrainConfig, None, [*sets, "trainer.packing=true", "trainer.traced_attention=true"]
+    )
+    actor, _, _ = build_learner(cfg, load_model(cfg.model), TorchBackend("cpu"))
+    assert actor.levers.traced_attention
+
+
+def test_process_producer_refuses_what_it_cannot_run():
+    with pytest.raises(ConfigError, match="producer: process does not combine with engine.kind"):
+        load_config(TrainConfig, None, ["trainer.async.producer=process", "engine.kind=vllm"])
+    with pytest.raises(ConfigError, match="trainer.async.producer_timeout_s"):
+        load_config(TrainConfig, None, ["trainer.async.producer_timeout_s=0"])
