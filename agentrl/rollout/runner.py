@@ -106,8 +106,9 @@ async def run_groups(
                 traj = Trajectory(prompt_ids=[], termination="env_error")
                 traj.metadata.update({"seed": seed, "error": f"env_factory: {error_text(e)}"})
             else:
+                ended: Trajectory | None = None
                 try:
-                    traj = await run_episode(
+                    ended = await run_episode(
                         env,
                         engine,
                         chat,
@@ -119,7 +120,10 @@ async def run_groups(
                     )
                 finally:
                     engine.release_session(session)
-                await _close(env, traj)
+                    # A cancelled episode (a pipelined run closing, a cancelled group) still
+                    # closes its env: sandboxes and browsers must not outlive it.
+                    await _close(env, ended or Trajectory(prompt_ids=[]))
+                traj = ended
         traj.group_id = group_id
         traj.metadata["sample"] = k
         if on_episode is not None:

@@ -75,3 +75,40 @@ def test_dataset_rows_become_reset_options(chat: ChatFormat) -> None:
     assert sorted(s for e in CountingEnv.made for s, _ in e.resets) == [0, 0, 9, 9]
     assert runner.last_stats["episodes"] == 4
     json.loads(first.to_json())
+
+
+def test_cancelled_episodes_still_close_their_envs(chat: ChatFormat) -> None:
+    """A pipelined run cancels the groups still running when it closes: every env made must
+    be closed anyway (sandboxes, browsers)."""
+
+    class ClosingEnv(CountingEnv):
+        closed: list[ClosingEnv] = []
+
+        def close(self) -> None:
+            ClosingEnv.closed.append(self)
+
+    CountingEnv.made.clear()
+    engine = ScriptedEngine(chat, [call("boom"), "ok"], delay_s=0.05)
+
+    async def cancel_midway() -> None:
+        task = asyncio.ensure_future(
+            run_groups(
+                ClosingEnv,
+                engine,
+                chat,
+                [1, 2],
+                3,
+                sampling=SamplingParams(max_new_tokens=64),
+                cfg=RolloutConfig(concurrency=6, max_turns=3),
+            )
+        )
+        await asyncio.sleep(0.07)  # episodes are between their turns
+        task.cancel()
+        try:
+            await task
+        except asyncio.CancelledError:
+            pass
+
+    asyncio.run(cancel_midway())
+    assert len(CountingEnv.made) == 6
+    assert {id(e) for e in ClosingEnv.closed} == {id(e) for e in CountingEnv.made}
