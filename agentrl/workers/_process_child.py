@@ -4,7 +4,8 @@ One thread reads commands in order. Weight syncs are applied on it, so a command
 after a sync sees the new weights; a group is scheduled on the runner's background loop and
 replies when it finishes; blocking calls (collect, evaluate) run on a small pool so groups
 and syncs keep flowing meanwhile. The child exits when told to close, when its parent
-disappears, or when building the rollout fails (the error is the start-up reply).
+disappears, or when building the rollout fails (the error is the start-up reply); it ignores
+Ctrl-C, which the trainer handles by closing it.
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ import functools
 import os
 import pickle
 import queue
+import signal
 import traceback
 from typing import Any
 
@@ -60,6 +62,9 @@ def serve(
 ) -> None:
     """Build the rollout from `cfg` on `device` (weights from `staging`), then serve."""
     parent = os.getppid()
+    # Ctrl-C reaches the whole process group: the trainer handles it and closes this child
+    # (or the child sees its parent gone), so the child never dies half-way on its own.
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
     try:
         if device.type == "cuda":
             torch.cuda.set_device(device)
