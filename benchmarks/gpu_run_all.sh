@@ -31,12 +31,16 @@ part grpo-single-turn-compiled 300 python3 "$B/gpu_grpo.py" --micro 128 --max-tu
   --compile --profile --engine-extra compile_decode=true --json "$OUT/gpu_grpo_single_turn_compiled.json"
 part grpo-1.5b 300 python3 "$B/gpu_grpo.py" --shape qwen2.5-1.5b --micro 64 --max-turns 1 \
   --packing --compile --engine-extra compile_decode=true --json "$OUT/gpu_grpo_1.5b.json"
-# trainer.async (issue #21): K = 0, 1, 2 on the multi-turn tool workload (tools 0.02-0.5 s), one
-# process; then quickstart-gpu synchronous vs K = 1, held-out curves in one PNG.
+# trainer.async (issue #21): the synchronous loop vs pipelined steps on the multi-turn tool
+# workload (tools 0.02-0.5 s), the rollout on a thread or in its own process, K + 1 batches in
+# flight; then quickstart-gpu synchronous vs K = 1 (process), 3 seeds, curves in one PNG; then
+# the update's speed levers (traced attention, ...).
 part grpo-async 540 python3 "$B/gpu_grpo.py" --micro 128 --packing --steps 6 \
-  --max-staleness 0 1 2 --tool-latency 0.02 0.5 --json "$OUT/gpu_grpo_async.json"
+  --max-staleness 0 1 1:process 1:process:256 2:process:384 --tool-latency 0.02 0.5 \
+  --json "$OUT/gpu_grpo_async.json"
 part async-learning 540 python3 "$B/gpu_async_learning.py" --out "$OUT/async_learning" \
-  --timeout 260 --json "$OUT/gpu_async_learning.json"
+  --seeds 0 1 2 --producer process --timeout 140 --json "$OUT/gpu_async_learning.json"
+part update-mfu 400 python3 "$B/gpu_update_mfu.py" --profile --json "$OUT/gpu_update_mfu.json"
 part prefill 90 python3 "$B/gpu_prefill_attention.py" --json "$OUT/gpu_prefill_attention.json"
 part weight-sync 60 python3 "$B/gpu_weight_sync.py" --json "$OUT/gpu_weight_sync.json"
 part megatron 90 python3 "$B/gpu_megatron.py" --json "$OUT/gpu_megatron.json"
