@@ -120,6 +120,50 @@ class RolloutWorker:
     def sync_weights(self, weights: dict[str, torch.Tensor]) -> float:
         return self.rollout.sync_weights(weights.items())
 
+    # -------- the group producer of a pipelined trainer (`trainer.async`): every call returns
+    # at once (or within `wait_s`), so this single-threaded actor keeps serving syncs while
+    # groups run on the rollout's background loop.
+    def producer_info(self) -> tuple[bool, int]:
+        """(reports per-token weight versions, the engine's update count)."""
+        producer = self.rollout.producer
+        assert producer is not None
+        return producer.reports_versions, producer.weight_version
+
+    def start_producer(self) -> None:
+        import collections
+
+        assert self.rollout.producer is not None
+        self.rollout.producer.start()
+        self._groups: dict[int, Any] = {}
+        self._finished: collections.deque[int] = collections.deque()
+
+    def submit_group(self, rid: int, task: Any, position: int, n: int, key: str) -> None:
+        assert self.rollout.producer is not None
+        fut = self.rollout.producer.submit_group(task, position, n, key)
+        self._groups[rid] = fut
+        fut.add_done_callback(lambda _f: self._finished.append(rid))
+
+    def cancel_group(self, rid: int) -> None:
+        if (fut := self._groups.pop(rid, None)) is not None:
+            fut.cancel()
+
+    def poll_groups(self, wait_s: float) -> list[tuple[int, bool, Any]]:
+        """Groups finished since the last poll, as (id, ok, group or error text); waits up
+        to `wait_s` for the first."""
+        import time
+
+        deadline = time.monotonic() + wait_s
+        while not self._finished and time.monotonic() < deadline:
+            time.sleep(0.002)
+        out: list[tuple[int, bool, Any]] = []
+        while self._finished:
+            fut = self._groups.pop(rid := self._finished.popleft(), None)
+            if fut is None or fut.cancelled():
+                continue
+            e = fut.exception()
+            out.append((rid, e is None, fut.result() if e is None else f"{type(e).__name__}: {e}"))
+        return out
+
     def offload(self) -> None:
         self.rollout.offload()
 

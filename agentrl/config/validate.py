@@ -299,9 +299,6 @@ def check_async(cfg: Any, src: str) -> None:
         return
     key = "trainer.async.max_staleness"
     clashes = {
-        "trainer.placement: ray (split placement is planned, docs/async.md)": (
-            cfg.trainer.placement == "ray"
-        ),
         "algorithm.dynamic_sampling": cfg.algorithm.dynamic_sampling,
         f"algorithm.adv_estimator: {cfg.algorithm.adv_estimator} (greedy baseline episodes)": (
             get_estimator(cfg.algorithm.adv_estimator).greedy_baseline

@@ -8,6 +8,9 @@ code written for local roles (the SFT bootstrap) still works.
 
 from __future__ import annotations
 
+import concurrent.futures
+import itertools
+import threading
 import time
 from collections.abc import Iterable, Iterator, Sequence
 from typing import Any
@@ -117,11 +120,17 @@ def _replay(groups: list[TrajectoryGroup], on_episode: Any) -> None:
 
 
 class RayRollout:
-    producer = None  # the pipelined trainer does not schedule on a Ray actor yet
-
     def __init__(self, handle: Any, chat: ChatFormat) -> None:
         self.handle, self.chat = handle, chat
         self._stats: dict[str, float] = {}
+        self._producer: RayGroupProducer | None = None
+
+    @property
+    def producer(self) -> RayGroupProducer:
+        """The rollout actor as a pipelined trainer's group producer (`trainer.async`)."""
+        if self._producer is None:
+            self._producer = RayGroupProducer(self.handle)
+        return self._producer
 
     def collect(
         self, items: Sequence[Any], n: int, on_episode: Any = None
@@ -156,11 +165,96 @@ class RayRollout:
         """Seconds until the engine holds the new weights, transfer included."""
         t0 = time.perf_counter()
         ray.get(self.handle.sync_weights.remote(_object(named)))
+        if self._producer is not None:
+            self._producer.synced()
         return time.perf_counter() - t0
 
     def offload(self) -> None:
         ray.get(self.handle.offload.remote())
 
     def close(self) -> None:
+        if self._producer is not None:
+            self._producer.stop()
         ray.get(self.handle.close.remote())
         ray.kill(self.handle)
+
+
+class RayGroupProducer:
+    """`trainer.components.GroupProducer` over the rollout actor: groups are submitted without
+    waiting, and a poller thread here resolves their futures from the actor's finished
+    groups. The actor's calls all return at once, so weight syncs are never stuck behind a
+    running group; a sync counts as a new version once `RayRollout.sync_weights` returns (the
+    actor has applied it)."""
+
+    POLL_S = 0.05
+
+    def __init__(self, handle: Any) -> None:
+        self.handle = handle
+        versions, self._version = ray.get(handle.producer_info.remote())
+        self.reports_versions: bool = versions
+        self._ids = itertools.count()
+        self._futures: dict[int, concurrent.futures.Future[TrajectoryGroup]] = {}
+        self._lock = threading.Lock()
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+
+    @property
+    def weight_version(self) -> int:
+        return self._version
+
+    def synced(self) -> None:
+        self._version += 1
+
+    def start(self) -> None:
+        if self._thread is not None:
+            return
+        ray.get(self.handle.start_producer.remote())
+        self._thread = threading.Thread(target=self._poll, name="agentrl-ray-groups", daemon=True)
+        self._thread.start()
+
+    def submit_group(
+        self, task: Any, position: int, n: int, key: str
+    ) -> concurrent.futures.Future[TrajectoryGroup]:
+        rid = next(self._ids)
+        fut: concurrent.futures.Future[TrajectoryGroup] = concurrent.futures.Future()
+        with self._lock:
+            self._futures[rid] = fut
+        self.handle.submit_group.remote(rid, task, position, n, key)  # ordered per caller
+
+        def cancelled(f: concurrent.futures.Future[TrajectoryGroup]) -> None:
+            if f.cancelled() and not self._stop.is_set():
+                self.handle.cancel_group.remote(rid)
+
+        fut.add_done_callback(cancelled)
+        return fut
+
+    def _poll(self) -> None:
+        """Resolve futures from the actor until stopped; an actor that fails fails them all."""
+        while not self._stop.is_set():
+            try:
+                done = ray.get(self.handle.poll_groups.remote(self.POLL_S), timeout=600)
+            except Exception as e:  # noqa: BLE001 - the actor is gone or broken
+                self._fail_all(f"rollout actor: {type(e).__name__}: {e}")
+                return
+            for rid, ok, payload in done:
+                with self._lock:
+                    fut = self._futures.pop(rid, None)
+                if fut is None or fut.done():
+                    continue
+                if ok:
+                    fut.set_result(payload)
+                else:
+                    fut.set_exception(RuntimeError(f"rollout actor: {payload}"))
+
+    def _fail_all(self, why: str) -> None:
+        with self._lock:
+            futures, self._futures = list(self._futures.values()), {}
+        for fut in futures:
+            if not fut.done():
+                fut.set_exception(RuntimeError(why))
+
+    def stop(self) -> None:
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join(timeout=30)
+        self._fail_all("rollout actor closed")
