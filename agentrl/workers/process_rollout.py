@@ -41,6 +41,7 @@ from agentrl.engines.base import EngineError
 from agentrl.trainer.components import EpisodeHook
 from agentrl.types import TrajectoryGroup
 
+from ._futures import FutureTable
 from ._process_child import serve
 
 # (config, device, staging tensors) -> the child's local `Rollout`, its engine's weights
@@ -82,9 +83,8 @@ class ProcessRollout:
         self._cmd: Any = ctx.Queue()
         self._out: Any = ctx.Queue()
         self._ids = itertools.count()
-        self._futures: dict[int, concurrent.futures.Future[Any]] = {}
+        self._calls = FutureTable("rollout process")
         self._hooks: dict[int, EpisodeHook] = {}
-        self._lock = threading.Lock()
         self._stats: dict[str, float] = {}
         self._sent = 0  # weight syncs posted
         self._applied: concurrent.futures.Future[Any] | None = None  # the last sync's ack
@@ -107,12 +107,9 @@ class ProcessRollout:
 
     # ---------------------------------------------------------------- plumbing
     def _future(self, rid: int, hook: EpisodeHook = None) -> concurrent.futures.Future[Any]:
-        fut: concurrent.futures.Future[Any] = concurrent.futures.Future()
-        with self._lock:
-            self._futures[rid] = fut
-            if hook is not None:
-                self._hooks[rid] = hook
-        return fut
+        if hook is not None:
+            self._hooks[rid] = hook
+        return self._calls.add(rid)
 
     def _post(
         self, op: str, *args: Any, hook: EpisodeHook = None
@@ -156,22 +153,11 @@ class ProcessRollout:
                 if hook is not None:
                     hook(payload)
                 continue
-            with self._lock:
-                fut = self._futures.pop(rid, None)
-                self._hooks.pop(rid, None)
-            if fut is None or fut.done():  # cancelled meanwhile
-                continue
-            if kind == "ok":
-                fut.set_result(payload)
-            else:
-                fut.set_exception(EngineError(f"rollout process: {payload}"))
+            self._hooks.pop(rid, None)
+            self._calls.resolve(rid, kind == "ok", payload)
 
     def _fail_all(self, why: str) -> None:
-        with self._lock:
-            futures, self._futures = list(self._futures.values()), {}
-        for fut in futures:
-            if not fut.done():
-                fut.set_exception(EngineError(why))
+        self._calls.fail_all(why)
 
     # ---------------------------------------------------------------- RolloutRole
     @property

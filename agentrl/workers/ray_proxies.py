@@ -22,6 +22,8 @@ from agentrl.chat import ChatFormat
 from agentrl.trainer.batch import TrainBatch
 from agentrl.types import TrajectoryGroup
 
+from ._futures import FutureTable
+
 
 class WeightsRef:
     def __init__(self, ref: ray.ObjectRef) -> None:
@@ -193,8 +195,7 @@ class RayGroupProducer:
         versions, self._version = ray.get(handle.producer_info.remote())
         self.reports_versions: bool = versions
         self._ids = itertools.count()
-        self._futures: dict[int, concurrent.futures.Future[TrajectoryGroup]] = {}
-        self._lock = threading.Lock()
+        self._calls = FutureTable("rollout actor")
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
 
@@ -216,9 +217,7 @@ class RayGroupProducer:
         self, task: Any, position: int, n: int, key: str
     ) -> concurrent.futures.Future[TrajectoryGroup]:
         rid = next(self._ids)
-        fut: concurrent.futures.Future[TrajectoryGroup] = concurrent.futures.Future()
-        with self._lock:
-            self._futures[rid] = fut
+        fut: concurrent.futures.Future[TrajectoryGroup] = self._calls.add(rid)
         self.handle.submit_group.remote(rid, task, position, n, key)  # ordered per caller
 
         def cancelled(f: concurrent.futures.Future[TrajectoryGroup]) -> None:
@@ -234,27 +233,13 @@ class RayGroupProducer:
             try:
                 done = ray.get(self.handle.poll_groups.remote(self.POLL_S), timeout=600)
             except Exception as e:  # noqa: BLE001 - the actor is gone or broken
-                self._fail_all(f"rollout actor: {type(e).__name__}: {e}")
+                self._calls.fail_all(f"rollout actor: {type(e).__name__}: {e}")
                 return
             for rid, ok, payload in done:
-                with self._lock:
-                    fut = self._futures.pop(rid, None)
-                if fut is None or fut.done():
-                    continue
-                if ok:
-                    fut.set_result(payload)
-                else:
-                    fut.set_exception(RuntimeError(f"rollout actor: {payload}"))
-
-    def _fail_all(self, why: str) -> None:
-        with self._lock:
-            futures, self._futures = list(self._futures.values()), {}
-        for fut in futures:
-            if not fut.done():
-                fut.set_exception(RuntimeError(why))
+                self._calls.resolve(rid, ok, payload)
 
     def stop(self) -> None:
         self._stop.set()
         if self._thread is not None:
             self._thread.join(timeout=30)
-        self._fail_all("rollout actor closed")
+        self._calls.fail_all("rollout actor closed")
