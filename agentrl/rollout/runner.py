@@ -122,7 +122,7 @@ async def run_groups(
                     engine.release_session(session)
                     # A cancelled episode (a pipelined run closing, a cancelled group) still
                     # closes its env: sandboxes and browsers must not outlive it.
-                    await _close(env, ended or Trajectory(prompt_ids=[]))
+                    await _close(env, ended if ended is not None else Trajectory(prompt_ids=[]))
                 traj = ended
         traj.group_id = group_id
         traj.metadata["sample"] = k

@@ -143,10 +143,10 @@ class ProcessRollout:
                     continue
                 if self._closed:
                     return
-                self._fail_all(f"rollout process died (exit code {self.proc.exitcode})")
+                self._calls.fail_all(f"rollout process died (exit code {self.proc.exitcode})")
                 return
             except (EOFError, OSError):
-                self._fail_all("rollout process: reply channel closed")
+                self._calls.fail_all("rollout process: reply channel closed")
                 return
             if kind == "episode":
                 hook = self._hooks.get(rid)
@@ -155,9 +155,6 @@ class ProcessRollout:
                 continue
             self._hooks.pop(rid, None)
             self._calls.resolve(rid, kind == "ok", payload)
-
-    def _fail_all(self, why: str) -> None:
-        self._calls.fail_all(why)
 
     # ---------------------------------------------------------------- RolloutRole
     @property
@@ -228,7 +225,7 @@ class ProcessRollout:
             if self.proc.is_alive():
                 self.proc.kill()
                 self.proc.join(timeout=30)
-            self._fail_all("rollout process closed")
+            self._calls.fail_all("rollout process closed")
 
     # ---------------------------------------------------------------- GroupProducer
     @property
