@@ -286,9 +286,10 @@ def summarize_agentrl(steps: list[dict[str, Any]], device: str) -> dict[str, flo
     }
 
 
-def profile_call(fn: Any, device: str, top: int = 30) -> dict[str, Any]:
+def profile_call(fn: Any, device: str, top: int = 30, trace: Path | None = None) -> dict[str, Any]:
     """`fn()` (a train step, an update) under `torch.profiler`: the ops with the most device
-    (and host) self time, and how busy the device was over the wall time (kernel time / wall)."""
+    (and host) self time, and how busy the device was over the wall time (kernel time / wall);
+    `trace`: also a Chrome trace there (open in Perfetto)."""
     from torch.profiler import ProfilerActivity, profile
 
     acts = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if device == "cuda" else [])
@@ -298,6 +299,9 @@ def profile_call(fn: Any, device: str, top: int = 30) -> dict[str, Any]:
         m = fn()
         sync(device)
     wall = time.perf_counter() - t
+    if trace is not None:
+        trace.parent.mkdir(parents=True, exist_ok=True)
+        prof.export_chrome_trace(str(trace))
     events = prof.key_averages()
     dev_key = "self_device_time_total" if device == "cuda" else "self_cpu_time_total"
 

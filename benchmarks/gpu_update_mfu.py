@@ -11,8 +11,13 @@ rollout log-probs), and one Actor per variant, built as the assembly builds it
 - `baseline`: today's path (`update_path: materialized`, no levers);
 - `fused`: `trainer.update_path: fused` (the best measured before);
 - `host_pack`: `UpdateLevers(host_pack)`: packing on the host, pinned non-blocking copies;
-- `traced`: `UpdateLevers(traced_attention)`: one graph per decoder layer;
-- `combined`: traced + host_pack + fused;
+- `traced`: `UpdateLevers(traced_attention)`: one graph per decoder layer, flash called
+  directly (`packed_attention_op.packed_causal`);
+- `traced_custom_op`: `traced` with attention through the Python custom op instead (how
+  `traced` ran before; `packed_attention_op.DIRECT_FLASH` off during its updates);
+- `combined`: traced + host_pack + fused (what a packed, fused, compiled config runs);
+- `combined_sync`: `combined` with the grad norm read on the host before the optimizer step
+  (a host sync, as every update did before this benchmark's 2026-12-04 run);
 - `combined_decoder`: combined with `compile_scope: decoder` (one graph for the decoder);
 - `combined_cudagraphs`: combined with the layers compiled here in "reduce-overhead" mode
   (CUDA graphs; a measurement of the update without host launch work, not an agentrl option).
@@ -60,7 +65,9 @@ VARIANTS: dict[str, tuple[str, UpdateLevers]] = {
     "fused": ("fused", UpdateLevers()),
     "host_pack": ("materialized", UpdateLevers(host_pack=True)),
     "traced": ("materialized", UpdateLevers(traced_attention=True)),
+    "traced_custom_op": ("materialized", UpdateLevers(traced_attention=True)),
     "combined": ("fused", UpdateLevers(traced_attention=True, host_pack=True)),
+    "combined_sync": ("fused", UpdateLevers(traced_attention=True, host_pack=True)),
     "combined_decoder": (
         "fused",
         UpdateLevers(traced_attention=True, host_pack=True, compile_scope="decoder"),
@@ -74,6 +81,8 @@ VARIANTS["combined_cudagraphs"] = VARIANTS["combined"]
 # Slow compiles, warmed up in this order after the others' timed rounds (the CUDA-graph
 # measurement last: a fault there cannot cost the decoder variant its numbers).
 SLOW = ["combined_decoder", "combined_cudagraphs"]
+SYNC_NORM = {"combined_sync"}  # the grad norm read on the host (see the docstring)
+CUSTOM_OP = {"traced_custom_op"}  # attention through the custom op (see the docstring)
 METRICS = ("loss", "entropy", "grad_norm", "rollout_kl", "clip_frac")
 
 
@@ -103,10 +112,16 @@ def synthetic_batch(rows: int, group: int, vocab: int, seed: int, short: bool = 
 
 
 def build_actor(
-    ckpt: Path, args: argparse.Namespace, path: str, levers: UpdateLevers, graphs: bool = False
+    ckpt: Path,
+    args: argparse.Namespace,
+    path: str,
+    levers: UpdateLevers,
+    graphs: bool = False,
+    sync_norm: bool = False,
 ) -> Any:
     """An Actor as `assembly.build_learner` builds it, for one variant; `graphs`: its layers
-    compiled here in "reduce-overhead" mode instead (see `CUDA_GRAPHS`)."""
+    compiled here in "reduce-overhead" mode instead (see `CUDA_GRAPHS`); `sync_norm`: the
+    grad norm read on the host (see `SYNC_NORM`)."""
     from agentrl.backends import build_backend
     from agentrl.config import AlgorithmConfig, ModelConfig, OptimConfig, TrainerConfig
     from agentrl.models.load import load_model
@@ -119,6 +134,9 @@ def build_actor(
         update_path=path, device=args.device, tensorboard=False,  # type: ignore[arg-type]
     )  # fmt: skip
     backend = build_backend("torch", args.device, trainer)
+    if sync_norm:
+        clip = backend.clip_grad_norm
+        backend.clip_grad_norm = lambda model, max_norm: float(clip(model, max_norm))  # type: ignore[method-assign]
     model = load_model(ModelConfig(path=str(ckpt), dtype="bfloat16" if on_gpu else "float32"))
     optim = OptimConfig(lr=1e-6)
     actor = Actor(model, backend, AlgorithmConfig(), optim, trainer, 1.0, 100, levers=levers)
@@ -161,6 +179,7 @@ def timed_update(
     if graphs:
         torch.compiler.cudagraph_mark_step_begin()
     sync(device)
+    GC_MS.clear()
     base = 0
     if device == "cuda":
         torch.cuda.reset_peak_memory_stats()
@@ -170,7 +189,28 @@ def timed_update(
     sync(device)
     seconds = time.perf_counter() - t
     peak = (torch.cuda.max_memory_allocated() - base) / 2**30 if device == "cuda" else 0.0
+    metrics = dict(metrics, gc_ms=sum(GC_MS), gc_collections=float(len(GC_MS)))
     return seconds, peak, metrics
+
+
+# Python garbage collections during the timed update (ms each): a full collection over the
+# compiler's many objects is one suspect for the slow outliers among the timed updates.
+GC_MS: list[float] = []
+_GC_START: list[float] = []
+
+
+def _gc_timer(phase: str, info: dict[str, Any]) -> None:
+    if phase == "start":
+        _GC_START[:] = [time.perf_counter()]
+    elif _GC_START:
+        GC_MS.append(1e3 * (time.perf_counter() - _GC_START[0]))
+
+
+def attention_switch(name: str) -> None:
+    """Attention through the custom op for `CUSTOM_OP` variants, the direct call otherwise."""
+    from agentrl.models import packed_attention_op
+
+    packed_attention_op.DIRECT_FLASH["on"] = name not in CUSTOM_OP
 
 
 def error_text(e: BaseException) -> str:
@@ -209,8 +249,10 @@ def run(args: argparse.Namespace, out: dict[str, Any]) -> None:
                     del actors[name]
         finish(results, out.get("flops", 0.0), args.device)
         for name in (n for n in phase if n in actors and args.profile):
+            trace = args.trace_dir / f"{name}.json" if args.trace_dir else None
+            attention_switch(name)
             results[name]["profile"] = profile(
-                actors[name], batch, args.device, name in CUDA_GRAPHS
+                actors[name], batch, args.device, name in CUDA_GRAPHS, trace
             )
         out["wall_s"] = time.perf_counter() - started
         write(out, args.json)
@@ -231,7 +273,8 @@ def warm_up(
     t = time.perf_counter()
     try:
         graphs = name in CUDA_GRAPHS
-        actor = build_actor(ckpt, args, path, levers, graphs)
+        attention_switch(name)
+        actor = build_actor(ckpt, args, path, levers, graphs, name in SYNC_NORM)
         if "flops" not in out:
             out |= batch_flops(actor, batch, SHAPES[args.shape])
         seconds, _, metrics = timed_update(actor, batch, args.device, graphs)
@@ -249,6 +292,7 @@ def warm_up(
 def timed_round(name: str, actor: Any, batch: Any, device: str, r: dict[str, Any]) -> bool:
     """One timed update of variant `name` into `r`; False (error recorded) if it failed."""
     reset_dynamo_counters()
+    attention_switch(name)
     try:
         seconds, peak, metrics = timed_update(actor, batch, device, name in CUDA_GRAPHS)
     except Exception as e:  # noqa: BLE001
@@ -259,6 +303,7 @@ def timed_round(name: str, actor: Any, batch: Any, device: str, r: dict[str, Any
         dynamo_snapshot()["frames"].get("total", 0)
     )
     r.setdefault("update_s", []).append(seconds)
+    r.setdefault("gc_ms", []).append(metrics["gc_ms"])
     r["peak_gib_above_start"] = max(r.get("peak_gib_above_start", 0.0), peak)
     return True
 
@@ -291,14 +336,16 @@ def summarize(r: dict[str, Any], flops: float, device: str) -> None:
     r["mfu_best"] = flops / best / PEAK_BF16_FLOPS if on_gpu else None
 
 
-def profile(actor: Any, batch: Any, device: str, graphs: bool = False) -> dict[str, Any]:
+def profile(
+    actor: Any, batch: Any, device: str, graphs: bool = False, trace: Path | None = None
+) -> dict[str, Any]:
     def update() -> dict[str, float]:
         if graphs:
             torch.compiler.cudagraph_mark_step_begin()
         return actor.update(batch)
 
     try:
-        prof = profile_call(update, device)
+        prof = profile_call(update, device, trace=trace)
     except Exception as e:  # noqa: BLE001 - the timings stand
         return {"error": error_text(e)}
     for key in ("top_device_ops", "top_host_ops"):
@@ -323,6 +370,7 @@ def summary_lines(out: dict[str, Any]) -> list[str]:
             f"+{r.get('peak_gib_above_start', 0):.1f} GiB, warm-up {r['warmup_s']:.0f} s, "
             f"breaks {dyn.get('graph_breaks')}, frames {dyn.get('frames', {}).get('total')}"
             + (f", busy {busy:.2f}" if busy is not None else "")
+            + f", gc {sum(r.get('gc_ms', [])):.0f} ms"
             + f", warm-up entropy {num(m.get('entropy'))} grad norm {num(m.get('grad_norm'))}"
         )
     return lines
@@ -351,6 +399,8 @@ def parse(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--no-compile", dest="compile", action="store_false",
                    help="trainer.compile off (CPU smoke)")  # fmt: skip
     p.add_argument("--profile", action="store_true", help="one profiled update per variant")
+    p.add_argument("--trace-dir", type=Path, default=None,
+                   help="with --profile: a Chrome trace per variant there")  # fmt: skip
     p.add_argument("--budget-s", type=float, default=200.0,
                    help="variants not started by then are skipped")  # fmt: skip
     p.add_argument("--json", type=Path, default=None)
@@ -377,6 +427,9 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         "shape": args.shape,
         "vocab": args.vocab,
     }
+    import gc
+
+    gc.callbacks.append(_gc_timer)
     try:
         run(args, out)
     except Exception as e:  # noqa: BLE001 - whatever ran is still written

@@ -148,7 +148,11 @@ def build_learner(
     # `rollout.n` per prompt of `data.batch_size`).
     rows = cfg.data.batch_size * cfg.rollout.n
     horizon = optimizer_steps(cfg.trainer, rows, cfg.trainer.ppo_epochs)
-    levers = UpdateLevers(traced_attention=cfg.trainer.traced_attention)
+    # Packed micro-batches are packed on the host and sent without a host sync.
+    levers = UpdateLevers(
+        traced_attention=cfg.trainer.traced_attention and cfg.trainer.packing,
+        host_pack=cfg.trainer.packing,
+    )
     actor = Actor(
         policy,
         backend,

@@ -86,8 +86,13 @@ class TrainingBackend(ABC):
         """Factor undoing the mean that gradient reduction applies across ranks."""
         return float(self.world_size)
 
-    def clip_grad_norm(self, model: torch.nn.Module, max_norm: float) -> float:
-        return float(torch.nn.utils.clip_grad_norm_(model.parameters(), max_norm))
+    def clip_grad_norm(self, model: torch.nn.Module, max_norm: float) -> float | torch.Tensor:
+        """Clip to the global norm and return it: inside `deferred_metrics()` as a 0-d device
+        tensor, so the optimizer step is queued right behind the backward instead of after a
+        host sync (on the H200 that sync left the GPU idle ~2 ms per update)."""
+        from agentrl.algorithms.deferred import metric
+
+        return metric(_whole(torch.nn.utils.clip_grad_norm_(model.parameters(), max_norm)))
 
     @abstractmethod
     def full_state_dict(self, model: torch.nn.Module) -> Iterator[tuple[str, torch.Tensor]]:
@@ -149,3 +154,12 @@ def unwrap_state_name(name: str) -> str:
 def named_tensors(model: Any) -> Iterator[tuple[str, torch.Tensor]]:
     for name, tensor in model.state_dict().items():
         yield unwrap_state_name(name), tensor
+
+
+def _whole(norm: torch.Tensor) -> torch.Tensor:
+    """FSDP2's norm of sharded gradients is a DTensor: made whole (collective)."""
+    if not torch.distributed.is_available():
+        return norm
+    from torch.distributed.tensor import DTensor
+
+    return norm.full_tensor() if isinstance(norm, DTensor) else norm

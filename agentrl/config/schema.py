@@ -312,12 +312,13 @@ class TrainerConfig:
     # CUDA). No compute is spent on padding. Not for sliding-window/soft-capped attention
     # (Gemma-2) or multimodal batches (a clear error says so).
     packing: bool = False
-    # With packing: attention as one traceable custom op (agentrl.models.packed_attention_op),
-    # so `trainer.compile` keeps each decoder layer in one graph, forward and backward (no
+    # With packing: attention that torch.compile traces (agentrl.models.packed_attention_op:
+    # on CUDA torch's flash op called directly, elsewhere one custom op), so
+    # `trainer.compile` keeps each decoder layer in one graph, forward and backward (no
     # break around attention; GQA without repeating kv heads). Same values and gradients;
-    # H200, 0.5B GRPO update: 1.27x faster (BENCHMARKS.md). Off by default until the GPU
-    # suite has run it more widely.
-    traced_attention: bool = False
+    # H200, 0.5B GRPO update: 1.08-1.27x faster (BENCHMARKS.md). false: the eager branch,
+    # kept for comparison.
+    traced_attention: bool = True
     # Ulysses sequence parallelism (needs packing and backend=fsdp2 under torchrun): groups of
     # this many ranks split each packed micro-batch along the sequence and exchange attention
     # heads by all-to-all, dividing activation memory per rank. Must divide the world size

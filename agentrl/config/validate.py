@@ -271,12 +271,6 @@ def check_device(cfg: Any, src: str) -> None:
         ) from None
 
 
-def check_packing(cfg: Any, src: str) -> None:
-    """Keys that only mean something with padding-free packing."""
-    if cfg.trainer.traced_attention and not cfg.trainer.packing:
-        raise ConfigError(f"{src}: trainer.traced_attention: needs trainer.packing: true")
-
-
 def check_async(cfg: Any, src: str) -> None:
     """`trainer.async.max_staleness` >= 1 (docs/async.md): what the pipeline cannot combine
     with yet, named."""
@@ -324,5 +318,4 @@ def validate(cfg: Any, src: str = "<config>") -> None:
     check_engine(cfg, src)
     check_device(cfg, src)
     check_env(cfg, src)
-    check_packing(cfg, src)
     check_async(cfg, src)

@@ -40,6 +40,9 @@ import torch.nn.functional as F
 NAME = "agentrl_packed"
 TRACED_NAME = "agentrl_packed_traced"  # the same attention as one traceable custom op
 SP_ATTR = "_agentrl_sp_group"  # set on every submodule when Ulysses is on
+# `packed_attention_op.packed_causal`, set when the traced implementation is registered (the
+# op module imports this one, and registers custom ops on import).
+_TRACED: dict[str, Any] = {}
 
 
 def packed_kwargs(
@@ -91,8 +94,9 @@ def enable_packed_attention(model: Any, sp_group: Any = None, traced: bool = Fal
 
     AttentionInterface.register(NAME, packed_attention_forward)
     if traced:
-        from . import packed_attention_op  # noqa: F401 - registers agentrl::packed_causal_attention
+        from .packed_attention_op import packed_causal  # registers agentrl::packed_causal_attention
 
+        _TRACED["attend"] = packed_causal
         AttentionInterface.register(TRACED_NAME, packed_attention_traced_forward)
     model.set_attn_implementation(TRACED_NAME if traced else NAME)
     for module in model.modules():
@@ -145,8 +149,7 @@ def packed_attention_traced_forward(
         raise ValueError("packed attention expects one packed row (batch size 1)")
     q, k, v = (t[0].transpose(0, 1) for t in (query, key, value))  # [n, heads, D]
     max_len = kwargs["max_length_q"]
-    out, _ = torch.ops.agentrl.packed_causal_attention(q, k, v, cu, max_len, scaling)
-    return out[None], None
+    return _TRACED["attend"](q, k, v, cu, max_len, scaling)[None], None
 
 
 @torch.compiler.disable

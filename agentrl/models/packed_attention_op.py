@@ -62,6 +62,38 @@ def _flash_forward(
     return out[0].contiguous(), out[1].contiguous()
 
 
+# Measurement switch (benchmarks/gpu_update_mfu.py times both): True lets `packed_causal`
+# call the flash op directly where it can; False always goes through the custom op.
+DIRECT_FLASH = {"on": True}
+
+
+def packed_causal(
+    q: torch.Tensor,
+    k: torch.Tensor,
+    v: torch.Tensor,
+    cu_seqlens: torch.Tensor,
+    max_len: int,
+    scale: float | None = None,
+) -> torch.Tensor:
+    """Causal attention within each packed segment, `[N, Hq, D]` out: what the traced
+    implementation calls.
+
+    On CUDA in bf16/fp16 with native GQA this is torch's flash op itself,
+    `aten._flash_attention_forward`: an aten op with a meta function and an autograd formula
+    (its backward is `aten._flash_attention_backward`), so dynamo traces it like any other
+    op, and the compiled graph calls it from C++. Through the Python custom op below the
+    same kernel cost ~100 us of host time per call, forward and backward: at a short
+    single-turn batch the GPU waited for that before every layer's attention. Elsewhere
+    (CPU, float32, a flash build that wants repeated kv heads) it is the custom op."""
+    if DIRECT_FLASH["on"] and _GQA_NATIVE["ok"] and use_varlen(q):
+        out = torch.ops.aten._flash_attention_forward(
+            q.contiguous(), k.contiguous(), v.contiguous(), cu_seqlens, cu_seqlens,
+            max_len, max_len, 0.0, True, False, scale=scale,
+        )  # fmt: skip
+        return out[0]
+    return torch.ops.agentrl.packed_causal_attention(q, k, v, cu_seqlens, max_len, scale)[0]
+
+
 @torch.library.custom_op("agentrl::packed_causal_attention", mutates_args=())
 def packed_causal_attention(
     q: torch.Tensor,

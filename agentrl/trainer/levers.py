@@ -2,10 +2,12 @@
 
 Why: issue #21 asks for a faster GRPO update (MFU) on the GPU. CPU tests check every lever's
 values and gradients against the default path; `benchmarks/gpu_update_mfu.py` measures them
-on the GPU (BENCHMARKS.md). `traced_attention` paid (1.27x on the H200 0.5B update) and is
-the config key `trainer.traced_attention` (`agentrl.assembly` passes it); `host_pack`
-measured no gain and `compile_scope: decoder` is unmeasured (its compile did not fit the
-run), so both stay code-level: `Actor(..., levers=UpdateLevers(...))`.
+on the GPU (BENCHMARKS.md). `agentrl.assembly` turns `traced_attention` (config key
+`trainer.traced_attention`, default on) and `host_pack` on for every packed update: together
+with `trainer.update_path: fused` they are the fastest measured update (40% MFU on the H200
+0.5B batch). `compile_scope: decoder` measured slower than per-layer graphs (152 s compile,
+132 ms against 125 ms per update), so it stays code-level: `Actor(..., levers=...)`.
+Constructed directly, `UpdateLevers()` is all off (the reference path the tests compare to).
 """
 
 from __future__ import annotations
@@ -20,8 +22,8 @@ from agentrl.config import TrainerConfig
 class UpdateLevers:
     """How the update runs (all off = today's path).
 
-    - `traced_attention`: packed attention as one traceable custom op
-      (`agentrl.models.packed_attention_op`), so `trainer.compile` keeps each decoder layer
+    - `traced_attention`: packed attention that dynamo traces
+      (`agentrl.models.packed_attention_op.packed_causal`), so `trainer.compile` keeps each decoder layer
       in one graph (forward and backward), GQA without repeated kv heads, the longest
       segment length rounded up to a power of two. Needs `trainer.packing`.
     - `compile_scope`: what `trainer.compile` compiles: each decoder layer (`layers`,

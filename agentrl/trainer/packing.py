@@ -69,7 +69,10 @@ def to_device_async(t: torch.Tensor, device: torch.device) -> torch.Tensor:
     """`t` on `device`; host to CUDA from pinned memory without waiting for the device."""
     if device.type != "cuda" or t.device.type != "cpu":
         return t.to(device)
-    return t.pin_memory().to(device, non_blocking=True)
+    # A pinned buffer from the caching host allocator, then a copy: `t.pin_memory()` first
+    # asks CUDA whether `t` is pinned, which took ~2 ms per update on the H200.
+    pinned = torch.empty(t.shape, dtype=t.dtype, pin_memory=True)
+    return pinned.copy_(t).to(device, non_blocking=True)
 
 
 LogProbFn = Callable[[Any, TrainBatch, float], tuple[torch.Tensor, torch.Tensor]]

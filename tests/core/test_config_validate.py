@@ -87,19 +87,24 @@ def test_auto_cpu_threads_uses_idle_cores(monkeypatch):
     assert choose_cpu_threads(0)[1] == "OMP_NUM_THREADS"
 
 
-def test_traced_attention_needs_packing_and_reaches_the_actor(tiny_model_dir):
-    with pytest.raises(ConfigError, match="trainer.traced_attention: needs trainer.packing"):
-        load_config(TrainConfig, None, ["trainer.traced_attention=true"])
+def test_packed_updates_get_traced_attention_and_host_packing(tiny_model_dir):
+    """With packing the actor traces attention and packs on the host (the measured fastest
+    update, BENCHMARKS.md); `trainer.traced_attention: false` keeps the eager branch, and
+    without packing neither applies."""
     from agentrl.assembly.build import build_learner
     from agentrl.backends import TorchBackend
     from agentrl.models.load import load_model
 
     sets = ["model.path=tiny:qwen2", f"model.cache_dir={tiny_model_dir.parent}"]
-    cfg = load_config(
-        TrainConfig, None, [*sets, "trainer.packing=true", "trainer.traced_attention=true"]
-    )
-    actor, _, _ = build_learner(cfg, load_model(cfg.model), TorchBackend("cpu"))
-    assert actor.levers.traced_attention
+    expected = {
+        (): (False, False),
+        ("trainer.packing=true",): (True, True),
+        ("trainer.packing=true", "trainer.traced_attention=false"): (False, True),
+    }
+    for extra, (traced, host_pack) in expected.items():
+        cfg = load_config(TrainConfig, None, [*sets, *extra])
+        actor, _, _ = build_learner(cfg, load_model(cfg.model), TorchBackend("cpu"))
+        assert (actor.levers.traced_attention, actor.levers.host_pack) == (traced, host_pack)
 
 
 def test_process_producer_refuses_what_it_cannot_run():

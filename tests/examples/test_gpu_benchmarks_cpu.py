@@ -56,15 +56,16 @@ def test_gpu_grpo_staleness_sweep_on_cpu(tmp_path: Path) -> None:
     which the child imports): throughput ratio and staleness (no NVML on CPU)."""
     args = ["--shape", "tiny", "--vocab", "647", "--device", "cpu", "--steps", "2"]
     args += ["--prompts", "2", "--n", "2", "--sft-steps", "2", "--engine", "hf"]
-    args += ["--max-staleness", "0", "1:process", "--tool-latency", "0.01", "0.03"]
+    args += ["--max-staleness", "0", "1:process", "0", "--tool-latency", "0.01", "0.03"]
     args += ["--warmup", "1"]
     out = _run("gpu_grpo.py", args, tmp_path / "sweep.json")["async"]
-    assert set(out["runs"]) == {"0", "1:process"}
+    assert set(out["runs"]) == {"0", "1:process", "0#2"}  # a repeated mode keeps its own entry
+    assert set(out["ratio_e2e_vs_sync_mean"]) == set(out["runs"]) and len(out["sync_tok_s"]) == 2
     for k, run in out["runs"].items():
         assert "error" not in run, run
         assert run["e2e_sampled_tok_s"] > 0 and len(run["step_s"]) == 2
         stale = [s for s in run["staleness"]["async/staleness_max"] if s is not None]
-        assert (not stale) if k == "0" else max(stale) <= 1
+        assert (not stale) if run["k"] == 0 else max(stale) <= 1
     assert out["runs"]["1:process"]["producer"] == "process"
     assert out["ratio_e2e_vs_first"]["0"] == 1.0
 

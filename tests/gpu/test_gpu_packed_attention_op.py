@@ -51,6 +51,32 @@ def test_flash_op_matches_eager_branch_and_ignores_bucketed_length() -> None:
     torch.testing.assert_close(bucketed, exact, atol=1e-2, rtol=1e-2)
 
 
+def test_direct_flash_call_matches_the_custom_op() -> None:
+    """`packed_causal` calls the flash op directly on CUDA: same values and gradients as the
+    custom op, also compiled (dynamo traces the aten op and its autograd formula)."""
+    from agentrl.models import packed_attention_op as op
+
+    q, k, v, cu = _inputs()
+    results = []
+    for direct, compiled in ((False, False), (True, False), (True, True)):
+        op.DIRECT_FLASH["on"] = direct
+        try:
+            xs = [t.clone().requires_grad_(True) for t in (q, k, v)]
+            fn = torch.compile(op.packed_causal, dynamic=True) if compiled else op.packed_causal
+            out = fn(*xs, cu, 256, None)
+            (
+                out.float() * torch.linspace(-1, 1, out.numel(), device="cuda").view_as(out)
+            ).sum().backward()
+            results.append((out.detach(), *(x.grad for x in xs)))
+        finally:
+            op.DIRECT_FLASH["on"] = True
+    ref = results[0]
+    for got in results[1:]:
+        for a, b in zip(ref, got, strict=True):
+            assert b is not None and b.shape == a.shape
+            torch.testing.assert_close(b, a, atol=1e-2, rtol=1e-2)
+
+
 @pytest.mark.parametrize("scope", ["layers", "decoder"])
 def test_compiled_traced_update_matches_eager_in_bf16(tiny_model_dir: Path, scope: str) -> None:
     from transformers import AutoModelForCausalLM
