@@ -7,6 +7,8 @@ import operator
 from collections.abc import Callable
 from fractions import Fraction
 
+from agentrl.ast_lock import parse
+
 from .core import tool
 
 _BINOPS = {
@@ -47,7 +49,7 @@ def evaluate(expression: str) -> Fraction:
     """Exact value of an arithmetic expression (+ - * / // % ** and parentheses)."""
     if len(expression) > _MAX_CHARS:
         raise ValueError(f"expression longer than {_MAX_CHARS} characters")
-    return _eval(ast.parse(expression.replace("^", "**"), mode="eval"))
+    return _eval(parse(expression.replace("^", "**"), mode="eval"))
 
 
 def format_number(x: Fraction) -> str:

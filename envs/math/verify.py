@@ -10,6 +10,9 @@ Why the wrapping below:
   `$...$`; we add the delimiters when the gold has none.
 * A prediction is a whole model message; math-verify extracts its `\\boxed{}` (or last
   expression) itself. A short bare answer it cannot read is retried inside `$...$`.
+* math-verify's parsing builds Python ASTs (sympy), which threads must not do at once
+  (`agentrl.ast_lock`): each parse takes that lock. `verify` compares parsed objects and
+  runs unlocked, so a slow comparison never holds up another episode's tool call.
 * math-verify's timeouts use `signal.alarm`, which only works on the main thread. Envs are
   often stepped in worker threads, so off the main thread we turn its timeouts off and bound
   the work by input length instead (`MAX_CHARS`).
@@ -21,6 +24,8 @@ import threading
 from typing import Any
 
 from math_verify import parse, verify
+
+from agentrl.ast_lock import AST_LOCK
 
 MAX_CHARS = 4000
 """Only the last `MAX_CHARS` of a prediction are parsed; the answer is at the end."""
@@ -41,16 +46,21 @@ def parse_gold(gold: str | int | float) -> list[Any]:
     text = str(gold).strip()
     if not _delimited(text):
         text = f"${text}$"
-    return parse(text, parsing_timeout=_timeout())
+    return _parse(text)
 
 
 def parse_prediction(text: str) -> list[Any]:
     """Parse a model's answer: its last `\\boxed{}`/expression, or a short bare answer."""
     text = text[-MAX_CHARS:]
-    parsed = parse(text, parsing_timeout=_timeout())
+    parsed = _parse(text)
     if not parsed and 0 < len(text.strip()) <= _SHORT and not _delimited(text):
-        parsed = parse(f"${text.strip()}$", parsing_timeout=_timeout())
+        parsed = _parse(f"${text.strip()}$")
     return parsed
+
+
+def _parse(text: str) -> list[Any]:
+    with AST_LOCK:
+        return parse(text, parsing_timeout=_timeout())
 
 
 def is_equivalent(prediction: str, gold: str | int | float) -> bool:

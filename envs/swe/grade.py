@@ -33,6 +33,7 @@ import re
 import secrets
 from collections.abc import Mapping
 
+from agentrl.ast_lock import parse
 from agentrl.sandboxes import ExecRequest, get_backend
 from agentrl.sandboxes.base import SandboxBackend
 from agentrl.sandboxes.workspace import command_env
@@ -130,7 +131,7 @@ def _strip(source: str, paths: set[tuple[str, ...]]) -> str:
         if prefix and kept == 0 and body:
             cuts.append((body[-1].end_lineno or 0, body[-1].end_lineno or 0, indent + "pass\n"))
 
-    walk(ast.parse(source).body, (), "")
+    walk(parse(source).body, (), "")
     for start, end, filler in sorted(cuts, reverse=True):
         lines[start:end] = [filler] if filler else []
     return "".join(lines)
@@ -202,7 +203,7 @@ def _defined_in_tests(tree: Mapping[str, bytes], nodeid: str) -> bool:
 @functools.lru_cache(maxsize=256)
 def _top_names(source: bytes) -> frozenset[str]:
     try:
-        body = ast.parse(source).body
+        body = parse(source).body
     except (SyntaxError, ValueError):
         return frozenset()
     names = {n.name for n in body if isinstance(n, ast.FunctionDef | ast.AsyncFunctionDef)}

@@ -24,6 +24,8 @@ from __future__ import annotations
 import ast
 import dataclasses
 
+from agentrl.ast_lock import parse
+
 _BINOP_SWAP = {ast.Add: "-", ast.Sub: "+", ast.Mult: "//", ast.FloorDiv: "*"}
 _CMP_SWAP = {
     ast.Lt: "<=",
@@ -124,13 +126,13 @@ class _Sites(ast.NodeVisitor):
     def _collect(self, node: ast.AST) -> None:
         if isinstance(node, ast.BinOp) and type(node.op) in _BINOP_SWAP:
             op = _BINOP_SWAP[type(node.op)]
-            new = ast.parse(f"a {op} b", mode="eval").body
+            new = parse(f"a {op} b", mode="eval").body
             assert isinstance(new, ast.BinOp)
             self._swap(node, ast.BinOp(node.left, new.op, node.right), "binop")
         elif (
             isinstance(node, ast.Compare) and len(node.ops) == 1 and type(node.ops[0]) in _CMP_SWAP
         ):
-            new = ast.parse(f"a {_CMP_SWAP[type(node.ops[0])]} b", mode="eval").body
+            new = parse(f"a {_CMP_SWAP[type(node.ops[0])]} b", mode="eval").body
             assert isinstance(new, ast.Compare)
             self._swap(node, ast.Compare(node.left, new.ops, node.comparators), "compare")
         elif isinstance(node, ast.BoolOp):
@@ -150,11 +152,11 @@ class _Sites(ast.NodeVisitor):
 def sites(file: str, source: str) -> list[Mutation]:
     """Every mutation site in the function bodies of one module, in source order."""
     finder = _Sites(file, source)
-    finder.visit(ast.parse(source))
+    finder.visit(parse(source))
     ok = []
     for m in finder.found:
         try:
-            ast.parse(m.apply(source))
+            parse(m.apply(source))
         except SyntaxError:
             continue
         ok.append(m)

@@ -27,6 +27,8 @@ import io
 import re
 import tokenize
 
+from agentrl.ast_lock import parse
+
 _DUNDER = re.compile(r"^__\w+__$")
 NAMES = frozenset(
     "getattr setattr delattr vars globals locals eval exec compile open breakpoint exit quit "
@@ -100,7 +102,7 @@ def screen(path: str, new: bytes, pristine: bytes | None, buggy: bytes | None) -
     if text is None:
         return [f"{path}: {problem}"]
     try:
-        tree = ast.parse(text, path)
+        tree = parse(text, path)
     except (SyntaxError, ValueError) as e:
         return [f"{path}: does not parse as Python ({e})"]
     known = _lines(pristine) | _lines(buggy)

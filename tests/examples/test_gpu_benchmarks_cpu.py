@@ -61,7 +61,7 @@ def test_gpu_grpo_staleness_sweep_on_cpu(tmp_path: Path) -> None:
     out = _run("gpu_grpo.py", args, tmp_path / "sweep.json")["async"]
     assert set(out["runs"]) == {"0", "1:process", "0#2"}  # a repeated mode keeps its own entry
     assert set(out["ratio_e2e_vs_sync_mean"]) == set(out["runs"]) and len(out["sync_tok_s"]) == 2
-    for k, run in out["runs"].items():
+    for run in out["runs"].values():
         assert "error" not in run, run
         assert run["e2e_sampled_tok_s"] > 0 and len(run["step_s"]) == 2
         stale = [s for s in run["staleness"]["async/staleness_max"] if s is not None]
