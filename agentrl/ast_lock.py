@@ -9,8 +9,10 @@ evaluates its expression) or a calculator tool call failed at random: the episod
 recorded as an error, or the tool call came back failed and the policy lost a reward it had
 earned. Seen in `tests/rollout/test_rollout_exact.py` under load; reproduced by
 `tests/core/test_ast_lock.py`. Parsing holds the GIL anyway, so the lock costs no
-parallelism. math-verify's LaTeX parsing (sympy builds ASTs too) takes the same lock
-(`envs/math/verify.py`); code run in a sandbox parses in its own process.
+parallelism. Third-party code that builds ASTs (sympy's `parse_expr`) takes the same lock
+from where we call it: math-verify's parsing (`envs/math/verify.py`), reasoning-gym's
+generators and verifiers (`envs/reasoning/rg.py`, where a raised verifier scores 0: a right
+answer lost its reward). Code run in a sandbox parses in its own process.
 """
 
 from __future__ import annotations

@@ -27,6 +27,7 @@ from typing import Any
 
 import numpy as np
 
+from agentrl.ast_lock import AST_LOCK
 from agentrl.rows import Row, RowError
 from agentrl.types import Message
 
@@ -94,7 +95,8 @@ class ReasoningGymEnv(ToolEnv):
             self.verify = _score_fn(info["verifier"]) if info["verifier"] else None
         else:
             index = int(options.get("index", rng.integers(_SIZE)))
-            entry = self.data[index]
+            with AST_LOCK:  # generators may build sympy expressions (see agentrl.ast_lock)
+                entry = self.data[index]
             msgs = [Message("user", f"{entry['question']}\n\n{INSTRUCTION}")]
             self.entry = entry  # the verifier needs the whole entry (metadata), not the gold
             self.verify = None
@@ -110,7 +112,10 @@ class ReasoningGymEnv(ToolEnv):
         answer = (found[-1] if found else final.content).strip()
         verify = self.verify or self.data.score_answer
         try:
-            value = float(verify(answer, entry=self.entry))
+            # Verifiers may parse with sympy; a parse racing another thread's would raise,
+            # and a right answer would score 0 here (agentrl.ast_lock).
+            with AST_LOCK:
+                value = float(verify(answer, entry=self.entry))
         except Exception:  # noqa: BLE001 - a verifier bug on odd output must not end training
             return 0.0
         return min(max(value, 0.0), 1.0)
