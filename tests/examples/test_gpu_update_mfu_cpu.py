@@ -26,4 +26,4 @@ def test_update_mfu_smoke_on_cpu(tmp_path: Path) -> None:
         assert r["update_s_mean"] > 0 and r["speedup_vs_baseline"] > 0
         for key in ("entropy", "grad_norm"):  # same weights, same batch: same values
             assert abs(r["warmup_metrics"][key] - base[key]) < 1e-4, (name, key)
-    assert len(result["variants"]) == 7 and base["grad_norm"] > 0
+    assert len(result["variants"]) == 9 and base["grad_norm"] > 0
