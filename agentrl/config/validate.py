@@ -303,7 +303,10 @@ def check_async(cfg: Any, src: str) -> None:
         "trainer.param_offload / optimizer_offload (rollouts overlap the update)": (
             cfg.trainer.param_offload or cfg.trainer.optimizer_offload
         ),
-        "engine.kind other than hf (per-token weight versions)": cfg.engine.kind != "hf",
+        # Per-token weight versions: the hf engines and in-process vLLM stamp them.
+        "engine.kind other than hf or in-process vllm (per-token weight versions)": (
+            cfg.engine.kind not in ("hf", "vllm") or bool(cfg.engine.server_url)
+        ),
     }
     for what, clash in clashes.items():
         if clash:

@@ -33,6 +33,13 @@ from agentrl.engines._remote import (
     save_weights,
     weights_to_bytes,
 )
+from agentrl.engines._vllm_io import (
+    from_completions_response,
+    from_vllm_output,
+    to_completions_payload,
+    to_vllm_prompt,
+    to_vllm_sampling,
+)
 from agentrl.engines.base import (
     Engine,
     EngineError,
@@ -42,86 +49,6 @@ from agentrl.engines.base import (
     error_result,
 )
 from agentrl.engines.vllm_platform import check_weights, checkpoint_shapes
-
-_FINISH: dict[str | None, FinishReason] = {"stop": "stop", "length": "length", "abort": "abort"}
-
-
-# ---------------------------------------------------------------- pure translations
-
-
-def to_vllm_sampling(params: SamplingParams) -> dict[str, Any]:
-    """Our SamplingParams → kwargs for `vllm.SamplingParams` (one sample, sampled logprob).
-    Output text is only needed to match stop strings; without them vLLM skips detokenizing."""
-    return {
-        "n": 1,
-        "max_tokens": params.max_new_tokens,
-        "temperature": params.temperature,
-        "top_p": params.top_p,
-        "top_k": params.top_k if params.top_k > 0 else -1,
-        "stop": list(params.stop),
-        "stop_token_ids": list(params.stop_token_ids),
-        "seed": params.seed,
-        "logprobs": 0,  # the sampled token's logprob only
-        "include_stop_str_in_output": True,  # keep what the model sampled
-        "skip_special_tokens": False,
-        "detokenize": bool(params.stop),
-    }
-
-
-def to_vllm_prompt(prompt_ids: Sequence[int], multimodal: dict[str, Any] | None) -> dict[str, Any]:
-    """A `TokensPrompt` (a TypedDict, so a plain dict) with optional `multi_modal_data`."""
-    prompt: dict[str, Any] = {"prompt_token_ids": [int(t) for t in prompt_ids]}
-    if multimodal:
-        prompt["multi_modal_data"] = multimodal
-    return prompt
-
-
-def from_vllm_output(output: Any) -> GenerateResult:
-    """A final `RequestOutput` → GenerateResult (logprob of each sampled id from its dict)."""
-    completion = output.outputs[0]
-    ids = [int(t) for t in completion.token_ids]
-    if completion.logprobs is None:
-        raise EngineError("vLLM returned no logprobs (SamplingParams.logprobs must be set)")
-    if len(completion.logprobs) != len(ids):
-        raise EngineError(f"vLLM returned {len(completion.logprobs)} logprobs for {len(ids)} ids")
-    logprobs = [
-        float(step[tok].logprob) for tok, step in zip(ids, completion.logprobs, strict=True)
-    ]
-    return GenerateResult(ids, logprobs, _FINISH.get(completion.finish_reason, "error"))
-
-
-def to_completions_payload(
-    model: str, prompt_ids: Sequence[int], params: SamplingParams
-) -> dict[str, Any]:
-    """Body for vLLM's `/v1/completions` with a token-id prompt."""
-    body = to_vllm_sampling(params)
-    del body["n"], body["detokenize"]  # the completions API always returns text
-    body.update(
-        model=model,
-        prompt=[int(t) for t in prompt_ids],
-        logprobs=0,
-        return_tokens_as_token_ids=True,  # logprobs.tokens become "token_id:<id>"
-        return_token_ids=True,  # newer vLLM: choices[0].token_ids
-    )
-    if body["seed"] is None:
-        del body["seed"]
-    return body
-
-
-def from_completions_response(body: dict[str, Any]) -> GenerateResult:
-    """`/v1/completions` JSON → GenerateResult; ids from `token_ids` or "token_id:N" tokens."""
-    choice = body["choices"][0]
-    lp = choice.get("logprobs") or {}
-    ids = choice.get("token_ids")
-    if ids is None:
-        ids = [int(str(t).split("token_id:", 1)[1]) for t in lp.get("tokens", [])]
-    logprobs = [float(x) for x in lp.get("token_logprobs") or []]
-    if len(logprobs) != len(ids):
-        raise EngineError(f"server returned {len(logprobs)} logprobs for {len(ids)} tokens")
-    return GenerateResult(
-        [int(t) for t in ids], logprobs, _FINISH.get(choice.get("finish_reason"), "error")
-    )
-
 
 # ---------------------------------------------------------------- engines
 
@@ -133,6 +60,7 @@ class VLLMEngine(Engine):
     engine and free nothing). `request_timeout_s` bounds one request (then `abort`)."""
 
     multimodal_inputs = "images"  # vLLM runs the model's own processor
+    features = frozenset({"weight_versions"})
 
     def __init__(
         self,
@@ -156,6 +84,19 @@ class VLLMEngine(Engine):
         self.expected_weights = expected_weights
         self._loop = loop or EngineLoop("agentrl-vllm")
         self._ids = itertools.count()
+        self._version = 0  # update_weights calls applied ("weight_versions")
+        self._open: asyncio.Event | None = None  # see _gate
+
+    @property
+    def weight_version(self) -> int:
+        return self._version
+
+    def _gate(self) -> asyncio.Event:
+        """Set while requests may run; cleared by `update_weights` (on the engine's loop)."""
+        if self._open is None:
+            self._open = asyncio.Event()
+            self._open.set()
+        return self._open
 
     async def generate(
         self,
@@ -166,12 +107,45 @@ class VLLMEngine(Engine):
         session_id: str | None = None,
     ) -> GenerateResult:
         # session_id needs no handling: vLLM's automatic prefix caching reuses shared prefixes.
-        sampling = self.sampling_cls(**to_vllm_sampling(params))
         prompt = to_vllm_prompt(prompt_ids, multimodal)
         request_id = f"agentrl-{next(self._ids)}-{uuid.uuid4().hex[:8]}"
-        return await self._loop.call(self._generate(prompt, sampling, request_id))
+        return await self._loop.call(self._generate(prompt, to_vllm_sampling(params), request_id))
 
-    async def _generate(self, prompt: dict[str, Any], sampling: Any, request_id: str) -> Any:
+    async def _generate(self, prompt: dict[str, Any], kwargs: dict[str, Any], rid: str) -> Any:
+        """One request, as segments: a weight update aborts the running segment (vLLM's
+        `pause_generation(mode="abort")` between two engine steps), and once the new weights
+        are in, the request continues from its prompt plus the tokens sampled so far. Each
+        token is stamped with the update count of the weights that sampled it, so the stamps
+        are exact. The continuation re-reads its prefix under the new weights (the old KV
+        cache is dropped with the old weights); its sampler restarts from the request's seed;
+        a stop string that straddles the interruption is not seen."""
+        ids: list[int] = []
+        logprobs: list[float] = []
+        versions: list[int] = []
+        budget = int(kwargs["max_tokens"])
+        for part in itertools.count():
+            await self._gate().wait()
+            version = self._version
+            seg_prompt = dict(prompt, prompt_token_ids=prompt["prompt_token_ids"] + ids)
+            sampling = self.sampling_cls(**dict(kwargs, max_tokens=budget - len(ids)))
+            res = await self._segment(seg_prompt, sampling, f"{rid}-{part}")
+            interrupted = (
+                res.finish_reason == "abort"
+                and res.error is None
+                and (version != self._version or not self._gate().is_set())
+            )
+            ids += res.token_ids
+            logprobs += res.logprobs
+            versions += [version] * len(res.token_ids)
+            if interrupted and len(ids) < budget:
+                continue
+            reason: FinishReason = "length" if interrupted else res.finish_reason
+            return GenerateResult(ids, logprobs, reason, res.error, weight_versions=versions)
+        raise AssertionError("unreachable")
+
+    async def _segment(
+        self, prompt: dict[str, Any], sampling: Any, request_id: str
+    ) -> GenerateResult:
         final = None
 
         async def stream() -> None:
@@ -189,12 +163,16 @@ class VLLMEngine(Engine):
         except Exception as exc:  # engine errors (a dead engine core) go on the trajectory
             return error_result(exc)
         if final is None:
+            if not self._gate().is_set():  # aborted by an update before its first output
+                return GenerateResult([], [], "abort")
             return GenerateResult([], [], "error", "vLLM produced no output")
         return from_vllm_output(final)
 
     def update_weights(self, named_tensors: Iterable[tuple[str, Any]]) -> None:
         """Reload weights (HF names) in every worker, then drop cached prefixes. The names
-        and shapes are checked against the checkpoint first (`check_weights`)."""
+        and shapes are checked against the checkpoint first (`check_weights`). Requests in
+        flight (a pipelined trainer's next batch) are paused at a step boundary and continue
+        under the new weights (see `_generate`); new ones wait until the weights are in."""
         tensors = cpu_tensors(named_tensors)
         check_weights(tensors, self.expected_weights)
         arg: str | bytes
@@ -207,8 +185,18 @@ class VLLMEngine(Engine):
             method, arg = "agentrl_load_weights_bytes", weights_to_bytes(tensors.items())
 
         async def call() -> None:
-            await self.llm.collective_rpc(method, args=(arg,))
-            await self.llm.reset_prefix_cache()
+            gate = self._gate()
+            gate.clear()
+            try:
+                await self.llm.pause_generation(mode="abort", clear_cache=True)
+                try:
+                    await self.llm.collective_rpc(method, args=(arg,))
+                    await self.llm.reset_prefix_cache()
+                    self._version += 1
+                finally:
+                    await self.llm.resume_generation()
+            finally:
+                gate.set()
 
         self._loop.admin(call, self.admin_timeout_s, "vLLM update_weights")
 

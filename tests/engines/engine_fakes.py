@@ -83,6 +83,12 @@ class FakeAsyncLLM:
     async def reset_prefix_cache(self) -> None:
         self.calls.append(("reset_prefix_cache", None))
 
+    async def pause_generation(self, *, mode: str = "abort", clear_cache: bool = True) -> None:
+        self.calls.append(("pause_generation", mode))
+
+    async def resume_generation(self) -> None:
+        self.calls.append(("resume_generation", None))
+
     async def sleep(self, level: int = 1) -> None:
         self.calls.append(("sleep", level))
 

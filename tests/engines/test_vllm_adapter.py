@@ -101,15 +101,17 @@ def test_fake_gpu_engine_sleep_mode_and_weight_bytes() -> None:
     names = [c[0] for c in llm.calls]
     assert names == [
         "generate",
+        "pause_generation",  # requests in flight stop between steps (none here)
         "collective_rpc",
         "reset_prefix_cache",
+        "resume_generation",
         "sleep",
         "wake_up",
         "generate",
         "shutdown",
     ]
     assert llm.calls[0][1][0]["multi_modal_data"] == {"image": "img"}
-    method, args = llm.calls[1][1]
+    method, args = llm.calls[2][1]
     assert method == "agentrl_load_weights_bytes" and isinstance(args[0], bytes)
     assert sorted(load(args[0])) == ["embed.weight", "lm_head.weight"]
 

@@ -1,0 +1,86 @@
+"""The vLLM adapters' pure translations: agentrl's sampling parameters and token-id prompts
+to vLLM's, and vLLM's outputs (in-process `RequestOutput`, server `/v1/completions` JSON)
+back to `GenerateResult`. No vLLM import, so the CPU suite tests them without vLLM."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from agentrl.engines.base import EngineError, FinishReason, GenerateResult, SamplingParams
+
+_FINISH: dict[str | None, FinishReason] = {"stop": "stop", "length": "length", "abort": "abort"}
+
+
+def to_vllm_sampling(params: SamplingParams) -> dict[str, Any]:
+    """Our SamplingParams → kwargs for `vllm.SamplingParams` (one sample, sampled logprob).
+    Output text is only needed to match stop strings; without them vLLM skips detokenizing."""
+    return {
+        "n": 1,
+        "max_tokens": params.max_new_tokens,
+        "temperature": params.temperature,
+        "top_p": params.top_p,
+        "top_k": params.top_k if params.top_k > 0 else -1,
+        "stop": list(params.stop),
+        "stop_token_ids": list(params.stop_token_ids),
+        "seed": params.seed,
+        "logprobs": 0,  # the sampled token's logprob only
+        "include_stop_str_in_output": True,  # keep what the model sampled
+        "skip_special_tokens": False,
+        "detokenize": bool(params.stop),
+    }
+
+
+def to_vllm_prompt(prompt_ids: Sequence[int], multimodal: dict[str, Any] | None) -> dict[str, Any]:
+    """A `TokensPrompt` (a TypedDict, so a plain dict) with optional `multi_modal_data`."""
+    prompt: dict[str, Any] = {"prompt_token_ids": [int(t) for t in prompt_ids]}
+    if multimodal:
+        prompt["multi_modal_data"] = multimodal
+    return prompt
+
+
+def from_vllm_output(output: Any) -> GenerateResult:
+    """A final `RequestOutput` → GenerateResult (logprob of each sampled id from its dict)."""
+    completion = output.outputs[0]
+    ids = [int(t) for t in completion.token_ids]
+    if completion.logprobs is None:
+        raise EngineError("vLLM returned no logprobs (SamplingParams.logprobs must be set)")
+    if len(completion.logprobs) != len(ids):
+        raise EngineError(f"vLLM returned {len(completion.logprobs)} logprobs for {len(ids)} ids")
+    logprobs = [
+        float(step[tok].logprob) for tok, step in zip(ids, completion.logprobs, strict=True)
+    ]
+    return GenerateResult(ids, logprobs, _FINISH.get(completion.finish_reason, "error"))
+
+
+def to_completions_payload(
+    model: str, prompt_ids: Sequence[int], params: SamplingParams
+) -> dict[str, Any]:
+    """Body for vLLM's `/v1/completions` with a token-id prompt."""
+    body = to_vllm_sampling(params)
+    del body["n"], body["detokenize"]  # the completions API always returns text
+    body.update(
+        model=model,
+        prompt=[int(t) for t in prompt_ids],
+        logprobs=0,
+        return_tokens_as_token_ids=True,  # logprobs.tokens become "token_id:<id>"
+        return_token_ids=True,  # newer vLLM: choices[0].token_ids
+    )
+    if body["seed"] is None:
+        del body["seed"]
+    return body
+
+
+def from_completions_response(body: dict[str, Any]) -> GenerateResult:
+    """`/v1/completions` JSON → GenerateResult; ids from `token_ids` or "token_id:N" tokens."""
+    choice = body["choices"][0]
+    lp = choice.get("logprobs") or {}
+    ids = choice.get("token_ids")
+    if ids is None:
+        ids = [int(str(t).split("token_id:", 1)[1]) for t in lp.get("tokens", [])]
+    logprobs = [float(x) for x in lp.get("token_logprobs") or []]
+    if len(logprobs) != len(ids):
+        raise EngineError(f"server returned {len(logprobs)} logprobs for {len(ids)} tokens")
+    return GenerateResult(
+        [int(t) for t in ids], logprobs, _FINISH.get(choice.get("finish_reason"), "error")
+    )
