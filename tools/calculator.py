@@ -7,8 +7,7 @@ import operator
 from collections.abc import Callable
 from fractions import Fraction
 
-from agentrl.ast_lock import parse
-
+from .ast_lock import parse
 from .core import tool
 
 _BINOPS = {

@@ -11,7 +11,7 @@ Why the wrapping below:
 * A prediction is a whole model message; math-verify extracts its `\\boxed{}` (or last
   expression) itself. A short bare answer it cannot read is retried inside `$...$`.
 * math-verify's parsing builds Python ASTs (sympy), which threads must not do at once
-  (`agentrl.ast_lock`): each parse takes that lock. `verify` compares parsed objects and
+  (`agentrl.tools.ast_lock`): each parse takes that lock. `verify` compares parsed objects and
   runs unlocked, so a slow comparison never holds up another episode's tool call.
 * math-verify's timeouts use `signal.alarm`, which only works on the main thread. Envs are
   often stepped in worker threads, so off the main thread we turn its timeouts off and bound
@@ -25,7 +25,7 @@ from typing import Any
 
 from math_verify import parse, verify
 
-from agentrl.ast_lock import AST_LOCK
+from agentrl.tools.ast_lock import AST_LOCK
 
 MAX_CHARS = 4000
 """Only the last `MAX_CHARS` of a prediction are parsed; the answer is at the end."""

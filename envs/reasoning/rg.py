@@ -27,8 +27,8 @@ from typing import Any
 
 import numpy as np
 
-from agentrl.ast_lock import AST_LOCK
 from agentrl.rows import Row, RowError
+from agentrl.tools.ast_lock import AST_LOCK
 from agentrl.types import Message
 
 from ..core import Task, ToolEnv
@@ -95,7 +95,7 @@ class ReasoningGymEnv(ToolEnv):
             self.verify = _score_fn(info["verifier"]) if info["verifier"] else None
         else:
             index = int(options.get("index", rng.integers(_SIZE)))
-            with AST_LOCK:  # generators may build sympy expressions (see agentrl.ast_lock)
+            with AST_LOCK:  # generators may build sympy expressions (see agentrl.tools.ast_lock)
                 entry = self.data[index]
             msgs = [Message("user", f"{entry['question']}\n\n{INSTRUCTION}")]
             self.entry = entry  # the verifier needs the whole entry (metadata), not the gold
@@ -113,7 +113,7 @@ class ReasoningGymEnv(ToolEnv):
         verify = self.verify or self.data.score_answer
         try:
             # Verifiers may parse with sympy; a parse racing another thread's would raise,
-            # and a right answer would score 0 here (agentrl.ast_lock).
+            # and a right answer would score 0 here (agentrl.tools.ast_lock).
             with AST_LOCK:
                 value = float(verify(answer, entry=self.entry))
         except Exception:  # noqa: BLE001 - a verifier bug on odd output must not end training

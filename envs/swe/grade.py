@@ -33,10 +33,10 @@ import re
 import secrets
 from collections.abc import Mapping
 
-from agentrl.ast_lock import parse
 from agentrl.sandboxes import ExecRequest, get_backend
 from agentrl.sandboxes.base import SandboxBackend
 from agentrl.sandboxes.workspace import command_env
+from agentrl.tools.ast_lock import parse
 
 from .tamper import screen
 from .tasks import PLUGIN, PLUGIN_FILE, SweTask, parse_report, pristine

@@ -24,7 +24,7 @@ from __future__ import annotations
 import ast
 import dataclasses
 
-from agentrl.ast_lock import parse
+from agentrl.tools.ast_lock import parse
 
 _BINOP_SWAP = {ast.Add: "-", ast.Sub: "+", ast.Mult: "//", ast.FloorDiv: "*"}
 _CMP_SWAP = {

@@ -27,7 +27,7 @@ import io
 import re
 import tokenize
 
-from agentrl.ast_lock import parse
+from agentrl.tools.ast_lock import parse
 
 _DUNDER = re.compile(r"^__\w+__$")
 NAMES = frozenset(

@@ -1,4 +1,4 @@
-"""Threads parsing at once (`agentrl.ast_lock`): a calculator call, an env reset and a grader
+"""Threads parsing at once (`agentrl.tools.ast_lock`): a calculator call, an env reset and a grader
 may parse in different rollout threads. A GC callback that yields makes the interpreter
 switch threads in the middle of a parse, which on CPython 3.11 makes unlocked `ast.parse`
 fail with `SystemError: AST constructor recursion depth mismatch` (python/cpython#106905);
@@ -14,7 +14,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from agentrl.ast_lock import parse
+from agentrl.tools.ast_lock import parse
 from agentrl.tools.calculator import evaluate
 
 NESTED = "(" * 30 + "7*6" + ")" * 30
