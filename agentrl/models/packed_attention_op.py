@@ -81,10 +81,11 @@ def packed_causal(
     On CUDA in bf16/fp16 with native GQA this is torch's flash op itself,
     `aten._flash_attention_forward`: an aten op with a meta function and an autograd formula
     (its backward is `aten._flash_attention_backward`), so dynamo traces it like any other
-    op, and the compiled graph calls it from C++. Through the Python custom op below the
-    same kernel cost ~100 us of host time per call, forward and backward: at a short
-    single-turn batch the GPU waited for that before every layer's attention. Elsewhere
-    (CPU, float32, a flash build that wants repeated kv heads) it is the custom op."""
+    op, and the compiled graph calls it from C++ instead of through the Python custom op
+    below (~100 us of host time per call in a profiled H200 update). Measured on the 0.5B
+    update it is no faster (125.0 vs 124.9 ms median, BENCHMARKS.md): the host time hides
+    behind the GPU there. Elsewhere (CPU, float32, a flash build that wants repeated kv
+    heads) it is the custom op."""
     if DIRECT_FLASH["on"] and _GQA_NATIVE["ok"] and use_varlen(q):
         out = torch.ops.aten._flash_attention_forward(
             q.contiguous(), k.contiguous(), v.contiguous(), cu_seqlens, cu_seqlens,
