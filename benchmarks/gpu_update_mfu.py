@@ -46,7 +46,6 @@ import random
 import sys
 import tempfile
 import time
-import traceback
 from dataclasses import asdict
 from pathlib import Path
 from typing import Any
@@ -54,6 +53,14 @@ from typing import Any
 import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))  # gpu_grpo, also when imported
+from _gpu_update_diag import (  # noqa: E402
+    GC_MS,
+    allocator_counts,
+    dynamo_snapshot,
+    error_text,
+    gc_timer,
+    reset_dynamo_counters,
+)
 from gpu_grpo import PEAK_BF16_FLOPS, QWEN05_VOCAB, SHAPES, build_checkpoint, profile_call  # noqa: E402
 from gpu_grpo import update_flops as count_flops  # noqa: E402
 
@@ -148,24 +155,6 @@ def build_actor(
     return actor
 
 
-def dynamo_snapshot() -> dict[str, Any]:
-    from torch._dynamo.utils import counters
-
-    breaks = dict(counters["graph_break"])
-    return {
-        "graph_breaks": sum(breaks.values()),
-        "graph_break_reasons": {k.split("\n")[0][:160]: v for k, v in breaks.items()},
-        "frames": dict(counters["frames"]),
-        "recompiles": dict(counters["recompiles"]),
-    }
-
-
-def reset_dynamo_counters() -> None:
-    from torch._dynamo.utils import counters
-
-    counters.clear()
-
-
 def sync(device: str) -> None:
     if device == "cuda":
         torch.cuda.synchronize()
@@ -180,6 +169,7 @@ def timed_update(
         torch.compiler.cudagraph_mark_step_begin()
     sync(device)
     GC_MS.clear()
+    before = allocator_counts(device)
     base = 0
     if device == "cuda":
         torch.cuda.reset_peak_memory_stats()
@@ -190,20 +180,9 @@ def timed_update(
     seconds = time.perf_counter() - t
     peak = (torch.cuda.max_memory_allocated() - base) / 2**30 if device == "cuda" else 0.0
     metrics = dict(metrics, gc_ms=sum(GC_MS), gc_collections=float(len(GC_MS)))
+    after = allocator_counts(device)
+    metrics |= {f"alloc/{k}": float(after[k] - before[k]) for k in after}
     return seconds, peak, metrics
-
-
-# Python garbage collections during the timed update (ms each): a full collection over the
-# compiler's many objects is one suspect for the slow outliers among the timed updates.
-GC_MS: list[float] = []
-_GC_START: list[float] = []
-
-
-def _gc_timer(phase: str, info: dict[str, Any]) -> None:
-    if phase == "start":
-        _GC_START[:] = [time.perf_counter()]
-    elif _GC_START:
-        GC_MS.append(1e3 * (time.perf_counter() - _GC_START[0]))
 
 
 def attention_switch(name: str) -> None:
@@ -211,11 +190,6 @@ def attention_switch(name: str) -> None:
     from agentrl.models import packed_attention_op
 
     packed_attention_op.DIRECT_FLASH["on"] = name not in CUSTOM_OP
-
-
-def error_text(e: BaseException) -> str:
-    tail = "".join(traceback.format_exception(e)[-3:])
-    return f"{type(e).__name__}: {e}"[:1500] + "\n" + tail[-1500:]
 
 
 def run(args: argparse.Namespace, out: dict[str, Any]) -> None:
@@ -304,6 +278,8 @@ def timed_round(name: str, actor: Any, batch: Any, device: str, r: dict[str, Any
     )
     r.setdefault("update_s", []).append(seconds)
     r.setdefault("gc_ms", []).append(metrics["gc_ms"])
+    allocs = {k: v for k, v in metrics.items() if k.startswith("alloc/")}
+    r.setdefault("allocator_calls", []).append(allocs)  # per timed update, beside update_s
     r["peak_gib_above_start"] = max(r.get("peak_gib_above_start", 0.0), peak)
     return True
 
@@ -429,7 +405,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     }
     import gc
 
-    gc.callbacks.append(_gc_timer)
+    gc.callbacks.append(gc_timer)
     try:
         run(args, out)
     except Exception as e:  # noqa: BLE001 - whatever ran is still written
