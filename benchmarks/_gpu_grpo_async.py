@@ -3,12 +3,14 @@
 Why it exists: issue #21's measurement. The multi-turn tool workload (`math/calc-v0`, up to 3
 turns) gets a simulated tool latency (`--tool-latency LO HI`: `_latency_env.py`, uniform,
 seeded per task and turn so every mode sees the same latencies). Each mode is
-`K[:producer[:concurrency]]`: `trainer.async.max_staleness` K, `trainer.async.producer`
-(thread: the rollout in the trainer's process; process: in a child process of its own) and
-`rollout.concurrency` = `engine.max_batch_size` (default: the batch, every episode of a step
-in flight, as the synchronous loop runs them). Each mode builds fresh components from the
-same SFT'd checkpoint, runs `--warmup` steps, then `--steps` timed steps through the real
-`Trainer.train_step` with the pipeline started as `Trainer.train` starts it. Reported per
+`K[:producer[:concurrency]][,override...]`: `trainer.async.max_staleness` K,
+`trainer.async.producer` (thread: the rollout in the trainer's process; process: in a child
+process of its own), `rollout.concurrency` = `engine.max_batch_size` (default: the batch,
+every episode of a step in flight, as the synchronous loop runs them), and config
+`key=value` overrides as `agentrl train` takes them (`engine.hf.own_stream=false`) or
+`python.switchinterval=S`. Each mode builds fresh components from the same SFT'd checkpoint,
+runs `--warmup` steps, then `--steps` timed steps through the real `Trainer.train_step` with
+the pipeline started as `Trainer.train` starts it. Reported per
 mode: end-to-end sampled tok/s (trained tokens / wall of the timed steps) and its ratio to
 the first mode, the GPU busy share and peak device memory over the timed steps from NVML
 (device-wide, so the rollout child's kernels and memory count too; torch.profiler would only
@@ -18,6 +20,7 @@ see this process), the trainer process's own peak allocation, and the staleness 
 from __future__ import annotations
 
 import gc
+import sys
 import threading
 import time
 from pathlib import Path
@@ -29,12 +32,21 @@ HERE = Path(__file__).resolve().parent
 
 
 def parse_mode(text: str, batch: int) -> dict[str, Any]:
-    """`K[:producer[:concurrency]]` -> the mode's settings."""
-    parts = str(text).split(":")
+    """`K[:producer[:concurrency]][,key=value...]` -> the mode's settings. The `key=value`
+    parts are config overrides as `agentrl train` takes them (`engine.hf.own_stream=false`),
+    or `python.switchinterval=S` (`sys.setswitchinterval` for the mode)."""
+    head, *overrides = str(text).split(",")
+    parts = head.split(":")
     k = int(parts[0])
     producer = parts[1] if len(parts) > 1 and parts[1] else "thread"
     conc = int(parts[2]) if len(parts) > 2 else batch
-    return {"name": str(text), "k": k, "producer": producer, "concurrency": conc}
+    return {
+        "name": str(text),
+        "k": k,
+        "producer": producer,
+        "concurrency": conc,
+        "overrides": overrides,
+    }
 
 
 class DeviceSampler:
@@ -79,9 +91,14 @@ class DeviceSampler:
         }
 
 
-def configure(cfg: Any, args: Any, mode: dict[str, Any]) -> None:
+def configure(cfg: Any, args: Any, mode: dict[str, Any]) -> Any:
     """The latency env (from its module, so a rollout child finds it too), the fast engine
-    through its typed config (a child builds its own engine), and the mode's settings."""
+    through its typed config (a child builds its own engine from it, so `--engine-extra`
+    reaches it too), the mode's settings and overrides. Returns the new config."""
+    from gpu_grpo import engine_extra
+
+    from agentrl.config import TrainConfig, apply_override, from_dict, to_dict
+
     cfg.data.env = "bench/calc-tool-latency-v0"
     cfg.data.env_modules = [str(HERE / "_latency_env.py")]
     cfg.data.env_kwargs = {"latency": list(args.tool_latency)}
@@ -91,6 +108,19 @@ def configure(cfg: Any, args: Any, mode: dict[str, Any]) -> None:
     cfg.engine.max_batch_size = cfg.rollout.concurrency = mode["concurrency"]
     cfg.trainer.async_.max_staleness = mode["k"]
     cfg.trainer.async_.producer = mode["producer"]
+    data = to_dict(cfg)
+    extra = [f"engine.hf.{k}={v}" for k, v in engine_extra(args.engine_extra).items()]
+    for item in extra + [o for o in mode["overrides"] if not o.startswith("python.")]:
+        apply_override(data, item)
+    return from_dict(TrainConfig, data, src="benchmark mode")
+
+
+def switch_interval(mode: dict[str, Any]) -> float | None:
+    """The mode's `python.switchinterval=S`, if any."""
+    for item in mode["overrides"]:
+        if item.startswith("python.switchinterval="):
+            return float(item.split("=", 1)[1])
+    return None
 
 
 def run_staleness_sweep(args: Any, ckpt: Path, work: Path) -> dict[str, Any]:
@@ -103,7 +133,7 @@ def run_staleness_sweep(args: Any, ckpt: Path, work: Path) -> dict[str, Any]:
     modes = [parse_mode(m, batch) for m in args.max_staleness]
     t0 = time.perf_counter()
     cfg = train_config(ckpt, args, work / "sft_run")
-    configure(cfg, args, parse_mode("0", batch))
+    cfg = configure(cfg, args, parse_mode("0", batch))
     comps = build_components(cfg)
     from agentrl.trainer import Trainer
 
@@ -157,8 +187,7 @@ def one_k(args: Any, sft: Path, out_dir: Path, mode: dict[str, Any], sync: Any) 
     from agentrl.trainer import Trainer
     from agentrl.trainer.pipeline import start_pipeline
 
-    cfg = train_config(sft, args, out_dir)
-    configure(cfg, args, mode)
+    cfg = configure(train_config(sft, args, out_dir), args, mode)
     cfg.sft.steps = 0
     cfg.trainer.steps = args.steps + args.warmup + 1
     comps = build_components(cfg)
@@ -167,6 +196,9 @@ def one_k(args: Any, sft: Path, out_dir: Path, mode: dict[str, Any], sync: Any) 
     make_batch = comps.scorer.batch
     comps.scorer.batch = lambda groups: captured.append(make_batch(groups)) or captured[-1]  # type: ignore[method-assign]
     trainer._version_offset, trainer.pipeline = start_pipeline(comps, cfg, 0, [])
+    interval, default_interval = switch_interval(mode), sys.getswitchinterval()
+    if interval is not None:
+        sys.setswitchinterval(interval)
     try:
         for _ in range(args.warmup):  # graphs, allocator; with K >= 1 it fills the pipeline
             trainer.step += 1
@@ -174,6 +206,8 @@ def one_k(args: Any, sft: Path, out_dir: Path, mode: dict[str, Any], sync: Any) 
         if args.device == "cuda":
             torch.cuda.reset_peak_memory_stats()
         steps, sampled = [], 0.0
+        engine = getattr(comps.rollout, "engine", None)  # None: the rollout child's
+        before = dict(engine.stats) if engine is not None else {}
         sync(args.device)
         with DeviceSampler() as dev:
             t = time.perf_counter()
@@ -186,7 +220,12 @@ def one_k(args: Any, sft: Path, out_dir: Path, mode: dict[str, Any], sync: Any) 
             sync(args.device)
             wall = time.perf_counter() - t
         keys = ("rollout", "logprobs", "update", "weight_sync")
+        after = dict(engine.stats) if engine is not None else {}
+        eng = {k: after[k] - before.get(k, 0) for k in after}
+        if eng.get("decode_steps"):
+            eng["busy_ms_per_decode_step"] = 1e3 * eng.get("busy_s", 0) / eng["decode_steps"]
         return {
+            "engine_stats": eng,
             **mode,
             "e2e_sampled_tok_s": sampled / wall,
             "wall_s": wall,
@@ -211,6 +250,7 @@ def one_k(args: Any, sft: Path, out_dir: Path, mode: dict[str, Any], sync: Any) 
             "tool_calls": [s.get("tool_calls", 0.0) for s in steps],
         }
     finally:
+        sys.setswitchinterval(default_interval)
         if trainer.pipeline is not None:
             trainer.pipeline.close()
         trainer.finish()

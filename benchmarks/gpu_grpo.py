@@ -384,8 +384,8 @@ def parse() -> argparse.Namespace:
         "--max-staleness",
         nargs="*",
         default=[],
-        help="trainer.async sweep of modes K[:producer[:concurrency]], e.g. 0 1 1:process "
-        "(agentrl only; see _gpu_grpo_async.py)",
+        help="trainer.async sweep of modes K[:producer[:concurrency]][,key=value...], e.g. 0 1 "
+        "1:process (agentrl only; see _gpu_grpo_async.py)",
     )
     p.add_argument("--tool-latency", type=float, nargs=2, default=(0.02, 0.5))
     p.add_argument("--warmup", type=int, default=2, help="sweep: untimed steps per mode")

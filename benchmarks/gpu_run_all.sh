@@ -38,6 +38,12 @@ part grpo-1.5b 300 python3 "$B/gpu_grpo.py" --shape qwen2.5-1.5b --micro 64 --ma
 part grpo-async 540 python3 "$B/gpu_grpo.py" --micro 128 --packing --steps 6 \
   --max-staleness 0 1 1:process 1:process:256 2:process:384 --tool-latency 0.02 0.5 \
   --json "$OUT/gpu_grpo_async.json"
+# The engine on its own high-priority CUDA stream (engine.hf.own_stream, session 8): the
+# thread producer against the shared stream, the process producer and the synchronous loop.
+part grpo-async-streams 560 python3 "$B/gpu_grpo.py" --micro 128 --packing --steps 12 \
+  --max-staleness 0 1:thread:256 1:thread:256,engine.hf.own_stream=false 1:process:256 \
+  2:thread:384 1:thread:256,python.switchinterval=0.0005 0 --tool-latency 0.02 0.5 \
+  --json "$OUT/gpu_grpo_async_streams.json"
 part async-learning 540 python3 "$B/gpu_async_learning.py" --out "$OUT/async_learning" \
   --seeds 0 1 2 --producer process --timeout 140 --json "$OUT/gpu_async_learning.json"
 part update-mfu 400 python3 "$B/gpu_update_mfu.py" --profile --json "$OUT/gpu_update_mfu.json"

@@ -68,6 +68,10 @@ class HFEngineConfig:
     admission_window_s: float = 0.002
     # The engine's device; empty: where the trainer puts the rollout model.
     device: str = ""
+    # On CUDA, decode on a stream of the engine's own at the highest priority, so a pipelined
+    # update's kernels (trainer.async) never queue ahead of a decode step. false: the worker
+    # thread's current stream (the default stream), shared with the trainer.
+    own_stream: bool = True
     # Capture every decode graph at build time, so no training step pays for a capture
     # (a no-op without CUDA graphs).
     precapture: bool = True

@@ -14,6 +14,8 @@ thread under the engine lock) and `_reset_rows()` (forget the batch after a fail
 - Admission window: when the batch is empty, the first request waits (`admission_window_s`
   per tick, while more keep arriving) so a rollout's episodes, which reach `generate()` a few
   milliseconds apart, share one prefill instead of trickling in.
+- Device work runs on the engine's own high-priority CUDA stream (`_stream`), so a decode
+  step never queues behind a pipelined update's kernels on the trainer's stream.
 - Failures never hang callers: a failed step resolves its rows with finish_reason "error",
   and the loop's exit (close, cancellation, crash) resolves everything still pending.
 """
@@ -33,6 +35,7 @@ import torch
 
 from agentrl.engines import _sampling as smp
 from agentrl.engines._hf_request import Request, Session, resolve
+from agentrl.engines._stream import EngineStream
 from agentrl.engines.base import Engine, EngineError, FinishReason, GenerateResult, SamplingParams
 
 __all__ = ["HFCore", "Request", "Session", "common_prefix", "resolve"]
@@ -54,6 +57,7 @@ class HFCore(Engine):
         max_sessions: int = 1024,
         request_timeout_s: float | None = None,
         admission_window_s: float = 0.002,
+        own_stream: bool = True,
     ) -> None:
         if max_batch_size < 1:
             raise ValueError(f"max_batch_size must be >= 1, got {max_batch_size}")
@@ -61,6 +65,7 @@ class HFCore(Engine):
             model.to(device)
         self.model = model.eval()
         self.device = torch.device(device) if device else next(model.parameters()).device
+        self._dev = EngineStream(self.device, own_stream)  # where device work runs (_stream)
         self.tokenizer, self.eos_ids = split_tokenizer(model, tokenizer_or_eos_ids)
         self.max_batch_size = max_batch_size
         self.max_prefill_tokens = max_prefill_tokens
@@ -154,7 +159,7 @@ class HFCore(Engine):
         bad = [n for n, t in items if tuple(t.shape) != tuple(state[n].shape)]
         if bad:
             raise EngineError(f"update_weights: shape mismatch for {bad[:5]}")
-        with self._lock, torch.no_grad():
+        with self._lock, torch.no_grad(), self._dev.exchange():
             for name, tensor in items:
                 target = state[name]
                 target.copy_(tensor.to(device=target.device, dtype=target.dtype))
@@ -174,7 +179,7 @@ class HFCore(Engine):
         """Free the accelerator between phases: sessions and layer state go, the model moves
         to CPU (a no-op on CPU). Requests fail until `wake()`. Rows whose callers already gave
         up (timed out, cancelled) and that no step has retired yet are dropped."""
-        with self._lock:
+        with self._lock, self._dev.scope():
             if any(req.finish is None for req in [*self._rows, *self._waiting]):
                 raise EngineError("sleep() while requests are in flight")
             self._waiting.clear()
@@ -188,7 +193,7 @@ class HFCore(Engine):
             self._asleep = True
 
     def wake(self) -> None:
-        with self._lock:
+        with self._lock, self._dev.scope():
             if self._asleep and self.device.type != "cpu":
                 self.model.to(self.device)
             self._asleep = False
@@ -277,7 +282,7 @@ class HFCore(Engine):
         return admitted
 
     def _locked_step(self, admitted: list[Request]) -> list[Request]:
-        with self._lock, torch.inference_mode():
+        with self._lock, torch.inference_mode(), self._dev.scope():
             if self._asleep:
                 raise EngineError("engine is asleep; call wake() first")
             self._apply_drops()

@@ -35,7 +35,13 @@ FAST_ONLY = frozenset(
     | {"decode_chunk", "share_prefill", "compile_decode"}
 )
 # `engine.hf` options every in-process hf engine takes (as keyword arguments).
-CORE_OPTIONS = ("max_prefill_tokens", "max_sessions", "request_timeout_s", "admission_window_s")
+CORE_OPTIONS = (
+    "max_prefill_tokens",
+    "max_sessions",
+    "request_timeout_s",
+    "admission_window_s",
+    "own_stream",
+)
 HF_OPTIONS = tuple(f.name for f in dataclasses.fields(HFEngineConfig))
 
 

@@ -78,6 +78,7 @@ class FastHFEngine(HFCore):
         max_sessions: int = 1024,
         request_timeout_s: float | None = None,
         admission_window_s: float = 0.002,
+        own_stream: bool = True,
         max_seq_len: int = 4096,
         session_slots: int | None = None,
         cuda_graphs: bool | None = None,
@@ -98,6 +99,7 @@ class FastHFEngine(HFCore):
             max_sessions=max_sessions,
             request_timeout_s=request_timeout_s,
             admission_window_s=admission_window_s,
+            own_stream=own_stream,
         )
         on_gpu = self.device.type == "cuda"
         if cuda_graphs and not on_gpu:
@@ -116,7 +118,8 @@ class FastHFEngine(HFCore):
         self._admitting: set[tuple[int, ...]] = set()  # prompts of the admission in progress
         self._decoder: StaticDecoder | None = None
         self._graphs: DecodeGraphs | None = None
-        self._ensure_decoder()  # allocate the cache now: out-of-memory shows up here
+        with self._dev.scope():  # the cache is the engine stream's memory (see _stream)
+            self._ensure_decoder()  # allocate it now: out-of-memory shows up here
 
     # ---------------------------------------------------------------- public API
 
@@ -141,7 +144,7 @@ class FastHFEngine(HFCore):
         No-op without CUDA graphs."""
         if lengths is None:
             lengths = length_buckets(self.max_seq_len)
-        with self._lock, torch.inference_mode():
+        with self._lock, torch.inference_mode(), self._dev.scope():
             self._ensure_decoder()
             if self._graphs is None:
                 return 0
