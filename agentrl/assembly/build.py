@@ -6,6 +6,7 @@ role is built the same way wherever it runs."""
 from __future__ import annotations
 
 import copy
+import dataclasses
 import random
 import time
 from typing import Any
@@ -58,7 +59,15 @@ def build_engine_for(
     engine_model = engine_model.to(device).eval()
     for p in engine_model.parameters():
         p.requires_grad_(False)
-    return build_engine(cfg.engine, engine_model, tokenizer, vision=cfg.model.enable_vision)
+    engine_cfg = cfg.engine
+    if engine_cfg.kind == "hf" and engine_cfg.hf.keep_kv_on_update is None:
+        # null resolves here: a pipelined run keeps parked sessions' KV across its in-flight
+        # updates (running rows keep theirs anyway); the synchronous loop never has a session
+        # spanning an update, so it keeps the engine's default.
+        keep = cfg.trainer.async_.max_staleness >= 1
+        hf = dataclasses.replace(engine_cfg.hf, keep_kv_on_update=keep or None)
+        engine_cfg = dataclasses.replace(engine_cfg, hf=hf)
+    return build_engine(engine_cfg, engine_model, tokenizer, vision=cfg.model.enable_vision)
 
 
 def _base_model(model: torch.nn.Module) -> torch.nn.Module:

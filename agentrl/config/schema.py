@@ -72,6 +72,12 @@ class HFEngineConfig:
     # update's kernels (trainer.async) never queue ahead of a decode step. false: the worker
     # thread's current stream (the default stream), shared with the trainer.
     own_stream: bool = True
+    # Whether a weight update keeps parked multi-turn sessions' KV (running rows always keep
+    # theirs): later turns then attend to keys/values older weights computed, as PipelineRL
+    # does, their age bounded like the tokens' (trainer.async.max_staleness); false: dropped,
+    # later turns recompute their prefix. null: true with trainer.async.max_staleness >= 1
+    # (set where the engine is built), else false (no session spans an update then).
+    keep_kv_on_update: bool | None = None
     # Capture every decode graph at build time, so no training step pays for a capture
     # (a no-op without CUDA graphs).
     precapture: bool = True

@@ -58,6 +58,7 @@ class HFCore(Engine):
         request_timeout_s: float | None = None,
         admission_window_s: float = 0.002,
         own_stream: bool = True,
+        keep_kv_on_update: bool = False,
     ) -> None:
         if max_batch_size < 1:
             raise ValueError(f"max_batch_size must be >= 1, got {max_batch_size}")
@@ -72,6 +73,7 @@ class HFCore(Engine):
         self.max_sessions = max_sessions
         self.request_timeout_s = request_timeout_s
         self.admission_window_s = max(0.0, float(admission_window_s))
+        self.keep_kv_on_update = bool(keep_kv_on_update)
         self.max_positions = max_positions(model.config)
         # A Counter (a missing key reads 0) of counts and seconds; typeshed's holds ints only.
         self.stats = cast("dict[str, float]", collections.Counter())
@@ -150,7 +152,9 @@ class HFCore(Engine):
 
     def update_weights(self, named_tensors: Iterable[tuple[str, Any]]) -> None:
         """Copy tensors into the model in place. Every name and shape is checked before
-        anything is copied, so a bad update leaves the weights untouched. Drops all sessions."""
+        anything is copied, so a bad update leaves the weights untouched. Parked sessions are
+        dropped, unless `keep_kv_on_update` (then they keep KV the old weights computed, as
+        running rows always do)."""
         state = self.model.state_dict()
         items = list(named_tensors)
         unknown = [name for name, _ in items if name not in state]
@@ -164,7 +168,8 @@ class HFCore(Engine):
                 target = state[name]
                 target.copy_(tensor.to(device=target.device, dtype=target.dtype))
             self._weight_version += 1
-            self._drop_all_sessions()
+            if not self.keep_kv_on_update:
+                self._drop_all_sessions()
 
     def release_session(self, session_id: str) -> None:
         """Applied now if the engine is idle, else by the next step (never blocks the loop)."""
@@ -312,9 +317,11 @@ class HFCore(Engine):
         return None
 
     def _keeps_session(self, req: Request) -> bool:
-        """A finished row's KV is stored for its session only if it ran under one policy."""
-        ok = req.finish in ("stop", "length") and req.weight_version == self._weight_version
-        return bool(req.session_id) and ok
+        """Whether a finished row's KV is stored for its session's next turn: with
+        `keep_kv_on_update` (PipelineRL style) always; otherwise only if one policy computed
+        all of it (no weight update since the row was admitted)."""
+        one_policy = self.keep_kv_on_update or req.weight_version == self._weight_version
+        return bool(req.session_id) and req.finish in ("stop", "length") and one_policy
 
     def _take_session(self, req: Request) -> tuple[Session | None, int]:
         """The request's session (removed from the store) and how many prompt tokens its

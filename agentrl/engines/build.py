@@ -41,6 +41,7 @@ CORE_OPTIONS = (
     "request_timeout_s",
     "admission_window_s",
     "own_stream",
+    "keep_kv_on_update",
 )
 HF_OPTIONS = tuple(f.name for f in dataclasses.fields(HFEngineConfig))
 

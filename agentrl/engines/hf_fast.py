@@ -79,6 +79,7 @@ class FastHFEngine(HFCore):
         request_timeout_s: float | None = None,
         admission_window_s: float = 0.002,
         own_stream: bool = True,
+        keep_kv_on_update: bool = False,
         max_seq_len: int = 4096,
         session_slots: int | None = None,
         cuda_graphs: bool | None = None,
@@ -100,6 +101,7 @@ class FastHFEngine(HFCore):
             request_timeout_s=request_timeout_s,
             admission_window_s=admission_window_s,
             own_stream=own_stream,
+            keep_kv_on_update=keep_kv_on_update,
         )
         on_gpu = self.device.type == "cuda"
         if cuda_graphs and not on_gpu:
@@ -290,8 +292,7 @@ class FastHFEngine(HFCore):
                 continue
             done.append(req)
             slot = self._row.pop(req).slot
-            ok = req.finish in ("stop", "length") and req.weight_version == self._weight_version
-            if req.session_id and ok:
+            if req.session_id and self._keeps_session(req):
                 self._pool.park(req.session_id, slot, req.prompt_ids + req.output_ids)
             else:
                 self._pool.release(slot)

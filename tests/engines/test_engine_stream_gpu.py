@@ -67,9 +67,12 @@ def test_decode_beside_a_busy_default_stream_is_exact(fast: bool) -> None:
     quiet = _run(make_hf_engine(gpu_model("qwen2", torch.float32), [], fast=fast), prompts)
     engine = make_hf_engine(gpu_model("qwen2", torch.float32), [], fast=fast)
     stop = threading.Event()
+    # Made before the engine runs: drawing from the CUDA RNG on another thread while the
+    # engine captures a graph is refused by torch ("offset increment outside graph capture").
+    a = _busy_matrix()
 
     def busy() -> None:
-        a = _busy_matrix()
+        nonlocal a
         while not stop.is_set():
             for _ in range(8):
                 a = torch.tanh(a @ a)
