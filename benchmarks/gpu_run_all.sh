@@ -44,6 +44,12 @@ part grpo-async-streams 560 python3 "$B/gpu_grpo.py" --micro 128 --packing --ste
   --max-staleness 0 1:thread:256 1:thread:256,engine.hf.own_stream=false 1:process:256 \
   2:thread:384 1:thread:256,python.switchinterval=0.0005 0 --tool-latency 0.02 0.5 \
   --json "$OUT/gpu_grpo_async_streams.json"
+# Parked sessions keep their KV across in-flight updates (engine.hf.keep_kv_on_update, null:
+# on for K >= 1, session 8) against recomputing every prefix.
+part grpo-async-kv 560 python3 "$B/gpu_grpo.py" --micro 128 --packing --steps 12 \
+  --max-staleness 0 1:thread:256 1:thread:256,engine.hf.keep_kv_on_update=false \
+  1:process:256 2:thread:384 2:process:384 0 --tool-latency 0.02 0.5 \
+  --json "$OUT/gpu_grpo_async_kv.json"
 part async-learning 540 python3 "$B/gpu_async_learning.py" --out "$OUT/async_learning" \
   --seeds 0 1 2 --producer process --timeout 140 --json "$OUT/gpu_async_learning.json"
 part update-mfu 400 python3 "$B/gpu_update_mfu.py" --profile --json "$OUT/gpu_update_mfu.json"
