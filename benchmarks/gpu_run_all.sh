@@ -50,6 +50,12 @@ part grpo-async-kv 560 python3 "$B/gpu_grpo.py" --micro 128 --packing --steps 12
   --max-staleness 0 1:thread:256 1:thread:256,engine.hf.keep_kv_on_update=false \
   1:process:256 2:thread:384 2:process:384 0 --tool-latency 0.02 0.5 \
   --json "$OUT/gpu_grpo_async_kv.json"
+# The compiled prefill (engine.hf.compile_prefill, session 8): eager prefill is host-bound
+# (20-40 ms a call whatever its size), the pipelined rollout's main engine cost.
+CP=engine.hf.compile_prefill=true
+part grpo-async-prefill 480 python3 "$B/gpu_grpo.py" --micro 128 --packing --steps 12 \
+  --max-staleness "0,$CP" "1:thread:256,$CP" "2:thread:384,$CP" "1:process:256,$CP" 0 "0,$CP" \
+  --tool-latency 0.02 0.5 --json "$OUT/gpu_grpo_async_prefill.json"
 part async-learning 540 python3 "$B/gpu_async_learning.py" --out "$OUT/async_learning" \
   --seeds 0 1 2 --producer process --timeout 140 --json "$OUT/gpu_async_learning.json"
 part update-mfu 400 python3 "$B/gpu_update_mfu.py" --profile --json "$OUT/gpu_update_mfu.json"

@@ -96,6 +96,9 @@ class HFEngineConfig:
     share_prefill: bool = True
     # torch.compile the decode forward (captured into the graphs).
     compile_decode: bool = False
+    # torch.compile the prefill forward (dynamic shapes, one graph; eager prefill is bound by
+    # the host). Its compile is paid at build time with precapture, else by the first prefill.
+    compile_prefill: bool = False
 
 
 @dataclass(kw_only=True)

@@ -20,6 +20,7 @@ Measured on an H200 (Qwen2.5-0.5B shape, bf16, one step in a CUDA graph): batch 
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import Any, cast
 
 import torch
 
@@ -38,5 +39,33 @@ def compile_logits(fn: LogitsFn) -> LogitsFn:
         torch._dynamo.maybe_mark_dynamic(inp, 1)
         torch._dynamo.maybe_mark_dynamic(cols, 0)
         return compiled(inp, cols)
+
+    return run
+
+
+PrefillFn = Callable[[torch.Tensor, torch.Tensor, torch.Tensor], torch.Tensor]
+
+
+def compile_prefill_logits(fn: PrefillFn) -> PrefillFn:
+    """`fn(inp [4, n, width], rows [2, n], cols [L]) -> logits [n, V]` (the static decoder's
+    eager-shaped prefill forward) compiled with n, width and L dynamic.
+
+    Why: eager prefill is bound by the host, not the GPU: ~60 small ops a layer, so on an
+    H200 a call took 20-40 ms whatever its size (`benchmarks/gpu_prefill_attention.py`), and
+    a pipelined multi-turn rollout spent most of its engine time there. Inductor fuses the
+    elementwise chains; the caller pads every call to at least 2 rows x 2 columns, and
+    duck sizing is off (two sizes that happen to be equal must not become one symbol), so one
+    graph serves every call: no recompile as shapes change. Prefill stays outside CUDA graphs
+    (its shapes change on every call)."""
+    import torch.fx.experimental._config as fx_config
+
+    compiled = torch.compile(fn, fullgraph=True)
+
+    def run(inp: torch.Tensor, rows: torch.Tensor, cols: torch.Tensor) -> torch.Tensor:
+        for t, dims in ((inp, (1, 2)), (rows, (1,)), (cols, (0,))):
+            for d in dims:
+                torch._dynamo.maybe_mark_dynamic(t, d)
+        with cast(Any, fx_config).patch(use_duck_shape=False):  # added at import: untyped
+            return compiled(inp, rows, cols)
 
     return run

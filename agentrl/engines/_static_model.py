@@ -24,7 +24,7 @@ import torch
 import torch.nn.functional as F
 from torch.nn.attention import SDPBackend, sdpa_kernel
 
-from agentrl.engines._compiled import compile_logits
+from agentrl.engines._compiled import compile_logits, compile_prefill_logits
 from agentrl.engines._fast_sampling import STEP, sample_rows
 
 SUPPORTED_TYPES = ("qwen2", "qwen3", "llama")
@@ -65,7 +65,14 @@ def unsupported_reason(model: Any) -> str | None:
 class StaticDecoder:
     """Prefill (eager, ragged) and decode (fixed shape, capturable) over a static KV cache."""
 
-    def __init__(self, model: Any, slots: int, max_len: int, compile: bool = False) -> None:
+    def __init__(
+        self,
+        model: Any,
+        slots: int,
+        max_len: int,
+        compile: bool = False,
+        compile_prefill: bool = False,
+    ) -> None:
         reason = unsupported_reason(model)
         if reason:
             raise ValueError(f"static decoder: {reason}")
@@ -82,13 +89,16 @@ class StaticDecoder:
         self.device, self.dtype = weight.device, weight.dtype
         # Compiled: one spare column, so a key-length bucket never spans the whole cache dim
         # (dynamo guards on that case, contiguity, and would recompile for the last bucket).
-        shape = (len(self.layers), slots + 1, self.n_kv, max_len + int(compile), self.head_dim)
+        spare = int(compile or compile_prefill)
+        shape = (len(self.layers), slots + 1, self.n_kv, max_len + spare, self.head_dim)
         self.k = torch.zeros(shape, dtype=self.dtype, device=self.device)
         self.v = torch.zeros(shape, dtype=self.dtype, device=self.device)
         self.cos, self.sin = _rope_tables(base.rotary_emb, max_len, self.dtype, self.device)
         self._cols = torch.arange(max_len, device=self.device)  # sliced to a step's key length
         self._layer_ids = torch.arange(len(self.layers), device=self.device)
         self._logits_fn = compile_logits(self._logits) if compile else self._logits
+        fn = self._prefill_logits
+        self._prefill_fn = compile_prefill_logits(fn) if compile_prefill else fn
 
     def cache_bytes(self) -> int:
         return 2 * self.k.numel() * self.k.element_size()
@@ -159,31 +169,47 @@ class StaticDecoder:
         """Write each row's new tokens into its slot and return last-token logits [n, V].
 
         A row is (slot, start, tokens): `tokens` go to cache columns start.. and attend to
-        the slot's columns [0, start) already there (a session's reused prefix)."""
+        the slot's columns [0, start) already there (a session's reused prefix). The inputs
+        are built on the host and sent in two copies; with `compile_prefill` they are padded to
+        at least 2 rows x 2 columns (a scratch row, scratch columns), so dynamo never
+        specialises a size of 1 and one compiled graph serves every call."""
         n, width = len(rows), max(len(t) for _, _, t in rows)
-        ids = torch.zeros(n, width, dtype=torch.long)
-        pos = torch.zeros(n, width, dtype=torch.long)
-        valid = torch.zeros(n, width, dtype=torch.bool)
-        for r, (_, start, toks) in enumerate(rows):
-            ids[r, : len(toks)] = torch.tensor(list(toks), dtype=torch.long)
-            pos[r, :] = torch.arange(start, start + width).clamp(max=self.max_len - 1)
-            valid[r, : len(toks)] = True
-        slots = torch.tensor([s for s, _, _ in rows], dtype=torch.long)
-        write_slot = torch.where(valid, slots[:, None], self.scratch).to(self.device)
-        write_pos = torch.where(valid, pos, 0).to(self.device)
-        length = max(start + len(t) for _, start, t in rows)
-        ids, pos, slots = ids.to(self.device), pos.to(self.device), slots.to(self.device)
-        cols = torch.arange(length, device=self.device)
+        big = self._prefill_fn is not self._prefill_logits
+        n_in, w_in = (max(n, 2), max(width, 2)) if big else (n, width)
+        # ids, positions, write slot, write position, per row: slot, last index
+        inp = torch.zeros(4, n_in, w_in, dtype=torch.long)
+        inp[2] = self.scratch  # padding writes into the scratch slot, never a live sequence
+        per_row = torch.zeros(2, n_in, dtype=torch.long)
+        per_row[0] = self.scratch
+        for r, (slot, start, toks) in enumerate(rows):
+            inp[0, r, : len(toks)] = torch.tensor(list(toks), dtype=torch.long)
+            inp[1, r] = torch.arange(start, start + w_in).clamp(max=self.max_len - 1)
+            inp[2, r, : len(toks)] = slot
+            inp[3, r, : len(toks)] = inp[1, r, : len(toks)]
+            per_row[:, r] = torch.tensor([slot, len(toks) - 1])
+        length = max(max(start + len(t) for _, start, t in rows), 2 if big else 1)
+        inp_d, rows_d = inp.to(self.device), per_row.to(self.device)
+        with sdpa_kernel(PREFILL_BACKENDS):
+            logits = self._prefill_fn(inp_d, rows_d, self._cols[:length])
+        return logits[:n]
+
+    def _prefill_logits(
+        self, inp: torch.Tensor, rows: torch.Tensor, cols: torch.Tensor
+    ) -> torch.Tensor:
+        """The model part of `prefill`: `inp` [4, n, width] (ids, positions, write slot, write
+        position), `rows` [2, n] (slot, last new-token index), `cols` the attended key
+        columns (an arange). Host-sync free, so it can be compiled with dynamic sizes."""
+        ids, pos = inp[0], inp[1]
+        writes = (inp[2], inp[3])
+        slots, last = rows[0], rows[1]
         keep = (cols[None, None, :] <= pos[:, :, None])[:, None]  # [n, 1, width, L]
         x = self.embed(ids)
         rope = (self.cos[pos][:, None], self.sin[pos][:, None])  # [n, 1, width, D]
-        writes = (write_slot, write_pos)
         for i, layer in enumerate(self.layers):
             h = layer.input_layernorm(x)
             x = x + self._attend_prefill(i, layer.self_attn, h, rope, writes, slots, keep)
             x = x + layer.mlp(layer.post_attention_layernorm(x))
-        last = torch.tensor([len(t) - 1 for _, _, t in rows], device=self.device)
-        x = x[torch.arange(n, device=self.device), last]
+        x = x[torch.arange(x.shape[0], device=x.device), last]
         return self.lm_head(self.norm(x)).float()
 
     def _attend_prefill(
@@ -199,15 +225,14 @@ class StaticDecoder:
         n, width, length = h.shape[0], h.shape[1], keep.shape[-1]
         q, k, v = self._qkv(attn, h, rope)  # [n, heads, width, D]
         # Padding positions write into the scratch slot, never into a live sequence.
+        # Index the whole cache (layer as a tensor index): compiled, the write stays in place.
         w_slot, w_pos = writes
-        self.k[i][w_slot, :, w_pos] = k.transpose(1, 2)
-        self.v[i][w_slot, :, w_pos] = v.transpose(1, 2)
+        layer = self._layer_ids[i : i + 1]
+        self.k[layer, w_slot, :, w_pos] = k.transpose(1, 2)
+        self.v[layer, w_slot, :, w_pos] = v.transpose(1, 2)
         keys = self.k[i][slots, :, :length].repeat_interleave(self.group, dim=1)
         values = self.v[i][slots, :, :length].repeat_interleave(self.group, dim=1)
-        with sdpa_kernel(PREFILL_BACKENDS):
-            out = F.scaled_dot_product_attention(
-                q, keys, values, attn_mask=keep, scale=attn.scaling
-            )
+        out = F.scaled_dot_product_attention(q, keys, values, attn_mask=keep, scale=attn.scaling)
         return attn.o_proj(out.transpose(1, 2).reshape(n, width, self.n_heads * self.head_dim))
 
     # ------------------------------------------------------------------ shared

@@ -87,6 +87,7 @@ class FastHFEngine(HFCore):
         decode_chunk: int = 8,
         share_prefill: bool = True,
         compile_decode: bool = False,
+        compile_prefill: bool = False,
     ) -> None:
         reason = unsupported_reason(model)
         if reason:
@@ -110,6 +111,7 @@ class FastHFEngine(HFCore):
         self.decode_chunk = max(1, int(decode_chunk))
         self.share_prefill = bool(share_prefill)
         self.compile_decode = bool(compile_decode)  # torch.compile the decode forward
+        self.compile_prefill = bool(compile_prefill)  # ... and the prefill forward
         self.max_seq_len = min(max_seq_len, self.max_positions)
         self.max_positions = self.max_seq_len  # requests end with "length" at the cache end
         parked = min(max_sessions, max_batch_size if session_slots is None else session_slots)
@@ -142,12 +144,14 @@ class FastHFEngine(HFCore):
     ) -> int:
         """Capture every batch bucket's decode graph for these key lengths (rounded up to
         buckets; None: every bucket up to `max_seq_len`) and sampling modes now, so a timed or
-        latency-sensitive run never pays for a capture. Returns the number of graphs held.
-        No-op without CUDA graphs."""
+        latency-sensitive run never pays for a capture (nor, with `compile_prefill`, for the
+        prefill's compile). Returns the number of graphs held."""
         if lengths is None:
             lengths = length_buckets(self.max_seq_len)
         with self._lock, torch.inference_mode(), self._dev.scope():
-            self._ensure_decoder()
+            decoder = self._ensure_decoder()
+            if self.compile_prefill:  # its one compile now, not in the first timed prefill
+                decoder.prefill([(decoder.scratch, 0, [0, 0])] * 2)
             if self._graphs is None:
                 return 0
             for length in {_length_bucket(n, self.max_seq_len) for n in lengths}:
@@ -168,7 +172,11 @@ class FastHFEngine(HFCore):
     def _ensure_decoder(self) -> StaticDecoder:
         if self._decoder is None:
             decoder = StaticDecoder(
-                self.model, self._pool.n_slots, self.max_seq_len, compile=self.compile_decode
+                self.model,
+                self._pool.n_slots,
+                self.max_seq_len,
+                compile=self.compile_decode,
+                compile_prefill=self.compile_prefill,
             )
             self._decoder = decoder
             if self.cuda_graphs:

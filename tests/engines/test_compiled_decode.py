@@ -173,3 +173,97 @@ def test_compiled_graphs_see_weight_updates_and_survive_sleep_gpu() -> None:
         await engine.close()
 
     asyncio.run(asyncio.wait_for(body(), timeout=600))
+
+
+def test_compiled_prefill_matches_eager_cpu() -> None:
+    """`compile_prefill`: one compiled graph for every prefill shape (one row, one token,
+    reused prefixes of different lengths), with the eager prefill's logits and cache."""
+    from torch._dynamo.utils import counters
+
+    model, tok = load_tiny("qwen2")
+    a, b, c = (tok.encode(t) for t in TEXTS[:3])
+    calls = [
+        [(0, 0, a), (1, 0, b), (2, 0, c)],  # fresh prompts of different lengths
+        [(3, 0, [5])],  # one row, one token
+        [(0, len(a), [7, 8, 9]), (2, len(c), [4])],  # suffixes after reused prefixes
+        [(1, len(b), [6, 6])],
+        [(3, 1, b + c)],  # a long suffix after a one-token prefix
+    ]
+    eager = StaticDecoder(model, slots=4, max_len=96)
+    compiled = StaticDecoder(model, slots=4, max_len=96, compile_prefill=True)
+    before = counters["stats"]["unique_graphs"]
+    with torch.inference_mode():
+        for rows in calls:
+            want, got = eager.prefill(rows), compiled.prefill(rows)
+            assert got.shape == want.shape
+            torch.testing.assert_close(got, want, atol=1e-5, rtol=1e-5)
+    assert counters["stats"]["unique_graphs"] - before == 1
+    for got_c, want_c in ((compiled.k, eager.k), (compiled.v, eager.v)):
+        torch.testing.assert_close(got_c[:, :4, :, :96], want_c[:, :4], atol=1e-5, rtol=1e-5)
+
+
+def test_engine_compile_prefill_option() -> None:
+    """`compile_prefill` reaches the decoder; greedy multi-turn sessions equal transformers."""
+    model, tok = load_tiny("qwen2")
+    prompts = [tok.encode(t) for t in TEXTS[:3]]
+    params = SamplingParams(max_new_tokens=8, temperature=0.0)
+
+    async def body(engine: Any) -> list[Any]:
+        firsts = await asyncio.gather(
+            *(engine.generate(p, params, session_id=f"s{i}") for i, p in enumerate(prompts))
+        )
+        seconds = [p + r.token_ids + [5, 6, 7] for p, r in zip(prompts, firsts, strict=True)]
+        return list(
+            await asyncio.gather(
+                *(engine.generate(p, params, session_id=f"s{i}") for i, p in enumerate(seconds))
+            )
+        ), seconds
+
+    def build(m: Any, t: Any, **kw: Any) -> Any:
+        return make_hf_engine(m, t, fast=True, compile_prefill=True, **kw)
+
+    results, seconds = run_async(with_engine(build, model, tok, body, max_batch_size=4))
+    for prompt, res in zip(seconds, results, strict=True):
+        assert res.token_ids == reference_greedy(model, prompt, 8)
+        assert res.logprobs == pytest.approx(rescore(model, prompt, res.token_ids, 0), abs=1e-4)
+    with pytest.raises(EngineError, match="engine.hf.compile_prefill: a fast-path option"):
+        make_hf_engine(model, tok, fast=False, compile_prefill=True)
+
+
+@pytest.mark.gpu
+@needs_gpu
+def test_compiled_prefill_gpu() -> None:
+    """`compile_prefill` on CUDA, pinned memory-efficient attention inside the compiled
+    graph: fp32 greedy tokens equal the eager prefill's, over fresh and session prefills."""
+    model = gpu_model("qwen2", torch.float32)
+    prompts = _gpu_prompts(5, seed=4)
+    greedy = SamplingParams(max_new_tokens=16, temperature=0.0)
+    kw: dict[str, Any] = {"max_batch_size": 8, "max_seq_len": 512}
+
+    def run(engine: FastHFEngine) -> list[list[int]]:
+        async def body() -> list[list[int]]:
+            try:
+                outs = []
+                for turn in range(2):
+                    res = await asyncio.gather(
+                        *(
+                            engine.generate(p, greedy, session_id=f"s{i}")
+                            for i, p in enumerate(prompts)
+                        )
+                    )
+                    outs += [r.token_ids for r in res]
+                    prompts[:] = [
+                        p + r.token_ids + [11 + turn] * 3 for p, r in zip(prompts, res, strict=True)
+                    ]
+                return outs
+            finally:
+                await engine.close()
+
+        start = [list(p) for p in prompts]
+        try:
+            return asyncio.run(asyncio.wait_for(body(), timeout=600))
+        finally:
+            prompts[:] = start
+
+    compiled = run(FastHFEngine(model, [], compile_prefill=True, **kw))
+    assert compiled == run(FastHFEngine(model, [], **kw))
