@@ -97,6 +97,7 @@ class StaticDecoder:
         self._cols = torch.arange(max_len, device=self.device)  # sliced to a step's key length
         self._layer_ids = torch.arange(len(self.layers), device=self.device)
         self._logits_fn = compile_logits(self._logits) if compile else self._logits
+        self._pad_prefill = compile_prefill  # >= 2 x 2 inputs: no size-1 specialisation
         fn = self._prefill_logits
         self._prefill_fn = compile_prefill_logits(fn) if compile_prefill else fn
 
@@ -174,8 +175,8 @@ class StaticDecoder:
         at least 2 rows x 2 columns (a scratch row, scratch columns), so dynamo never
         specialises a size of 1 and one compiled graph serves every call."""
         n, width = len(rows), max(len(t) for _, _, t in rows)
-        big = self._prefill_fn is not self._prefill_logits
-        n_in, w_in = (max(n, 2), max(width, 2)) if big else (n, width)
+        pad = self._pad_prefill
+        n_in, w_in = (max(n, 2), max(width, 2)) if pad else (n, width)
         # ids, positions, write slot, write position, per row: slot, last index
         inp = torch.zeros(4, n_in, w_in, dtype=torch.long)
         inp[2] = self.scratch  # padding writes into the scratch slot, never a live sequence
@@ -187,7 +188,7 @@ class StaticDecoder:
             inp[2, r, : len(toks)] = slot
             inp[3, r, : len(toks)] = inp[1, r, : len(toks)]
             per_row[:, r] = torch.tensor([slot, len(toks) - 1])
-        length = max(max(start + len(t) for _, start, t in rows), 2 if big else 1)
+        length = max(max(start + len(t) for _, start, t in rows), 2 if pad else 1)
         inp_d, rows_d = inp.to(self.device), per_row.to(self.device)
         with sdpa_kernel(PREFILL_BACKENDS):
             logits = self._prefill_fn(inp_d, rows_d, self._cols[:length])
