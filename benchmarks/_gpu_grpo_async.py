@@ -189,7 +189,7 @@ def one_k(args: Any, sft: Path, out_dir: Path, mode: dict[str, Any], sync: Any) 
 
     cfg = configure(train_config(sft, args, out_dir), args, mode)
     cfg.sft.steps = 0
-    cfg.trainer.steps = args.steps + args.warmup + 1
+    cfg.trainer.steps = args.steps + args.warmup + 1 + int(args.trace_dir is not None)
     comps = build_components(cfg)
     trainer = Trainer(cfg, comps)
     captured: list[Any] = []
@@ -221,10 +221,12 @@ def one_k(args: Any, sft: Path, out_dir: Path, mode: dict[str, Any], sync: Any) 
             wall = time.perf_counter() - t
         keys = ("rollout", "logprobs", "update", "weight_sync")
         after = dict(engine.stats) if engine is not None else {}
+        trace = trace_one_step(trainer, args, mode) if args.trace_dir is not None else {}
         eng = {k: after[k] - before.get(k, 0) for k in after}
         if eng.get("decode_steps"):
             eng["busy_ms_per_decode_step"] = 1e3 * eng.get("busy_s", 0) / eng["decode_steps"]
         return {
+            "trace": trace,
             "engine_stats": eng,
             **mode,
             "e2e_sampled_tok_s": sampled / wall,
@@ -254,6 +256,21 @@ def one_k(args: Any, sft: Path, out_dir: Path, mode: dict[str, Any], sync: Any) 
         if trainer.pipeline is not None:
             trainer.pipeline.close()
         trainer.finish()
+
+
+def trace_one_step(trainer: Any, args: Any, mode: dict[str, Any]) -> dict[str, Any]:
+    """One more (untimed) step under the profiler: its phases and the trace's summary
+    (`_gpu_step_trace.py`), the Chrome trace under `--trace-dir`."""
+    from _gpu_step_trace import traced
+
+    def step() -> dict[str, Any]:
+        trainer.step += 1
+        return dict(trainer.train_step())
+
+    name = "".join(c if c.isalnum() else "_" for c in mode["name"])
+    m, summary = traced(step, Path(args.trace_dir) / f"step_{name}.json")
+    phases = ("rollout", "logprobs", "update", "weight_sync")
+    return {"phase_s": {p: m.get(f"time/{p}") for p in phases}, **summary}
 
 
 def release() -> None:

@@ -389,6 +389,12 @@ def parse() -> argparse.Namespace:
     )
     p.add_argument("--tool-latency", type=float, nargs=2, default=(0.02, 0.5))
     p.add_argument("--warmup", type=int, default=2, help="sweep: untimed steps per mode")
+    p.add_argument(
+        "--trace-dir",
+        type=Path,
+        default=None,
+        help="sweep: one more step per mode under torch.profiler, its Chrome trace here",
+    )
     p.add_argument("--ckpt", type=Path, default=None, help="trl part: the SFT'd checkpoint")
     p.add_argument("--json", type=Path, default=None)
     return p.parse_args()
