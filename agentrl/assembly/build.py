@@ -17,6 +17,7 @@ import torch
 from agentrl.algorithms import get_estimator
 from agentrl.backends import TrainingBackend, build_backend
 from agentrl.config import TrainConfig
+from agentrl.engines.base import SamplingParams
 from agentrl.rollout.role import Rollout
 from agentrl.trainer.actor import Actor, optimizer_steps
 from agentrl.trainer.components import Components, RolloutRole
@@ -67,7 +68,20 @@ def build_engine_for(
         keep = cfg.trainer.async_.max_staleness >= 1
         hf = dataclasses.replace(engine_cfg.hf, keep_kv_on_update=keep or None)
         engine_cfg = dataclasses.replace(engine_cfg, hf=hf)
-    return build_engine(engine_cfg, engine_model, tokenizer, vision=cfg.model.enable_vision)
+    vision = cfg.model.enable_vision
+    return build_engine(
+        engine_cfg, engine_model, tokenizer, vision=vision, sampling=expected_sampling(cfg)
+    )
+
+
+def expected_sampling(cfg: TrainConfig) -> list[SamplingParams]:
+    """How the run samples, for the engine's precapture: the training settings, plus greedy
+    when a held-out eval runs (alone in the synchronous loop, so its batches are all greedy)."""
+    s = cfg.sampling
+    out = [SamplingParams(temperature=s.temperature, top_k=s.top_k, top_p=s.top_p)]
+    if cfg.data.eval_episodes > 0:
+        out.append(SamplingParams(temperature=0.0))
+    return out
 
 
 def _base_model(model: torch.nn.Module) -> torch.nn.Module:

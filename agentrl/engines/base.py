@@ -148,9 +148,10 @@ class Engine(ABC):
     def wake(self) -> None:
         """Undo `sleep`."""
 
-    def precapture(self) -> int:
-        """Capture what would otherwise be built during the first steps (decode graphs), so
-        no training step pays for it; returns how many are held. Nothing to do here."""
+    def precapture(self, *, sampling: Sequence[SamplingParams] = ()) -> int:
+        """Capture what would otherwise be built during the first steps (decode graphs) for
+        requests sampled as `sampling` says (empty: the engine's own guess), so no training
+        step pays for it; returns how many are held. Nothing to do here."""
         return 0
 
     async def close(self) -> None:

@@ -21,11 +21,11 @@ import asyncio
 import contextlib
 import dataclasses
 import difflib
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from agentrl.config.schema import EngineConfig, HFEngineConfig
-from agentrl.engines.base import Engine, EngineError
+from agentrl.engines.base import Engine, EngineError, SamplingParams
 
 Builder = Callable[[Any, Any, Any], Engine]
 
@@ -122,10 +122,18 @@ def unknown_extra_keys(cfg: Any) -> tuple[list[str], list[str]]:
 # ---------------------------------------------------------------------- building
 
 
-def build_engine(cfg: EngineConfig, model: Any, tokenizer: Any, *, vision: bool = False) -> Engine:
+def build_engine(
+    cfg: EngineConfig,
+    model: Any,
+    tokenizer: Any,
+    *,
+    vision: bool = False,
+    sampling: Sequence[SamplingParams] = (),
+) -> Engine:
     """Build the engine `cfg` (an `EngineConfig`) names. `model` is a loaded transformers model
     (hf) or a checkpoint path / loaded model whose path external engines load; `vision` is
-    `model.enable_vision`. Raises `EngineError` naming any key the built engine does not take."""
+    `model.enable_vision`; `sampling`: how the run will sample (what `engine.hf.precapture`
+    captures for). Raises `EngineError` naming any key the built engine does not take."""
     if cfg.kind not in BUILDERS:
         raise EngineError(f"unknown engine kind {cfg.kind!r}; known: {sorted(BUILDERS)}")
     if problems := config_problems(cfg, vision=vision):
@@ -142,7 +150,7 @@ def build_engine(cfg: EngineConfig, model: Any, tokenizer: Any, *, vision: bool 
             "without sleep mode); set it to false"
         )
     if cfg.kind == "hf" and cfg.hf.precapture:
-        engine.precapture()  # every batch and key-length bucket (0 without CUDA graphs)
+        engine.precapture(sampling=sampling)  # every batch and key-length bucket
     return engine
 
 

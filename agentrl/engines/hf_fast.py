@@ -140,14 +140,22 @@ class FastHFEngine(HFCore):
         self._decoder, self._graphs = None, None
 
     def precapture(
-        self, lengths: Sequence[int] | None = None, modes: Sequence[int] = (SAMPLE,)
+        self,
+        lengths: Sequence[int] | None = None,
+        modes: Sequence[int] = (SAMPLE,),
+        *,
+        sampling: Sequence[SamplingParams] = (),
     ) -> int:
         """Capture every batch bucket's decode graph for these key lengths (rounded up to
-        buckets; None: every bucket up to `max_seq_len`) and sampling modes now, so a timed or
+        buckets; None: every bucket up to `max_seq_len`) and sampling modes (`sampling` given:
+        the modes those request settings select, e.g. FILTER for top-p, GREEDY for a greedy
+        eval, instead of `modes`) now, so a timed or
         latency-sensitive run never pays for a capture (nor, with `compile_prefill`, for the
         prefill's compile). Returns the number of graphs held."""
         if lengths is None:
             lengths = length_buckets(self.max_seq_len)
+        if sampling:
+            modes = capture_modes(sampling)
         with self._lock, torch.inference_mode(), self._dev.scope():
             decoder = self._ensure_decoder()
             if self.compile_prefill:  # its one compile now, not in the first timed prefill
@@ -312,6 +320,11 @@ class FastHFEngine(HFCore):
         for row in self._row.values():
             self._pool.release(row.slot)
         self._row.clear()
+
+
+def capture_modes(sampling: Sequence[SamplingParams]) -> list[int]:
+    """The decode graphs' sampling modes that batches of requests like these select."""
+    return sorted({pick_mode([p.temperature], [p.top_k], [p.top_p]) for p in sampling})
 
 
 def length_buckets(max_len: int) -> list[int]:

@@ -91,3 +91,20 @@ def test_capabilities_are_declared_not_probed(tiny: Any) -> None:
     model, tok = tiny
     engine = HFEngine(model, tok)
     assert engine.precapture() == 0  # declared on the ABC: nothing to capture here
+
+
+def test_precapture_covers_the_runs_sampling_modes() -> None:
+    """What the engine captures at build follows the config: the training sampling's mode
+    (FILTER with top-p/top-k, else SAMPLE) and GREEDY when a held-out eval runs, so neither
+    a filtered training step nor the first eval captures graphs mid-run."""
+    from agentrl.assembly.build import expected_sampling
+    from agentrl.config import TrainConfig, load_config
+    from agentrl.engines._fast_sampling import FILTER, GREEDY, SAMPLE
+    from agentrl.engines.hf_fast import capture_modes
+
+    plain = load_config(TrainConfig, None, ["sampling.temperature=1.0"])
+    assert capture_modes(expected_sampling(plain)) == [GREEDY, SAMPLE]  # eval on by default
+    top_p = load_config(TrainConfig, None, ["sampling.top_p=0.9", "data.eval_episodes=0"])
+    assert capture_modes(expected_sampling(top_p)) == [FILTER]
+    top_k = load_config(TrainConfig, None, ["sampling.top_k=20"])
+    assert capture_modes(expected_sampling(top_k)) == [GREEDY, FILTER]
