@@ -223,8 +223,9 @@ def one_k(args: Any, sft: Path, out_dir: Path, mode: dict[str, Any], sync: Any) 
         after = dict(engine.stats) if engine is not None else {}
         trace = trace_one_step(trainer, args, mode) if args.trace_dir is not None else {}
         eng = {k: after[k] - before.get(k, 0) for k in after}
-        if eng.get("decode_steps"):
-            eng["busy_ms_per_decode_step"] = 1e3 * eng.get("busy_s", 0) / eng["decode_steps"]
+        if eng.get("decode_steps"):  # the worker's busy time less its prefill, per step
+            decode_s = eng.get("busy_s", 0) - eng.get("prefill_s", 0)
+            eng["decode_ms_per_step"] = 1e3 * decode_s / eng["decode_steps"]
         return {
             "trace": trace,
             "engine_stats": eng,
