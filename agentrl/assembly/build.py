@@ -61,12 +61,12 @@ def build_engine_for(
     for p in engine_model.parameters():
         p.requires_grad_(False)
     engine_cfg = cfg.engine
-    if engine_cfg.kind == "hf" and engine_cfg.hf.keep_kv_on_update is None:
+    pipelined = cfg.trainer.async_.max_staleness >= 1
+    if engine_cfg.kind == "hf" and engine_cfg.hf.keep_kv_on_update is None and pipelined:
         # null resolves here: a pipelined run keeps parked sessions' KV across its in-flight
         # updates (running rows keep theirs anyway); the synchronous loop never has a session
-        # spanning an update, so it keeps the engine's default.
-        keep = cfg.trainer.async_.max_staleness >= 1
-        hf = dataclasses.replace(engine_cfg.hf, keep_kv_on_update=keep or None)
+        # spanning an update, so it keeps the engine's default (false).
+        hf = dataclasses.replace(engine_cfg.hf, keep_kv_on_update=True)
         engine_cfg = dataclasses.replace(engine_cfg, hf=hf)
     vision = cfg.model.enable_vision
     return build_engine(

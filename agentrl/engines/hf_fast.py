@@ -147,11 +147,11 @@ class FastHFEngine(HFCore):
         sampling: Sequence[SamplingParams] = (),
     ) -> int:
         """Capture every batch bucket's decode graph for these key lengths (rounded up to
-        buckets; None: every bucket up to `max_seq_len`) and sampling modes (`sampling` given:
-        the modes those request settings select, e.g. FILTER for top-p, GREEDY for a greedy
-        eval, instead of `modes`) now, so a timed or
+        buckets; None: every bucket up to `max_seq_len`) and sampling modes now, so a timed or
         latency-sensitive run never pays for a capture (nor, with `compile_prefill`, for the
-        prefill's compile). Returns the number of graphs held."""
+        prefill's compile). `sampling` given: the modes those request settings select (e.g.
+        FILTER for top-p, GREEDY for a greedy eval) instead of `modes`. Returns the number of
+        graphs held."""
         if lengths is None:
             lengths = length_buckets(self.max_seq_len)
         if sampling:
