@@ -20,6 +20,7 @@ see this process), the trainer process's own peak allocation, and the staleness 
 from __future__ import annotations
 
 import gc
+import json
 import sys
 import threading
 import time
@@ -132,18 +133,23 @@ def run_staleness_sweep(args: Any, ckpt: Path, work: Path) -> dict[str, Any]:
     batch = args.prompts * args.n
     modes = [parse_mode(m, batch) for m in args.max_staleness]
     t0 = time.perf_counter()
-    cfg = train_config(ckpt, args, work / "sft_run")
-    cfg = configure(cfg, args, parse_mode("0", batch))
-    comps = build_components(cfg)
-    from agentrl.trainer import Trainer
+    cfg = configure(train_config(ckpt, args, work / "sft_run"), args, parse_mode("0", batch))
+    keys = ("shape", "vocab", "sft_steps", "max_total", "max_turns", "prompts", "n", "device")
+    sft, stamp = work / "sft", json.dumps({k: str(getattr(args, k)) for k in keys})
+    if args.sft_cache is not None:  # a warm device host's earlier call SFT'd these weights
+        sft = args.sft_cache
+    if not (sft / "stamp.json").exists() or (sft / "stamp.json").read_text() != stamp:
+        from agentrl.trainer import Trainer
 
-    trainer = Trainer(cfg, comps)
-    trainer.bootstrap_sft()
-    comps.actor.model.save_pretrained(work / "sft")
-    comps.tokenizer.save_pretrained(work / "sft")
-    trainer.finish()
-    del trainer, comps
-    release()
+        comps = build_components(cfg)
+        trainer = Trainer(cfg, comps)
+        trainer.bootstrap_sft()
+        comps.actor.model.save_pretrained(sft)
+        comps.tokenizer.save_pretrained(sft)
+        (sft / "stamp.json").write_text(stamp)
+        trainer.finish()
+        del trainer, comps
+        release()
     out: dict[str, Any] = {"sft_s": time.perf_counter() - t0, "env": cfg.data.env}
     out["tool_latency_s"] = list(args.tool_latency)
     runs: dict[str, Any] = {}
@@ -152,11 +158,14 @@ def run_staleness_sweep(args: Any, ckpt: Path, work: Path) -> dict[str, Any]:
             mode["name"] = f"{mode['name']}#{i}"
         t1 = time.perf_counter()
         try:
-            runs[mode["name"]] = one_k(args, work / "sft", work / f"m{len(runs)}", mode, sync)
+            runs[mode["name"]] = one_k(args, sft, work / f"m{len(runs)}", mode, sync)
         except Exception as e:  # noqa: BLE001 - keep the other modes' numbers
             runs[mode["name"]] = {"error": f"{type(e).__name__}: {e}"}
         runs[mode["name"]]["mode_wall_s"] = time.perf_counter() - t1
         print(f"mode {mode['name']}: {runs[mode['name']]}"[:1500], flush=True)
+        if args.json is not None:  # so far, in case a later mode runs past the call's limit
+            args.json.parent.mkdir(parents=True, exist_ok=True)
+            args.json.write_text(json.dumps({"partial": True, **out, "runs": runs}, default=str))
         release()
     out["runs"] = runs
     base = runs.get(modes[0]["name"], {}).get("e2e_sampled_tok_s") if modes else None
@@ -181,7 +190,8 @@ def run_staleness_sweep(args: Any, ckpt: Path, work: Path) -> dict[str, Any]:
 
 
 def one_k(args: Any, sft: Path, out_dir: Path, mode: dict[str, Any], sync: Any) -> dict[str, Any]:
-    from gpu_grpo import train_config
+    from gpu_grpo import dynamo_counters, train_config
+    from torch._dynamo.utils import counters
 
     from agentrl.assembly import build_components
     from agentrl.trainer import Trainer
@@ -190,6 +200,7 @@ def one_k(args: Any, sft: Path, out_dir: Path, mode: dict[str, Any], sync: Any) 
     cfg = configure(train_config(sft, args, out_dir), args, mode)
     cfg.sft.steps = 0
     cfg.trainer.steps = args.steps + args.warmup + 1 + int(args.trace_dir is not None)
+    counters.clear()  # this mode's compiles only (a thread-producer race shows as recompiles)
     comps = build_components(cfg)
     trainer = Trainer(cfg, comps)
     captured: list[Any] = []
@@ -209,6 +220,7 @@ def one_k(args: Any, sft: Path, out_dir: Path, mode: dict[str, Any], sync: Any) 
         engine = getattr(comps.rollout, "engine", None)  # None: the rollout child's
         before = dict(engine.stats) if engine is not None else {}
         sync(args.device)
+        frames_before = sum(counters["frames"].values())
         with DeviceSampler() as dev:
             t = time.perf_counter()
             for _ in range(args.steps):
@@ -226,7 +238,10 @@ def one_k(args: Any, sft: Path, out_dir: Path, mode: dict[str, Any], sync: Any) 
         if eng.get("decode_steps"):  # the worker's busy time less its prefill, per step
             decode_s = eng.get("busy_s", 0) - eng.get("prefill_s", 0)
             eng["decode_ms_per_step"] = 1e3 * decode_s / eng["decode_steps"]
+        dynamo = dynamo_counters()
+        dynamo["frames_in_timed_steps"] = sum(counters["frames"].values()) - frames_before
         return {
+            "dynamo": dynamo,
             "trace": trace,
             "engine_stats": eng,
             **mode,

@@ -50,8 +50,17 @@ def summarize(path: Path) -> dict[str, Any]:
         s["kernels"] += 1
     for stream, stats in per_stream.items():
         others = _union([(a, b) for a, b, s in spans if s != stream])
-        mine = [(a, b) for a, b, s in spans if s == stream]
+        mine = _union([(a, b) for a, b, s in spans if s == stream])
         stats["overlapped_ms"] = _intersection(mine, others) / 1e3
+        # Between this stream's first and last kernel: the time it ran nothing, and how much
+        # of that the whole device was idle too. A stream waiting while another stream's
+        # kernels run is sharing the GPU; waiting on an idle device, it waits on its host
+        # thread (Python, the interpreter lock, a sync).
+        gaps = [(a[1], b[0]) for a, b in zip(mine, mine[1:], strict=False)]
+        gap = sum(b - a for a, b in gaps)
+        stats["window_ms"] = (mine[-1][1] - mine[0][0]) / 1e3
+        stats["gap_ms"] = gap / 1e3
+        stats["gap_device_idle_ms"] = (gap - _intersection(gaps, others)) / 1e3
     busy = _union([(a, b) for a, b, _ in spans])
     first, last = spans[0][0], max(b for _, b, _ in spans)
     return {

@@ -395,6 +395,13 @@ def parse() -> argparse.Namespace:
         default=None,
         help="sweep: one more step per mode under torch.profiler, its Chrome trace here",
     )
+    p.add_argument(
+        "--sft-cache",
+        type=Path,
+        default=None,
+        help="sweep: keep the SFT'd weights here and reuse them when the settings match (a "
+        "warm device host's later calls skip the SFT)",
+    )
     p.add_argument("--ckpt", type=Path, default=None, help="trl part: the SFT'd checkpoint")
     p.add_argument("--json", type=Path, default=None)
     return p.parse_args()

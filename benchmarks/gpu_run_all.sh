@@ -56,12 +56,16 @@ CP=engine.hf.compile_prefill=true
 part grpo-async-prefill 480 python3 "$B/gpu_grpo.py" --micro 128 --packing --steps 12 \
   --max-staleness "0,$CP" "1:thread:256,$CP" "2:thread:384,$CP" "1:process:256,$CP" 0 "0,$CP" \
   --tool-latency 0.02 0.5 --json "$OUT/gpu_grpo_async_prefill.json"
-# Not run yet (next session): one more step per mode under torch.profiler, to see whether the
-# update slowed beside the engine is waiting on the GPU or on the interpreter
-# (_gpu_step_trace.py: kernel time per CUDA stream and how much of it overlaps).
-part grpo-async-trace 420 python3 "$B/gpu_grpo.py" --micro 128 --packing --steps 6 \
-  --max-staleness "0,$CP" "2:thread:384,$CP" "2:thread:384,$CP,engine.hf.own_stream=false" \
-  --tool-latency 0.02 0.5 --trace-dir "$OUT/traces" --json "$OUT/gpu_grpo_async_trace.json"
+# One more step per mode under torch.profiler (session 9): is the update slowed beside the
+# engine waiting on the GPU (another stream's kernels) or on its host thread (device idle)?
+# (_gpu_step_trace.py: per CUDA stream, kernel time, overlap, and gaps with the device idle.)
+# And the compiled update (trainer.compile) in both loops. The SFT'd weights are kept in
+# /tmp/sftc for the warm host's next call.
+TC=trainer.compile=true
+part grpo-async-trace 570 python3 "$B/gpu_grpo.py" --micro 128 --packing --steps 6 \
+  --max-staleness "0,$CP" "2:thread:384,$CP" "2:thread:384,$CP,$TC" "0,$CP,$TC" \
+  --tool-latency 0.02 0.5 --sft-cache /tmp/sftc --trace-dir /tmp/traces \
+  --json "$OUT/gpu_grpo_async_trace.json"
 part async-learning 540 python3 "$B/gpu_async_learning.py" --out "$OUT/async_learning" \
   --seeds 0 1 2 --producer process --timeout 140 --json "$OUT/gpu_async_learning.json"
 part update-mfu 400 python3 "$B/gpu_update_mfu.py" --profile --json "$OUT/gpu_update_mfu.json"

@@ -5,6 +5,8 @@ role is built the same way wherever it runs."""
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import copy
 import dataclasses
 import random
@@ -16,7 +18,7 @@ import torch
 
 from agentrl.algorithms import get_estimator
 from agentrl.backends import TrainingBackend, build_backend
-from agentrl.config import TrainConfig
+from agentrl.config import ConfigError, TrainConfig
 from agentrl.engines.base import SamplingParams
 from agentrl.rollout.role import Rollout
 from agentrl.trainer.actor import Actor, optimizer_steps
@@ -69,9 +71,25 @@ def build_engine_for(
         hf = dataclasses.replace(engine_cfg.hf, keep_kv_on_update=True)
         engine_cfg = dataclasses.replace(engine_cfg, hf=hf)
     vision = cfg.model.enable_vision
-    return build_engine(
+    engine = build_engine(
         engine_cfg, engine_model, tokenizer, vision=vision, sampling=expected_sampling(cfg)
     )
+    if (
+        pipelined
+        and cfg.trainer.compile
+        and cfg.trainer.async_.producer == "thread"
+        and engine.calls_transformers_modules
+    ):
+        with contextlib.suppress(Exception):
+            asyncio.run(engine.close())
+        raise ConfigError(
+            f"trainer.compile with trainer.async.producer: thread and {type(engine).__name__}: "
+            "the engine thread's transformers module forwards race with the compiled update "
+            "(their `kernels` hub-layer flag is process-global while compiled code runs). Use "
+            "engine.hf.fast: true (its own forward), trainer.async.producer: process, or "
+            "trainer.compile: false"
+        )
+    return engine
 
 
 def expected_sampling(cfg: TrainConfig) -> list[SamplingParams]:

@@ -55,6 +55,9 @@ def unsupported_reason(model: Any) -> str | None:
         return "unexpected module layout (no .model.layers / .lm_head)"
     if any(t != "full_attention" for t in getattr(cfg, "layer_types", None) or []):
         return "sliding-window layers are not supported"
+    norm = getattr(base, "norm", None)
+    if not isinstance(getattr(norm, "variance_epsilon", None), float):
+        return "the final norm is not an RMSNorm with variance_epsilon"
     rope = getattr(base, "rotary_emb", None)
     rope_type = str(getattr(rope, "rope_type", "default"))
     if rope is None or "dynamic" in rope_type or rope_type == "longrope":
@@ -122,10 +125,10 @@ class StaticDecoder:
         cos, sin = self.cos[pos][:, None, None, :], self.sin[pos][:, None, None, :]
         keep = (cols[None, :] <= pos[:, None])[:, None, None, :]  # [B, 1, 1, L]
         for i, layer in enumerate(self.layers):
-            h = layer.input_layernorm(x)
+            h = _rms_norm(layer.input_layernorm, x)
             x = x + self._attend_decode(i, layer.self_attn, h, (cos, sin), slot, pos, keep)
-            x = x + layer.mlp(layer.post_attention_layernorm(x))
-        return self.lm_head(self.norm(x))[:, 0, :]
+            x = x + layer.mlp(_rms_norm(layer.post_attention_layernorm, x))
+        return self.lm_head(_rms_norm(self.norm, x))[:, 0, :]
 
     def decode_step(self, inp: torch.Tensor, length: int, mode: int) -> torch.Tensor:
         """`decode`, then advance `inp` in place to the next step (sampled token in, position
@@ -207,11 +210,11 @@ class StaticDecoder:
         x = self.embed(ids)
         rope = (self.cos[pos][:, None], self.sin[pos][:, None])  # [n, 1, width, D]
         for i, layer in enumerate(self.layers):
-            h = layer.input_layernorm(x)
+            h = _rms_norm(layer.input_layernorm, x)
             x = x + self._attend_prefill(i, layer.self_attn, h, rope, writes, slots, keep)
-            x = x + layer.mlp(layer.post_attention_layernorm(x))
+            x = x + layer.mlp(_rms_norm(layer.post_attention_layernorm, x))
         x = x[torch.arange(x.shape[0], device=x.device), last]
-        return self.lm_head(self.norm(x)).float()
+        return self.lm_head(_rms_norm(self.norm, x)).float()
 
     def _attend_prefill(
         self,
@@ -248,7 +251,7 @@ class StaticDecoder:
         k = attn.k_proj(h).view(b, s, -1, self.head_dim)
         v = attn.v_proj(h).view(b, s, -1, self.head_dim).transpose(1, 2)
         if getattr(attn, "q_norm", None) is not None:
-            q, k = attn.q_norm(q), attn.k_norm(k)
+            q, k = _rms_norm(attn.q_norm, q), _rms_norm(attn.k_norm, k)
         cos, sin = rope
         q, k = q.transpose(1, 2), k.transpose(1, 2)
         return _rotate(q, cos, sin), _rotate(k, cos, sin), v
@@ -271,6 +274,19 @@ def _reduce_attention(
     scores = (q.float()[:, :, :, None, :] * keys.float()[:, :, None]).sum(-1) * scale
     probs = scores.masked_fill(~keep, float("-inf")).softmax(dim=-1)  # [B, kv, G, L]
     return (probs[..., None] * values.float()[:, :, None]).sum(-2)
+
+
+def _rms_norm(norm: Any, x: torch.Tensor) -> torch.Tensor:
+    """transformers' RMSNorm forward (qwen2/qwen3/llama), computed here with the module's
+    weight and epsilon rather than by calling the module. Its forward is wrapped by the `kernels`
+    hub layer, whose context variable becomes one process-global flag whenever compiled code
+    runs through it: a compiled update on the trainer's thread (`trainer.compile` with
+    `trainer.async.producer: thread`) and this engine's forward on its own thread would race on
+    it (dynamo's SpeculationLogDivergence, or recompiles on a guard that flips)."""
+    dtype = x.dtype
+    h = x.to(torch.float32)
+    h = h * torch.rsqrt(h.pow(2).mean(-1, keepdim=True) + norm.variance_epsilon)
+    return norm.weight * h.to(dtype)
 
 
 def _rotate(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:

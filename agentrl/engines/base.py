@@ -102,11 +102,16 @@ class Engine(ABC):
     - `can_sleep`: `sleep()` frees accelerator memory and `wake()` restores it; when False
       both are no-ops (`engine.sleep_between_phases` refuses such an engine).
     - `precapture()`: capture ahead-of-time state (the fast path's CUDA graphs); 0 elsewhere.
+    - `calls_transformers_modules`: its forward runs transformers' module forwards in this
+      process. Those go through the `kernels` hub layer, whose context variable turns
+      process-global while compiled code runs, so such an engine on a thread beside a
+      compiled update races with it (`assembly.build_engine_for` refuses the combination).
     """
 
     features: frozenset[str] = frozenset()
     multimodal_inputs: MultimodalInputs = "none"
     can_sleep: bool = False
+    calls_transformers_modules: bool = False
 
     @abstractmethod
     async def generate(

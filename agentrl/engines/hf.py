@@ -29,6 +29,8 @@ from agentrl.engines._hf_core import HFCore, Request
 class HFEngine(HFCore):
     """Continuous-batching generation over a transformers causal LM (CPU or GPU)."""
 
+    calls_transformers_modules = True  # its forward is the model's own
+
     features = frozenset({"constraint", "top_logprobs", "stream", "weight_versions"})
 
     def __init__(self, model: Any, tokenizer_or_eos_ids: Any, **kwargs: Any) -> None:

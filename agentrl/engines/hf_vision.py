@@ -33,6 +33,8 @@ from agentrl.engines.base import EngineError, SamplingParams
 class HFVisionEngine(HFCore):
     """Per-request prefill + batched decode over a transformers VLM (CPU or GPU)."""
 
+    calls_transformers_modules = True  # its forward is the model's own
+
     # The rollout passes processed pixel inputs (not PIL images) to this engine.
     multimodal_inputs = "processed"
 

@@ -6,6 +6,7 @@ import asyncio
 from typing import Any
 
 import pytest
+import torch
 
 from agentrl.config.schema import EngineConfig
 from agentrl.engines import BUILDERS, EngineError, HFEngine, SamplingParams, build_engine
@@ -57,3 +58,30 @@ def test_external_engines_get_the_policy_dtype(tiny: Any) -> None:
     assert _policy_dtype(model) == "float32"
     assert _policy_dtype(model.to(torch.bfloat16)) == "bfloat16"
     assert _policy_dtype("/some/checkpoint") is None
+
+
+@pytest.mark.parametrize(
+    ("overrides", "refused"),
+    [
+        (["trainer.async.max_staleness=1"], True),  # fast: auto on CPU builds HFEngine
+        (["trainer.async.max_staleness=1", "engine.hf.fast=true"], False),  # its own forward
+        (["trainer.async.max_staleness=1", "trainer.async.producer=process"], False),
+        ([], False),  # synchronous: no engine thread beside the update
+    ],
+)
+def test_compiled_update_beside_an_engine_calling_transformers_modules(
+    tiny: Any, overrides: list[str], refused: bool
+) -> None:
+    """`trainer.compile` with the rollout on a thread: refused where that thread runs
+    transformers' module forwards (their `kernels` hub-layer flag is process-global while
+    compiled code runs; the race crashed a pipelined CPU run with SpeculationLogDivergence)."""
+    from agentrl.assembly.build import build_engine_for
+    from agentrl.config import ConfigError, TrainConfig, load_config
+
+    model, tok = tiny
+    cfg = load_config(TrainConfig, None, ["trainer.compile=true", *overrides])
+    if refused:
+        with pytest.raises(ConfigError, match="trainer.compile with trainer.async.producer"):
+            build_engine_for(cfg, model, tok, torch.device("cpu"))
+        return
+    asyncio.run(build_engine_for(cfg, model, tok, torch.device("cpu")).close())
