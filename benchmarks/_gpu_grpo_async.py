@@ -250,6 +250,10 @@ def one_k(args: Any, sft: Path, out_dir: Path, mode: dict[str, Any], sync: Any) 
             "sampled_tokens": sampled,
             "step_s": [sum(s[f"time/{p}"] for p in keys) for s in steps],
             "phase_s_per_step": {p: sum(s[f"time/{p}"] for s in steps) / len(steps) for p in keys},
+            # A step's time outside those phases (batch building, advantages, metrics): host
+            # work on the trainer's thread, which competes for the interpreter when pipelined.
+            "unphased_s_per_step": (wall - sum(s[f"time/{p}"] for s in steps for p in keys))
+            / len(steps),
             "trainer_peak_alloc_gib": torch.cuda.max_memory_allocated() / 2**30
             if args.device == "cuda"
             else None,

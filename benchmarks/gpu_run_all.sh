@@ -66,6 +66,11 @@ part grpo-async-trace 570 python3 "$B/gpu_grpo.py" --micro 128 --packing --steps
   --max-staleness "0,$CP" "2:thread:384,$CP" "2:thread:384,$CP,$TC" "0,$CP,$TC" \
   --tool-latency 0.02 0.5 --sft-cache /tmp/sftc --trace-dir /tmp/traces \
   --json "$OUT/gpu_grpo_async_trace.json"
+# Everything compiled (session 9): prefill, decode (captured into the graphs) and the update.
+ALL="$CP,engine.hf.compile_decode=true,$TC"
+part grpo-async-compiled 580 python3 "$B/gpu_grpo.py" --micro 128 --packing --steps 10 \
+  --max-staleness "0,$ALL" "2:thread:384,$ALL" "1:thread:256,$ALL" "0,$ALL" \
+  --tool-latency 0.02 0.5 --sft-cache /tmp/sftc --json "$OUT/gpu_grpo_async_compiled_all.json"
 part async-learning 540 python3 "$B/gpu_async_learning.py" --out "$OUT/async_learning" \
   --seeds 0 1 2 --producer process --timeout 140 --json "$OUT/gpu_async_learning.json"
 part update-mfu 400 python3 "$B/gpu_update_mfu.py" --profile --json "$OUT/gpu_update_mfu.json"
