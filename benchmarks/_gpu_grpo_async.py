@@ -92,6 +92,44 @@ class DeviceSampler:
         }
 
 
+class GilProbe:
+    """How long a thread waits for the interpreter lock in this process: a thread sleeps
+    `period` s in a loop and records how late it wakes. Sleeping releases the lock, so the
+    lateness is (almost all) the wait to take it back; near the switch interval (5 ms by
+    default) on average, the lock is saturated. The rollout child's lock is not seen."""
+
+    def __init__(self, period: float = 0.002) -> None:
+        self.period, self.late = period, []
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            t = time.perf_counter()
+            time.sleep(self.period)
+            self.late.append(time.perf_counter() - t - self.period)
+
+    def __enter__(self) -> GilProbe:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self._stop.set()
+        self._thread.join()
+
+    def result(self) -> dict[str, Any]:
+        late = sorted(self.late)
+        if not late:
+            return {}
+        pick = lambda q: 1e3 * late[min(len(late) - 1, int(q * len(late)))]  # noqa: E731
+        return {
+            "gil_wait_ms_mean": 1e3 * sum(late) / len(late),
+            "gil_wait_ms_p50": pick(0.5),
+            "gil_wait_ms_p90": pick(0.9),
+            "gil_probe_samples": len(late),
+        }
+
+
 def configure(cfg: Any, args: Any, mode: dict[str, Any]) -> Any:
     """The latency env (from its module, so a rollout child finds it too), the fast engine
     through its typed config (a child builds its own engine from it, so `--engine-extra`
@@ -221,7 +259,7 @@ def one_k(args: Any, sft: Path, out_dir: Path, mode: dict[str, Any], sync: Any) 
         before = dict(engine.stats) if engine is not None else {}
         sync(args.device)
         frames_before = sum(counters["frames"].values())
-        with DeviceSampler() as dev:
+        with DeviceSampler() as dev, GilProbe() as gil:
             t = time.perf_counter()
             for _ in range(args.steps):
                 trainer.step += 1
@@ -258,6 +296,7 @@ def one_k(args: Any, sft: Path, out_dir: Path, mode: dict[str, Any], sync: Any) 
             if args.device == "cuda"
             else None,
             **dev.result(),
+            **gil.result(),
             "staleness": {
                 key: [s.get(key) for s in steps]
                 for key in (

@@ -71,6 +71,12 @@ ALL="$CP,engine.hf.compile_decode=true,$TC"
 part grpo-async-compiled 580 python3 "$B/gpu_grpo.py" --micro 128 --packing --steps 10 \
   --max-staleness "0,$ALL" "2:thread:384,$ALL" "1:thread:256,$ALL" "0,$ALL" \
   --tool-latency 0.02 0.5 --sft-cache /tmp/sftc --json "$OUT/gpu_grpo_async_compiled_all.json"
+# The repeat (session 9), with the interpreter-lock probe: synchronous twice, the thread
+# producer at the default and a 0.5 ms switch interval, K = 1, and the process producer.
+part grpo-async-compiled-2 590 python3 "$B/gpu_grpo.py" --micro 128 --packing --steps 10 \
+  --max-staleness "0,$ALL" "2:thread:384,$ALL" "0,$ALL" \
+  "2:thread:384,$ALL,python.switchinterval=0.0005" "1:thread:256,$ALL" "2:process:384,$ALL" \
+  --tool-latency 0.02 0.5 --sft-cache /tmp/sftc --json "$OUT/gpu_grpo_async_compiled_2.json"
 part async-learning 540 python3 "$B/gpu_async_learning.py" --out "$OUT/async_learning" \
   --seeds 0 1 2 --producer process --timeout 140 --json "$OUT/gpu_async_learning.json"
 part update-mfu 400 python3 "$B/gpu_update_mfu.py" --profile --json "$OUT/gpu_update_mfu.json"
@@ -84,5 +90,5 @@ part smollm2-eval-base 400 python3 "$B/gpu_smollm2.py" --part eval_base "${SM[@]
 part smollm2-train 590 python3 "$B/gpu_smollm2.py" --part train "${SM[@]}"
 part smollm2-eval-after 300 python3 "$B/gpu_smollm2.py" --part eval_after "${SM[@]}"
 part smollm2-bench 400 python3 "$B/gpu_smollm2.py" --part bench "${SM[@]}"
-part tests 120 python3 -m pytest -q -p no:cacheprovider -m gpu "$R/tests"
+part tests 300 python3 -m pytest -q -p no:cacheprovider -m gpu "$R/tests"
 grep -E "^== |Error" "$L" | tail -40
