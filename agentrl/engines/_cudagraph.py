@@ -78,7 +78,11 @@ class DecodeGraphs:
         torch.cuda.current_stream(self._device).wait_stream(side)
         graph = torch.cuda.CUDAGraph()
         # thread_local: the event loop thread may touch CUDA (e.g. tensor creation) while a
-        # worker thread captures; only this thread's calls must be capture-safe.
+        # worker thread captures; only this thread's calls must be capture-safe. Two things
+        # stay refused on every thread while a capture runs: a device-wide sync
+        # (`torch.cuda.synchronize()`; a stream's own sync is fine) and a draw from the CUDA
+        # RNG. They break the capture, which is why `precapture` captures every graph a run
+        # needs before its training steps begin.
         with torch.cuda.graph(graph, pool=self._pool, capture_error_mode="thread_local"):
             out = self._fn(inp, length, mode)
         if self._pool is None:

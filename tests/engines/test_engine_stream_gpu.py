@@ -66,9 +66,10 @@ def test_decode_beside_a_busy_default_stream_is_exact(fast: bool) -> None:
     prompts = _prompts(6)
     quiet = _run(make_hf_engine(gpu_model("qwen2", torch.float32), [], fast=fast), prompts)
     engine = make_hf_engine(gpu_model("qwen2", torch.float32), [], fast=fast)
+    # Graphs captured first, as training does (`engine.hf.precapture`): while a capture runs,
+    # CUDA refuses another thread's device-wide sync and torch its CUDA RNG draws.
+    engine.precapture(sampling=[GREEDY])
     stop = threading.Event()
-    # Made before the engine runs: drawing from the CUDA RNG on another thread while the
-    # engine captures a graph is refused by torch ("offset increment outside graph capture").
     a = _busy_matrix()
 
     def busy() -> None:
@@ -76,7 +77,9 @@ def test_decode_beside_a_busy_default_stream_is_exact(fast: bool) -> None:
         while not stop.is_set():
             for _ in range(8):
                 a = torch.tanh(a @ a)
-            torch.cuda.synchronize()
+            # Its own stream's sync, as a trainer's `.item()` does: a device-wide sync while
+            # the engine captures a graph is refused by CUDA and breaks the capture.
+            torch.cuda.current_stream().synchronize()
 
     worker = threading.Thread(target=busy, daemon=True)
     worker.start()
