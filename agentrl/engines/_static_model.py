@@ -17,9 +17,11 @@ padding rows write into. A row's position p is both its RoPE position and its ca
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Sequence
 from typing import Any
 
+import numpy as np
 import torch
 import torch.nn.functional as F
 from torch.nn.attention import SDPBackend, sdpa_kernel
@@ -177,25 +179,41 @@ class StaticDecoder:
         are built on the host and sent in two copies; with `compile_prefill` they are padded to
         at least 2 rows x 2 columns (a scratch row, scratch columns), so dynamo never
         specialises a size of 1 and one compiled graph serves every call."""
-        n, width = len(rows), max(len(t) for _, _, t in rows)
-        pad = self._pad_prefill
-        n_in, w_in = (max(n, 2), max(width, 2)) if pad else (n, width)
-        # ids, positions, write slot, write position, per row: slot, last index
-        inp = torch.zeros(4, n_in, w_in, dtype=torch.long)
-        inp[2] = self.scratch  # padding writes into the scratch slot, never a live sequence
-        per_row = torch.zeros(2, n_in, dtype=torch.long)
-        per_row[0] = self.scratch
-        for r, (slot, start, toks) in enumerate(rows):
-            inp[0, r, : len(toks)] = torch.tensor(list(toks), dtype=torch.long)
-            inp[1, r] = torch.arange(start, start + w_in).clamp(max=self.max_len - 1)
-            inp[2, r, : len(toks)] = slot
-            inp[3, r, : len(toks)] = inp[1, r, : len(toks)]
-            per_row[:, r] = torch.tensor([slot, len(toks) - 1])
-        length = max(max(start + len(t) for _, start, t in rows), 2 if pad else 1)
-        inp_d, rows_d = inp.to(self.device), per_row.to(self.device)
+        inp, per_row, length = self.prefill_inputs(rows)
+        inp_d = torch.from_numpy(inp).to(self.device)
+        rows_d = torch.from_numpy(per_row).to(self.device)
         with sdpa_kernel(PREFILL_BACKENDS):
             logits = self._prefill_fn(inp_d, rows_d, self._cols[:length])
-        return logits[:n]
+        return logits[: len(rows)]
+
+    def prefill_inputs(
+        self, rows: Sequence[tuple[int, int, Sequence[int]]]
+    ) -> tuple[np.ndarray, np.ndarray, int]:
+        """`prefill`'s host inputs: [4, n, width] (ids, positions, write slot, write position),
+        [2, n] (slot, last new-token index) and the attended key length."""
+        n = len(rows)
+        slots = np.fromiter((r[0] for r in rows), np.int64, n)
+        starts = np.fromiter((r[1] for r in rows), np.int64, n)
+        lens = np.fromiter((len(r[2]) for r in rows), np.int64, n)
+        width, pad = int(lens.max()), self._pad_prefill
+        n_in, w_in = (max(n, 2), max(width, 2)) if pad else (n, width)
+        # Built in numpy, handed to torch in two calls: each torch call releases and retakes
+        # the interpreter lock, and beside a pipelined update's thread (trainer.async) a
+        # per-row build of small tensors waited for the lock on every one of them
+        # (`benchmarks/host_build.py`).
+        # ids, positions, write slot, write position; per row: slot, last index
+        inp = np.zeros((4, n_in, w_in), np.int64)
+        inp[2] = self.scratch  # padding writes into the scratch slot, never a live sequence
+        cols = np.arange(w_in)
+        new = cols[None, :] < lens[:, None]  # [n, w_in]: a row's new tokens
+        inp[0, :n][new] = np.fromiter(itertools.chain.from_iterable(r[2] for r in rows), np.int64)
+        inp[1, :n] = np.minimum(starts[:, None] + cols[None, :], self.max_len - 1)
+        inp[2, :n] = np.where(new, slots[:, None], self.scratch)
+        inp[3, :n] = np.where(new, inp[1, :n], 0)
+        per_row = np.zeros((2, n_in), np.int64)
+        per_row[0], per_row[0, :n], per_row[1, :n] = self.scratch, slots, lens - 1
+        length = max(int((starts + lens).max()), 2 if pad else 1)
+        return inp, per_row, length
 
     def _prefill_logits(
         self, inp: torch.Tensor, rows: torch.Tensor, cols: torch.Tensor

@@ -7,12 +7,14 @@ tensor is response token `j`; its logit sits at sequence position `prompt_len - 
 
 from __future__ import annotations
 
+import itertools
 from dataclasses import dataclass, field, fields, replace
 from typing import Any
 
+import numpy as np
 import torch
 
-from agentrl.types import Trajectory, TrajectoryGroup
+from agentrl.types import TrajectoryGroup
 
 
 @dataclass
@@ -77,23 +79,8 @@ class TrainBatch:
         )
 
 
-def _turn_tensors(t: Trajectory, width: int) -> tuple[list[float], list[int]]:
-    """Per-token reward (on each turn's last sampled token) and turn ids for one trajectory."""
-    rewards = [0.0] * width
-    turn_ids = [-1] * width
-    for k, turn in enumerate(t.turns):
-        for j in range(turn.start, turn.end):
-            turn_ids[j] = k
-        if turn.end > turn.start:
-            rewards[turn.end - 1] += turn.reward
-    return rewards, turn_ids
-
-
-def _last_sampled(t: Trajectory) -> int:
-    for j in range(len(t.loss_mask) - 1, -1, -1):
-        if t.loss_mask[j]:
-            return j
-    return -1
+def _cat(lists: Any, dtype: Any) -> np.ndarray:
+    return np.fromiter(itertools.chain.from_iterable(lists), dtype)
 
 
 def collate(groups: list[TrajectoryGroup], pad_id: int, reward_on: str = "episode") -> TrainBatch:
@@ -101,46 +88,57 @@ def collate(groups: list[TrajectoryGroup], pad_id: int, reward_on: str = "episod
 
     `reward_on="episode"` puts the final reward on the last sampled token; `"turn"` spreads
     per-turn rewards (the final reward is added to the last turn if turns carry none).
+
+    Built in numpy and handed to torch at the end: a torch call releases and retakes the
+    interpreter lock, and a pipelined run (`trainer.async`, thread producer) builds its batch
+    beside the rollout's threads, where a per-row build of small tensors waited for the lock
+    on each of its ~10 calls a row.
     """
     trajs = [t for g in groups for t in g.trajectories]
     gidx = [i for i, g in enumerate(groups) for _ in g.trajectories]
     if not trajs:
         raise ValueError("collate: no trajectories")
-    seq_len = max(len(t.prompt_ids) + len(t.response_ids) for t in trajs)
-    resp_len = max(max(len(t.response_ids) for t in trajs), 1)
     b = len(trajs)
-    input_ids = torch.full((b, seq_len), pad_id, dtype=torch.long)
-    attn = torch.zeros((b, seq_len), dtype=torch.long)
-    logit_index = torch.full((b, resp_len), -1, dtype=torch.long)
-    responses = torch.zeros((b, resp_len), dtype=torch.long)
-    mask = torch.zeros((b, resp_len))
-    lps = torch.zeros((b, resp_len))
-    token_rewards = torch.zeros((b, resp_len))
-    turn_index = torch.full((b, resp_len), -1, dtype=torch.long)
+    p_len = np.fromiter((len(t.prompt_ids) for t in trajs), np.int64, b)
+    r_len = np.fromiter((len(t.response_ids) for t in trajs), np.int64, b)
+    seq_len, resp_len = int((p_len + r_len).max()), max(int(r_len.max()), 1)
+    in_seq = np.arange(seq_len)[None, :] < (p_len + r_len)[:, None]  # [b, seq_len]
+    cols = np.arange(resp_len)
+    in_resp = cols[None, :] < r_len[:, None]  # [b, resp_len]
+    input_ids = np.full((b, seq_len), pad_id, np.int64)
+    input_ids[in_seq] = _cat((t.input_ids for t in trajs), np.int64)
+    logit_index = np.where(in_resp, p_len[:, None] - 1 + cols[None, :], -1)
+    responses = np.zeros((b, resp_len), np.int64)
+    responses[in_resp] = _cat((t.response_ids for t in trajs), np.int64)
+    mask = np.zeros((b, resp_len), np.float32)
+    mask[in_resp] = _cat((t.loss_mask for t in trajs), np.float32)
+    lps = np.zeros((b, resp_len), np.float32)
+    lps[in_resp] = _cat((t.logprobs for t in trajs), np.float32)
+    turn_index = np.full((b, resp_len), -1, np.int64)
+    token_rewards = np.zeros((b, resp_len), np.float32)
     for i, t in enumerate(trajs):
-        p, r = len(t.prompt_ids), len(t.response_ids)
-        input_ids[i, : p + r] = torch.tensor(t.input_ids, dtype=torch.long)
-        attn[i, : p + r] = 1
-        logit_index[i, :r] = torch.arange(p - 1, p - 1 + r)
-        responses[i, :r] = torch.tensor(t.response_ids, dtype=torch.long)
-        mask[i, :r] = torch.tensor(t.loss_mask, dtype=torch.float)
-        lps[i, :r] = torch.tensor(t.logprobs, dtype=torch.float)
-        rw, tid = _turn_tensors(t, r)
-        turn_index[i, :r] = torch.tensor(tid, dtype=torch.long)
-        last = _last_sampled(t)
-        if reward_on == "turn" and any(rw):
-            token_rewards[i, :r] = torch.tensor(rw)
-        elif last >= 0:
-            token_rewards[i, last] = t.reward
+        turn_rewards = False
+        for k, turn in enumerate(t.turns):
+            turn_index[i, turn.start : turn.end] = k
+            if turn.end > turn.start and turn.reward:
+                turn_rewards = True
+        if reward_on == "turn" and turn_rewards:
+            for turn in t.turns:  # each on its turn's last sampled token
+                if turn.end > turn.start:
+                    token_rewards[i, turn.end - 1] += turn.reward
+            continue
+        sampled = np.flatnonzero(mask[i])
+        if sampled.size:
+            token_rewards[i, sampled[-1]] = t.reward
     return TrainBatch(
-        input_ids=input_ids,
-        attention_mask=attn,
-        logit_index=logit_index,
-        responses=responses,
-        response_mask=mask,
-        rollout_log_probs=lps,
-        token_rewards=token_rewards,
-        turn_index=turn_index,
+        input_ids=torch.from_numpy(input_ids),
+        attention_mask=torch.from_numpy(in_seq.astype(np.int64)),
+        logit_index=torch.from_numpy(logit_index),
+        responses=torch.from_numpy(responses),
+        response_mask=torch.from_numpy(mask),
+        rollout_log_probs=torch.from_numpy(lps),
+        token_rewards=torch.from_numpy(token_rewards),
+        turn_index=torch.from_numpy(turn_index),
         group_index=torch.tensor(gidx, dtype=torch.long),
         rewards=torch.tensor([t.reward for t in trajs], dtype=torch.float),
         multimodal=[t.multimodal for t in trajs] if any(t.multimodal for t in trajs) else [],

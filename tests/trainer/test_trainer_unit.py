@@ -186,3 +186,43 @@ def test_checkpoint_restores_rng(tmp_path: Path) -> None:
     want = torch.rand(3)
     ck.load()
     assert torch.equal(torch.rand(3), want)
+
+
+@pytest.mark.parametrize("reward_on", ["episode", "turn"])
+def test_collate_matches_a_row_by_row_reference(reward_on: str) -> None:
+    """Random multi-turn trajectories (some with no sampled token, some with turn rewards):
+    every tensor equals one built row by row from the trajectory's own lists."""
+    import random
+
+    from trainer_synth import trajectory
+
+    rng = random.Random(3)
+    trajs = [trajectory(rng, rng.randint(1, 4), rng.random()) for _ in range(24)]
+    for t in trajs[::5]:
+        t.turns = [replace(turn, reward=0.0) for turn in t.turns]
+    trajs.append(Trajectory(prompt_ids=[4, 5], reward=0.5))  # nothing sampled
+    groups = [TrajectoryGroup(str(i), trajs[i : i + 5]) for i in range(0, len(trajs), 5)]
+    b = collate(groups, PAD, reward_on=reward_on)
+    for i, t in enumerate(x for g in groups for x in g.trajectories):
+        p, r = len(t.prompt_ids), len(t.response_ids)
+        assert b.input_ids[i, : p + r].tolist() == t.input_ids
+        assert b.input_ids[i, p + r :].eq(PAD).all() and b.attention_mask[i].sum() == p + r
+        assert b.responses[i, :r].tolist() == t.response_ids
+        assert b.response_mask[i, :r].tolist() == [float(m) for m in t.loss_mask]
+        assert b.rollout_log_probs[i, :r].tolist() == pytest.approx(t.logprobs)
+        assert b.logit_index[i].tolist() == [
+            p - 1 + j if j < r else -1 for j in range(b.responses.shape[1])
+        ]
+        want_turn = [-1] * b.responses.shape[1]
+        want_reward = [0.0] * b.responses.shape[1]
+        for k, turn in enumerate(t.turns):
+            want_turn[turn.start : turn.end] = [k] * (turn.end - turn.start)
+            if reward_on == "turn" and turn.end > turn.start:
+                want_reward[turn.end - 1] = turn.reward
+        if not any(want_reward):
+            sampled = [j for j, m in enumerate(t.loss_mask) if m]
+            want_reward = [0.0] * len(want_reward)
+            if sampled:
+                want_reward[sampled[-1]] = t.reward
+        assert b.turn_index[i].tolist() == want_turn
+        assert b.token_rewards[i].tolist() == pytest.approx(want_reward)
