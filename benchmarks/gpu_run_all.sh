@@ -77,6 +77,14 @@ part grpo-async-compiled-2 590 python3 "$B/gpu_grpo.py" --micro 128 --packing --
   --max-staleness "0,$ALL" "2:thread:384,$ALL" "0,$ALL" \
   "2:thread:384,$ALL,python.switchinterval=0.0005" "1:thread:256,$ALL" "2:process:384,$ALL" \
   --tool-latency 0.02 0.5 --sft-cache /tmp/sftc --json "$OUT/gpu_grpo_async_compiled_2.json"
+# Next (session 10): settle the all-compiled ratio. A synchronous burn-in first (the
+# sweep also reports against the synchronous runs after the first mode), two more
+# synchronous runs between the pipelined ones, and 512 in flight at K = 2. Run it after
+# grpo-async-compiled on the same warm host (the SFT and inductor caches in /tmp).
+part grpo-async-settle 590 python3 "$B/gpu_grpo.py" --micro 128 --packing --steps 12 \
+  --max-staleness "0,$ALL" "2:thread:384,$ALL" "0,$ALL" "1:thread:256,$ALL" \
+  "2:thread:512,$ALL" "0,$ALL" --tool-latency 0.02 0.5 --sft-cache /tmp/sftc \
+  --json "$OUT/gpu_grpo_async_settle.json"
 part async-learning 540 python3 "$B/gpu_async_learning.py" --out "$OUT/async_learning" \
   --seeds 0 1 2 --producer process --timeout 140 --json "$OUT/gpu_async_learning.json"
 part update-mfu 400 python3 "$B/gpu_update_mfu.py" --profile --json "$OUT/gpu_update_mfu.json"
