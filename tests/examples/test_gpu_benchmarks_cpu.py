@@ -68,6 +68,15 @@ def test_gpu_grpo_staleness_sweep_on_cpu(tmp_path: Path) -> None:
         assert (not stale) if run["k"] == 0 else max(stale) <= 1
     assert out["runs"]["1:process"]["producer"] == "process"
     assert out["ratio_e2e_vs_first"]["0"] == 1.0
+    assert out["sync_tok_s_after_first_mode"] == [out["runs"]["0#2"]["e2e_sampled_tok_s"]]
+    assert all(r["gil_probe_samples"] > 0 for r in out["runs"].values())
+
+
+def test_host_build_on_cpu(tmp_path: Path) -> None:
+    """`host_build.py`: the batch and prefill builds against their per-row peers."""
+    args = ["--episodes", "16", "--rows", "8", "--reps", "1"]
+    out = _run("host_build.py", args, tmp_path / "host.json")
+    assert len(out) == 4 and all(v["alone_ms"] > 0 for v in out.values())
 
 
 def test_gpu_async_learning_on_cpu(tmp_path: Path) -> None:
