@@ -79,11 +79,13 @@ part grpo-async-compiled-2 590 python3 "$B/gpu_grpo.py" --micro 128 --packing --
   --tool-latency 0.02 0.5 --sft-cache /tmp/sftc --json "$OUT/gpu_grpo_async_compiled_2.json"
 # Next (session 10): settle the all-compiled ratio. A synchronous burn-in first (the
 # sweep also reports against the synchronous runs after the first mode), two more
-# synchronous runs between the pipelined ones, and 512 in flight at K = 2. Run it after
+# synchronous runs between the pipelined ones, 512 in flight at K = 2, and joins every 4
+# decode steps (engine.hf.join_every: fewer prefill calls). Run it after
 # grpo-async-compiled on the same warm host (the SFT and inductor caches in /tmp).
 part grpo-async-settle 590 python3 "$B/gpu_grpo.py" --micro 128 --packing --steps 12 \
   --max-staleness "0,$ALL" "2:thread:384,$ALL" "0,$ALL" "1:thread:256,$ALL" \
-  "2:thread:512,$ALL" "0,$ALL" --tool-latency 0.02 0.5 --sft-cache /tmp/sftc \
+  "2:thread:512,$ALL" "2:thread:384,$ALL,engine.hf.join_every=4" "0,$ALL" \
+  --tool-latency 0.02 0.5 --sft-cache /tmp/sftc \
   --json "$OUT/gpu_grpo_async_settle.json"
 part async-learning 540 python3 "$B/gpu_async_learning.py" --out "$OUT/async_learning" \
   --seeds 0 1 2 --producer process --timeout 140 --json "$OUT/gpu_async_learning.json"

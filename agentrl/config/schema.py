@@ -66,6 +66,10 @@ class HFEngineConfig:
     request_timeout_s: float | None = None
     # Idle engine: wait this long per tick (at most 10) while requests keep arriving. 0: off.
     admission_window_s: float = 0.002
+    # While rows decode, waiting requests join every N decode steps (1: at the next step).
+    # Larger N: fewer, larger prefill calls (each has a fixed host cost) for up to N - 1 steps
+    # of join latency, like vLLM's scheduler delay factor.
+    join_every: int = 1
     # The engine's device; empty: where the trainer puts the rollout model.
     device: str = ""
     # On CUDA, decode on a stream of the engine's own at the highest priority, so a pipelined

@@ -76,6 +76,7 @@ RANGES: dict[str, Range] = {
     "engine.gpu_memory_utilization": Range(0, 1, open_lo=True),
     "engine.hf.max_prefill_tokens": AT_LEAST_1,
     "engine.hf.admission_window_s": NONNEG,
+    "engine.hf.join_every": AT_LEAST_1,
     "engine.hf.max_seq_len": AT_LEAST_1,
     "engine.hf.batch_buckets": AT_LEAST_1,
     "engine.hf.decode_chunk": AT_LEAST_1,

@@ -13,7 +13,10 @@ thread under the engine lock) and `_reset_rows()` (forget the batch after a fail
   queues: env and tool I/O never delay a decode step (tests/engines/test_admission.py).
 - Admission window: when the batch is empty, the first request waits (`admission_window_s`
   per tick, while more keep arriving) so a rollout's episodes, which reach `generate()` a few
-  milliseconds apart, share one prefill instead of trickling in.
+  milliseconds apart, share one prefill instead of trickling in. While rows decode, waiting
+  requests join every `join_every` decode steps (1: the next step): fewer, larger prefill
+  calls, each with a fixed host cost, for up to `join_every - 1` steps of join latency (as
+  vLLM's scheduler delay factor).
 - Device work runs on the engine's own high-priority CUDA stream (`_stream`), so a decode
   step never queues behind a pipelined update's kernels on the trainer's stream.
 - Failures never hang callers: a failed step resolves its rows with finish_reason "error",
@@ -59,6 +62,7 @@ class HFCore(Engine):
         admission_window_s: float = 0.002,
         own_stream: bool = True,
         keep_kv_on_update: bool = False,
+        join_every: int = 1,
     ) -> None:
         if max_batch_size < 1:
             raise ValueError(f"max_batch_size must be >= 1, got {max_batch_size}")
@@ -73,6 +77,7 @@ class HFCore(Engine):
         self.max_sessions = max_sessions
         self.request_timeout_s = request_timeout_s
         self.admission_window_s = max(0.0, float(admission_window_s))
+        self.join_every, self._since_join = max(1, int(join_every)), 0  # decode steps
         self.keep_kv_on_update = bool(keep_kv_on_update)
         self.max_positions = max_positions(model.config)
         # A Counter (a missing key reads 0) of counts and seconds; typeshed's holds ints only.
@@ -247,12 +252,15 @@ class HFCore(Engine):
                     continue
                 if not self._rows:
                     await self._await_stragglers()
-                admitted = self._admit()
+                joins = not self._rows or self._since_join >= self.join_every - 1
+                admitted, steps = self._admit() if joins else [], self.stats["decode_steps"]
                 try:
                     loop = asyncio.get_running_loop()
                     done = await loop.run_in_executor(self._worker, self._locked_step, admitted)
                 except Exception as exc:  # a failed step fails its rows, not the engine
                     done = self._fail_rows(admitted, f"{type(exc).__name__}: {exc}")
+                steps = int(self.stats["decode_steps"] - steps)
+                self._since_join = 0 if admitted else self._since_join + steps
                 for req in done:
                     resolve(req)
         finally:

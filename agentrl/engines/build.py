@@ -42,6 +42,7 @@ CORE_OPTIONS = (
     "admission_window_s",
     "own_stream",
     "keep_kv_on_update",
+    "join_every",
 )
 HF_OPTIONS = tuple(f.name for f in dataclasses.fields(HFEngineConfig))
 

@@ -36,7 +36,7 @@ class HFEngine(HFCore):
     def __init__(self, model: Any, tokenizer_or_eos_ids: Any, **kwargs: Any) -> None:
         """`HFCore`'s keyword arguments: max_batch_size=64, device=None,
         max_prefill_tokens=8192, max_sessions=1024, request_timeout_s=None,
-        admission_window_s=0.002, own_stream=True, keep_kv_on_update=False."""
+        admission_window_s=0.002, own_stream=True, keep_kv_on_update=False, join_every=1."""
         super().__init__(model, tokenizer_or_eos_ids, **kwargs)
         self._runner = kvb.ModelRunner(model)
         self._batch: kvb.KVBatch | None = None

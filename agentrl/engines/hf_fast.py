@@ -80,6 +80,7 @@ class FastHFEngine(HFCore):
         admission_window_s: float = 0.002,
         own_stream: bool = True,
         keep_kv_on_update: bool = False,
+        join_every: int = 1,
         max_seq_len: int = 4096,
         session_slots: int | None = None,
         cuda_graphs: bool | None = None,
@@ -103,6 +104,7 @@ class FastHFEngine(HFCore):
             admission_window_s=admission_window_s,
             own_stream=own_stream,
             keep_kv_on_update=keep_kv_on_update,
+            join_every=join_every,
         )
         on_gpu = self.device.type == "cuda"
         if cuda_graphs and not on_gpu:
@@ -212,16 +214,20 @@ class FastHFEngine(HFCore):
         return done
 
     def _chunk_steps(self, rows: list[_Request]) -> int:
-        """Decode steps for this hop: 1 while a waiting request could join the batch, else up
-        to `decode_chunk`, never past the step where some row must end on its length limit
-        (so length-finished rows leave on time and no position runs past the cache)."""
-        if self.decode_chunk == 1 or (self._waiting and len(rows) < self.max_batch_size):
+        """Decode steps for this hop: while a waiting request could join the batch, up to its
+        join (`join_every`; 1 by default), else up to `decode_chunk`; never past the step where
+        some row must end on its length limit (so length-finished rows leave on time and no
+        position runs past the cache)."""
+        cap = self.decode_chunk
+        if self._waiting and len(rows) < self.max_batch_size:
+            cap = min(cap, self.join_every - 1 - self._since_join)
+        if cap <= 1:
             return 1
         left = min(
             min(r.params.max_new_tokens, self.max_seq_len - len(r.prompt_ids)) - len(r.output_ids)
             for r in rows
         )
-        return max(1, min(self.decode_chunk, left))
+        return max(1, min(cap, left))
 
     def _decode(self, decoder: StaticDecoder, rows: list[_Request], steps: int = 1) -> None:
         cols = [self._column(req) for req in rows]

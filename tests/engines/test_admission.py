@@ -13,9 +13,10 @@ import os
 import threading
 from typing import Any
 
+import pytest
 from engine_helpers import TEXTS, run_async, with_engine
 
-from agentrl.engines import SamplingParams
+from agentrl.engines import HFEngine, SamplingParams
 from agentrl.engines.hf_fast import FastHFEngine
 
 PARAMS = SamplingParams(max_new_tokens=4, temperature=0.0)
@@ -70,3 +71,39 @@ def test_steps_do_not_queue_behind_the_default_executor(tiny: Any) -> None:
 
     out = run_async(with_engine(FastHFEngine, model, tok, body))
     assert out.finish_reason in ("stop", "length") and out.token_ids
+
+
+@pytest.mark.parametrize("engine_cls", [FastHFEngine, HFEngine])
+def test_join_every_batches_joins_and_keeps_tokens(tiny: Any, engine_cls: Any) -> None:
+    """`join_every=4`: while rows decode, a waiting request joins only after 3 more decode
+    steps: every prefill while rows run comes >= 3 decode steps after the previous one (so
+    requests arriving one by one share prefill calls). Greedy tokens are those of
+    `join_every=1` (joining later changes who shares a step, not what a row computes)."""
+    model, tok = tiny
+    prompts = _prompts(tok, 8)
+    params = SamplingParams(max_new_tokens=24, temperature=0.0)
+
+    async def body(engine: Any) -> Any:
+        marks: list[tuple[float, int]] = []  # (decode steps so far, running rows) per prefill
+        step = engine._step
+
+        def spy(admitted: list[Any]) -> Any:
+            if admitted:
+                marks.append((engine.stats["decode_steps"], len(engine._rows)))
+            return step(admitted)
+
+        engine._step = spy
+
+        async def one(i: int, ids: list[int]) -> Any:
+            await asyncio.sleep(i * 0.004)
+            return await engine.generate(ids, params)
+
+        out = await asyncio.gather(*(one(i, p) for i, p in enumerate(prompts)))
+        return [r.token_ids for r in out], marks
+
+    kw = {"admission_window_s": 0.0}
+    base, _ = run_async(with_engine(engine_cls, model, tok, body, join_every=1, **kw))
+    out, marks = run_async(with_engine(engine_cls, model, tok, body, join_every=4, **kw))
+    assert out == base
+    for (before, _), (after, running) in zip(marks, marks[1:], strict=False):
+        assert running == 0 or after - before >= 3, marks

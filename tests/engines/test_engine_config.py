@@ -4,6 +4,7 @@ one error naming the key (at config load where the config alone tells, else at b
 
 from __future__ import annotations
 
+import asyncio
 from typing import Any
 
 import pytest
@@ -26,6 +27,17 @@ def test_typed_hf_options_load_and_show() -> None:
         _load("engine.hf.decode_chunk=0")
     with pytest.raises(ConfigError, match=r"engine.hf.max_sessions: 0 is out of range"):
         _load("engine.hf.max_sessions=0")
+    with pytest.raises(ConfigError, match=r"engine.hf.join_every: 0 is out of range"):
+        _load("engine.hf.join_every=0")
+
+
+@pytest.mark.parametrize("fast", [True, False])
+def test_join_every_reaches_both_text_engines(tiny: Any, fast: bool) -> None:
+    model, tok = tiny
+    cfg = _load(f"engine.hf.fast={str(fast).lower()}", "engine.hf.join_every=4")
+    engine = build_engine(cfg.engine, model, tok)
+    assert engine.join_every == 4
+    asyncio.run(engine.close())
 
 
 @pytest.mark.parametrize(
