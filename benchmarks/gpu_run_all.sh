@@ -87,6 +87,12 @@ part grpo-async-settle 590 python3 "$B/gpu_grpo.py" --micro 128 --packing --step
   "2:thread:512,$ALL" "2:thread:384,$ALL,engine.hf.join_every=4" "0,$ALL" \
   --tool-latency 0.02 0.5 --sft-cache /tmp/sftc \
   --json "$OUT/gpu_grpo_async_settle.json"
+# The process producer with everything compiled (its child compiles the engine again, from
+# the warm inductor cache): session 9's run of it ran past the call limit.
+part grpo-async-process-compiled 590 python3 "$B/gpu_grpo.py" --micro 128 --packing \
+  --steps 10 --max-staleness "0,$ALL" "2:process:384,$ALL" "1:process:256,$ALL" "0,$ALL" \
+  --tool-latency 0.02 0.5 --sft-cache /tmp/sftc \
+  --json "$OUT/gpu_grpo_async_process_compiled.json"
 part async-learning 540 python3 "$B/gpu_async_learning.py" --out "$OUT/async_learning" \
   --seeds 0 1 2 --producer process --timeout 140 --json "$OUT/gpu_async_learning.json"
 part update-mfu 400 python3 "$B/gpu_update_mfu.py" --profile --json "$OUT/gpu_update_mfu.json"
