@@ -77,6 +77,7 @@ def build_engine_for(
     if (
         pipelined
         and cfg.trainer.compile
+        and cfg.trainer.placement == "local"  # with Ray the update runs in another process
         and cfg.trainer.async_.producer == "thread"
         and engine.calls_transformers_modules
     ):

@@ -60,6 +60,8 @@ def unsupported_reason(model: Any) -> str | None:
     norm = getattr(base, "norm", None)
     if not isinstance(getattr(norm, "variance_epsilon", None), float):
         return "the final norm is not an RMSNorm with variance_epsilon"
+    if (act := getattr(cfg, "hidden_act", "silu")) != "silu":
+        return f"hidden_act {act!r} is not silu"
     rope = getattr(base, "rotary_emb", None)
     rope_type = str(getattr(rope, "rope_type", "default"))
     if rope is None or "dynamic" in rope_type or rope_type == "longrope":
@@ -129,7 +131,7 @@ class StaticDecoder:
         for i, layer in enumerate(self.layers):
             h = _rms_norm(layer.input_layernorm, x)
             x = x + self._attend_decode(i, layer.self_attn, h, (cos, sin), slot, pos, keep)
-            x = x + layer.mlp(_rms_norm(layer.post_attention_layernorm, x))
+            x = x + _mlp(layer.mlp, _rms_norm(layer.post_attention_layernorm, x))
         return self.lm_head(_rms_norm(self.norm, x))[:, 0, :]
 
     def decode_step(self, inp: torch.Tensor, length: int, mode: int) -> torch.Tensor:
@@ -230,7 +232,7 @@ class StaticDecoder:
         for i, layer in enumerate(self.layers):
             h = _rms_norm(layer.input_layernorm, x)
             x = x + self._attend_prefill(i, layer.self_attn, h, rope, writes, slots, keep)
-            x = x + layer.mlp(_rms_norm(layer.post_attention_layernorm, x))
+            x = x + _mlp(layer.mlp, _rms_norm(layer.post_attention_layernorm, x))
         x = x[torch.arange(x.shape[0], device=x.device), last]
         return self.lm_head(_rms_norm(self.norm, x)).float()
 
@@ -295,16 +297,23 @@ def _reduce_attention(
 
 
 def _rms_norm(norm: Any, x: torch.Tensor) -> torch.Tensor:
-    """transformers' RMSNorm forward (qwen2/qwen3/llama), computed here with the module's
-    weight and epsilon rather than by calling the module. Its forward is wrapped by the `kernels`
-    hub layer, whose context variable becomes one process-global flag whenever compiled code
-    runs through it: a compiled update on the trainer's thread (`trainer.compile` with
-    `trainer.async.producer: thread`) and this engine's forward on its own thread would race on
-    it (dynamo's SpeculationLogDivergence, or recompiles on a guard that flips)."""
+    """transformers' RMSNorm forward (qwen2/qwen3/llama), computed from the module's weight
+    and epsilon. Why not call the module (nor the MLP's activation, nor the attention module,
+    nor transformers' rotary function): transformers wraps them in the `kernels` hub layer,
+    whose context variable for attention and rotary becomes one process-global flag whenever
+    compiled code runs through it, so a compiled update on the trainer's thread
+    (`trainer.compile`, `trainer.async.producer: thread`) and an engine thread calling those
+    forwards race on it (dynamo's SpeculationLogDivergence, or recompiles on a guard that
+    flips). The static forward calls plain `Linear` and `Embedding` modules only."""
     dtype = x.dtype
     h = x.to(torch.float32)
     h = h * torch.rsqrt(h.pow(2).mean(-1, keepdim=True) + norm.variance_epsilon)
     return norm.weight * h.to(dtype)
+
+
+def _mlp(mlp: Any, x: torch.Tensor) -> torch.Tensor:
+    """transformers' gated SiLU MLP (qwen2/qwen3/llama) from its projections (see `_rms_norm`)."""
+    return mlp.down_proj(F.silu(mlp.gate_proj(x)) * mlp.up_proj(x))
 
 
 def _rotate(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:

@@ -105,6 +105,14 @@ def collate(groups: list[TrajectoryGroup], pad_id: int, reward_on: str = "episod
     in_seq = np.arange(seq_len)[None, :] < (p_len + r_len)[:, None]  # [b, seq_len]
     cols = np.arange(resp_len)
     in_resp = cols[None, :] < r_len[:, None]  # [b, resp_len]
+    for name in ("loss_mask", "logprobs"):  # the flat scatter below would shift a bad row
+        lens = np.fromiter((len(getattr(t, name)) for t in trajs), np.int64, b)
+        if (bad := np.flatnonzero(lens != r_len)).size:
+            i = int(bad[0])
+            raise ValueError(
+                f"collate: trajectory {i} (group {gidx[i]}) has {lens[i]} {name} entries for "
+                f"{r_len[i]} response tokens"
+            )
     input_ids = np.full((b, seq_len), pad_id, np.int64)
     input_ids[in_seq] = _cat((t.input_ids for t in trajs), np.int64)
     logit_index = np.where(in_resp, p_len[:, None] - 1 + cols[None, :], -1)

@@ -67,6 +67,8 @@ def test_external_engines_get_the_policy_dtype(tiny: Any) -> None:
         (["trainer.async.max_staleness=1", "engine.hf.fast=true"], False),  # its own forward
         (["trainer.async.max_staleness=1", "trainer.async.producer=process"], False),
         ([], False),  # synchronous: no engine thread beside the update
+        # Ray: the rollout actor builds its engine in its own process, away from the update.
+        (["trainer.async.max_staleness=1", "trainer.placement=ray"], False),
     ],
 )
 def test_compiled_update_beside_an_engine_calling_transformers_modules(

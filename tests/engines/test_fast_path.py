@@ -287,17 +287,18 @@ def test_build_engine_routes_through_hf_fast(tiny: Any) -> None:
     assert fast.precapture([64]) == 0  # no CUDA graphs on CPU
 
 
-@pytest.mark.parametrize("preset", ["qwen2", "qwen3"])
-def test_static_forward_never_calls_the_norm_modules(preset: str) -> None:
-    """The static forward computes RMSNorm itself: transformers' norm modules are wrapped by
-    the `kernels` hub layer, whose context variable turns process-global while compiled code
-    runs, so a compiled update on the trainer's thread and an engine thread calling those
-    modules race (seen here as dynamo's SpeculationLogDivergence in a pipelined CPU run).
-    Forward hooks fire on every module call: none may fire, and the logits still match."""
+@pytest.mark.parametrize("preset", ["qwen2", "qwen3", "llama"])
+def test_static_forward_calls_only_linear_and_embedding_modules(preset: str) -> None:
+    """The static forward computes norms, the MLP's activation, attention and rotary itself:
+    transformers wraps those modules in the `kernels` hub layer, whose context variable turns
+    process-global while compiled code runs, so a compiled update on the trainer's thread and
+    an engine thread calling them race (seen as dynamo's SpeculationLogDivergence in a
+    pipelined CPU run). Forward hooks fire on every module call: on anything but `Linear` and
+    `Embedding` none may fire, and the logits still match transformers."""
     model, tok = load_tiny(preset)
     calls: list[str] = []
     for name, mod in model.named_modules():
-        if "RMSNorm" in type(mod).__name__:
+        if not isinstance(mod, (torch.nn.Linear, torch.nn.Embedding)):
             mod.register_forward_hook(lambda m, i, o, name=name: calls.append(name))
     ids = tok.encode(TEXTS[0])
     dec = StaticDecoder(model, slots=2, max_len=64)
@@ -308,5 +309,5 @@ def test_static_forward_never_calls_the_norm_modules(preset: str) -> None:
         dec.decode(inp, 64, 0)
         assert calls == []
         ref = model(torch.tensor([ids])).logits[0, -1]
-    assert calls  # the hooks do fire on transformers' own forward
+    assert any("norm" in c for c in calls) and any("act_fn" in c for c in calls)
     torch.testing.assert_close(logits[0], ref, atol=1e-5, rtol=1e-5)

@@ -226,3 +226,16 @@ def test_collate_matches_a_row_by_row_reference(reward_on: str) -> None:
                 want_reward[sampled[-1]] = t.reward
         assert b.turn_index[i].tolist() == want_turn
         assert b.token_rewards[i].tolist() == pytest.approx(want_reward)
+
+
+def test_collate_names_a_row_whose_lists_disagree() -> None:
+    """A trajectory whose loss mask or logprobs do not match its response length is an error
+    naming it; the batch's flat build must never shift values into a neighbouring row."""
+    good, bad = _one_turn(), _one_turn()
+    bad.loss_mask.append(0)
+    with pytest.raises(ValueError, match=r"trajectory 1 \(group 0\) has 3 loss_mask entries"):
+        collate([TrajectoryGroup("a", [good, bad])], PAD)
+    good, bad = _one_turn(), _one_turn()
+    bad.logprobs.pop()
+    with pytest.raises(ValueError, match="has 1 logprobs entries for 2 response tokens"):
+        collate([TrajectoryGroup("a", [good]), TrajectoryGroup("b", [bad])], PAD)
