@@ -206,38 +206,28 @@ def run_staleness_sweep(args: Any, ckpt: Path, work: Path) -> dict[str, Any]:
             args.json.write_text(json.dumps({"partial": True, **out, "runs": runs}, default=str))
         release()
     out["runs"] = runs
-    base = runs.get(modes[0]["name"], {}).get("e2e_sampled_tok_s") if modes else None
-    if base:
-        out["ratio_e2e_vs_first"] = {
-            k: r["e2e_sampled_tok_s"] / base for k, r in runs.items() if "e2e_sampled_tok_s" in r
-        }
-    # With the synchronous loop run more than once (spread out between the other modes), each
-    # mode against the mean of those runs, and the baselines' own spread.
-    sync_runs = [
-        r["e2e_sampled_tok_s"]
-        for r in runs.values()
-        if r.get("k") == 0 and "e2e_sampled_tok_s" in r
-    ]
-    if len(sync_runs) > 1:
-        mean = sum(sync_runs) / len(sync_runs)
-        out["sync_tok_s"] = sync_runs
-        out["ratio_e2e_vs_sync_mean"] = {
-            k: r["e2e_sampled_tok_s"] / mean for k, r in runs.items() if "e2e_sampled_tok_s" in r
-        }
+    tok_s = {k: r["e2e_sampled_tok_s"] for k, r in runs.items() if "e2e_sampled_tok_s" in r}
+    sync_runs = [tok_s[k] for k, r in runs.items() if r.get("k") == 0 and k in tok_s]
     # The first mode of a process pays one-time costs in its timed steps (session 9: a
     # ~1.2 s stall in one step of the first synchronous run, twice), so a sweep that starts
     # with a synchronous burn-in also reports against the synchronous runs after it.
-    later = [
-        r["e2e_sampled_tok_s"]
-        for r in list(runs.values())[1:]
-        if r.get("k") == 0 and "e2e_sampled_tok_s" in r
-    ]
+    first = modes[0]["name"] if modes else None
+    later = [tok_s[k] for k, r in runs.items() if r.get("k") == 0 and k in tok_s and k != first]
+    baselines = {  # name: (baseline runs, fewest runs for the ratio to be reported)
+        "first": ([tok_s[first]] if first in tok_s else [], 1),
+        # The synchronous loop run more than once (spread out between the other modes):
+        # each mode against the mean of those runs, and the baselines' own spread.
+        "sync_mean": (sync_runs, 2),
+        "sync_after_first_mode": (later, 1),
+    }
+    for name, (base, fewest) in baselines.items():
+        if len(base) >= fewest:
+            mean = sum(base) / len(base)
+            out[f"ratio_e2e_vs_{name}"] = {k: v / mean for k, v in tok_s.items()}
+    if len(sync_runs) > 1:
+        out["sync_tok_s"] = sync_runs
     if later:
-        mean = sum(later) / len(later)
         out["sync_tok_s_after_first_mode"] = later
-        out["ratio_e2e_vs_sync_after_first_mode"] = {
-            k: r["e2e_sampled_tok_s"] / mean for k, r in runs.items() if "e2e_sampled_tok_s" in r
-        }
     return out
 
 

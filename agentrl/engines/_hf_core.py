@@ -253,7 +253,8 @@ class HFCore(Engine):
                 if not self._rows:
                     await self._await_stragglers()
                 joins = not self._rows or self._since_join >= self.join_every - 1
-                admitted, steps = self._admit() if joins else [], self.stats["decode_steps"]
+                admitted = self._admit() if joins else []
+                steps = self.stats["decode_steps"]
                 try:
                     loop = asyncio.get_running_loop()
                     done = await loop.run_in_executor(self._worker, self._locked_step, admitted)

@@ -125,15 +125,12 @@ def collate(groups: list[TrajectoryGroup], pad_id: int, reward_on: str = "episod
     turn_index = np.full((b, resp_len), -1, np.int64)
     token_rewards = np.zeros((b, resp_len), np.float32)
     for i, t in enumerate(trajs):
-        turn_rewards = False
         for k, turn in enumerate(t.turns):
             turn_index[i, turn.start : turn.end] = k
-            if turn.end > turn.start and turn.reward:
-                turn_rewards = True
-        if reward_on == "turn" and turn_rewards:
-            for turn in t.turns:  # each on its turn's last sampled token
-                if turn.end > turn.start:
-                    token_rewards[i, turn.end - 1] += turn.reward
+        sampled_turns = [turn for turn in t.turns if turn.end > turn.start]
+        if reward_on == "turn" and any(turn.reward for turn in sampled_turns):
+            for turn in sampled_turns:  # each on its turn's last sampled token
+                token_rewards[i, turn.end - 1] += turn.reward
             continue
         sampled = np.flatnonzero(mask[i])
         if sampled.size:
