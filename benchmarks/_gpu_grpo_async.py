@@ -7,8 +7,9 @@ seeded per task and turn so every mode sees the same latencies). Each mode is
 `trainer.async.producer` (thread: the rollout in the trainer's process; process: in a child
 process of its own), `rollout.concurrency` = `engine.max_batch_size` (default: the batch,
 every episode of a step in flight, as the synchronous loop runs them), and config
-`key=value` overrides as `agentrl train` takes them (`engine.hf.own_stream=false`) or
-`python.switchinterval=S`. Each mode builds fresh components from the same SFT'd checkpoint,
+`key=value` overrides as `agentrl train` takes them (`engine.hf.own_stream=false`),
+`python.switchinterval=S`, or `bench.stack_sample` (sample every thread's stack over the
+timed steps, `_stack_sampler.py`; `--stack-sample` does it in every mode). Each mode builds fresh components from the same SFT'd checkpoint,
 runs `--warmup` steps, then `--steps` timed steps through the real `Trainer.train_step` with
 the pipeline started as `Trainer.train` starts it. Reported per
 mode: end-to-end sampled tok/s (trained tokens / wall of the timed steps) and its ratio to
@@ -19,6 +20,7 @@ see this process), the trainer process's own peak allocation, and the staleness 
 
 from __future__ import annotations
 
+import contextlib
 import gc
 import json
 import sys
@@ -28,6 +30,7 @@ from pathlib import Path
 from typing import Any
 
 import torch
+from _stack_sampler import StackSampler
 
 HERE = Path(__file__).resolve().parent
 
@@ -149,7 +152,8 @@ def configure(cfg: Any, args: Any, mode: dict[str, Any]) -> Any:
     cfg.trainer.async_.producer = mode["producer"]
     data = to_dict(cfg)
     extra = [f"engine.hf.{k}={v}" for k, v in engine_extra(args.engine_extra).items()]
-    for item in extra + [o for o in mode["overrides"] if not o.startswith("python.")]:
+    ours = ("python.", "bench.")  # the benchmark's own settings, not config keys
+    for item in extra + [o for o in mode["overrides"] if not o.startswith(ours)]:
         apply_override(data, item)
     return from_dict(TrainConfig, data, src="benchmark mode")
 
@@ -263,7 +267,9 @@ def one_k(args: Any, sft: Path, out_dir: Path, mode: dict[str, Any], sync: Any) 
         before = dict(engine.stats) if engine is not None else {}
         sync(args.device)
         frames_before = sum(counters["frames"].values())
-        with DeviceSampler() as dev, GilProbe() as gil:
+        sample = args.stack_sample or "bench.stack_sample" in mode["overrides"]
+        stacks = StackSampler() if sample else contextlib.nullcontext()
+        with DeviceSampler() as dev, GilProbe() as gil, stacks:
             t = time.perf_counter()
             for _ in range(args.steps):
                 trainer.step += 1
@@ -301,6 +307,7 @@ def one_k(args: Any, sft: Path, out_dir: Path, mode: dict[str, Any], sync: Any) 
             else None,
             **dev.result(),
             **gil.result(),
+            "stacks": stacks.result() if isinstance(stacks, StackSampler) else {},
             "staleness": {
                 key: [s.get(key) for s in steps]
                 for key in (

@@ -402,6 +402,11 @@ def parse() -> argparse.Namespace:
         help="sweep: keep the SFT'd weights here and reuse them when the settings match (a "
         "warm device host's later calls skip the SFT)",
     )
+    p.add_argument(
+        "--stack-sample",
+        action="store_true",
+        help="sweep: sample every thread's Python stack over the timed steps (_stack_sampler.py)",
+    )
     p.add_argument("--ckpt", type=Path, default=None, help="trl part: the SFT'd checkpoint")
     p.add_argument("--json", type=Path, default=None)
     return p.parse_args()

@@ -77,14 +77,16 @@ part grpo-async-compiled-2 590 python3 "$B/gpu_grpo.py" --micro 128 --packing --
   --max-staleness "0,$ALL" "2:thread:384,$ALL" "0,$ALL" \
   "2:thread:384,$ALL,python.switchinterval=0.0005" "1:thread:256,$ALL" "2:process:384,$ALL" \
   --tool-latency 0.02 0.5 --sft-cache /tmp/sftc --json "$OUT/gpu_grpo_async_compiled_2.json"
-# Next (session 10): settle the all-compiled ratio. A synchronous burn-in first (the
-# sweep also reports against the synchronous runs after the first mode), two more
-# synchronous runs between the pipelined ones, 512 in flight at K = 2, and joins every 4
-# decode steps (engine.hf.join_every: fewer prefill calls). Run it after
-# grpo-async-compiled on the same warm host (the SFT and inductor caches in /tmp).
-part grpo-async-settle 590 python3 "$B/gpu_grpo.py" --micro 128 --packing --steps 12 \
-  --max-staleness "0,$ALL" "2:thread:384,$ALL" "0,$ALL" "1:thread:256,$ALL" \
-  "2:thread:512,$ALL" "2:thread:384,$ALL,engine.hf.join_every=4" "0,$ALL" \
+# Settle the all-compiled ratio (session 10): after the first compile and capture, a mode
+# costs ~15 s on a warm host, so the synchronous loop and K = 2 on a thread alternate four
+# times (the first synchronous run is the burn-in; the sweep also reports against the
+# synchronous runs after it), with joins every 4 decode steps (engine.hf.join_every: fewer
+# prefill calls) twice, and one synchronous and one pipelined mode under the stack sampler
+# (_stack_sampler.py: where each thread's wall time goes).
+part grpo-async-settle 560 python3 "$B/gpu_grpo.py" --micro 128 --packing --steps 12 \
+  --max-staleness "0,$ALL" "2:thread:384,$ALL" "0,$ALL" "2:thread:384,$ALL,engine.hf.join_every=4" \
+  "2:thread:384,$ALL" "0,$ALL" "2:thread:384,$ALL,engine.hf.join_every=4" "2:thread:384,$ALL" \
+  "0,$ALL" "2:thread:384,$ALL,bench.stack_sample" "0,$ALL,bench.stack_sample" \
   --tool-latency 0.02 0.5 --sft-cache /tmp/sftc \
   --json "$OUT/gpu_grpo_async_settle.json"
 # The process producer with everything compiled (its child compiles the engine again, from
