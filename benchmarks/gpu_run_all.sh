@@ -89,6 +89,21 @@ part grpo-async-settle 560 python3 "$B/gpu_grpo.py" --micro 128 --packing --step
   "0,$ALL" "2:thread:384,$ALL,bench.stack_sample" "0,$ALL,bench.stack_sample" \
   --tool-latency 0.02 0.5 --sft-cache /tmp/sftc \
   --json "$OUT/gpu_grpo_async_settle.json"
+# Prefill as CUDA-graph replays (engine.hf.prefill_graphs, session 10): the settle sweep's
+# stack sampler found the pipelined engine thread in the compiled prefill 48% of its time
+# (52 ms a call against 21 ms synchronous). Both loops with and without it, K = 2 with and
+# without joins every 4 decode steps; the first synchronous mode is the burn-in.
+PG=engine.hf.prefill_graphs=true
+J4=engine.hf.join_every=4
+part grpo-async-pgraphs 470 python3 "$B/gpu_grpo.py" --micro 128 --packing --steps 12 \
+  --max-staleness "0,$ALL" "2:thread:384,$ALL,$PG,$J4" "0,$ALL,$PG" "2:thread:384,$ALL,$PG" \
+  "0,$ALL" "2:thread:384,$ALL,$PG,$J4" "0,$ALL,$PG" "2:thread:384,$ALL,$J4" \
+  "2:thread:384,$ALL,$PG,$J4" --tool-latency 0.02 0.5 --sft-cache /tmp/sftc \
+  --json "$OUT/gpu_grpo_async_pgraphs.json"
+# The engine's GPU tests alone (prefill graphs, streams, the fast path), for a short call.
+part tests-engine 110 python3 -m pytest -q -p no:cacheprovider -m gpu \
+  "$R/tests/engines/test_prefill_graphs.py" "$R/tests/engines/test_engine_stream_gpu.py" \
+  "$R/tests/engines/test_fast_path_gpu.py"
 # The process producer with everything compiled (its child compiles the engine again, from
 # the warm inductor cache): session 9's run of it ran past the call limit.
 part grpo-async-process-compiled 590 python3 "$B/gpu_grpo.py" --micro 128 --packing \
@@ -109,4 +124,13 @@ part smollm2-train 590 python3 "$B/gpu_smollm2.py" --part train "${SM[@]}"
 part smollm2-eval-after 300 python3 "$B/gpu_smollm2.py" --part eval_after "${SM[@]}"
 part smollm2-bench 400 python3 "$B/gpu_smollm2.py" --part bench "${SM[@]}"
 part tests 300 python3 -m pytest -q -p no:cacheprovider -m gpu "$R/tests"
+# The update's MFU as training runs it (session 10): the shipped default (`traced`) and the
+# fused-head combination, many back-to-back updates each, no profiling; then the GPU suite
+# less the engine files `tests-engine` runs.
+part update-mfu-repeat 190 python3 "$B/gpu_update_mfu.py" --variants traced combined --reps 20 \
+  --budget-s 120 --json "$OUT/gpu_update_mfu_repeat.json"
+part tests-rest 220 python3 -m pytest -q -p no:cacheprovider -m gpu "$R/tests" \
+  --ignore="$R/tests/engines/test_prefill_graphs.py" \
+  --ignore="$R/tests/engines/test_engine_stream_gpu.py" \
+  --ignore="$R/tests/engines/test_fast_path_gpu.py"
 grep -E "^== |Error" "$L" | tail -40

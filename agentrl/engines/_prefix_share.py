@@ -12,7 +12,7 @@ Only rows admitted together are shared: there is no cross-call (radix) cache.
 
 from __future__ import annotations
 
-from collections.abc import Hashable, Sequence
+from collections.abc import Callable, Hashable, Sequence
 from dataclasses import dataclass, field
 
 import torch
@@ -48,18 +48,23 @@ def plan_share(keys: Sequence[Hashable]) -> SharePlan:
 
 
 def prefill_shared(
-    decoder: StaticDecoder, rows: Sequence[Row], keys: Sequence[Hashable] | None
+    decoder: StaticDecoder,
+    rows: Sequence[Row],
+    keys: Sequence[Hashable] | None,
+    prefill: Callable[[Sequence[Row]], torch.Tensor] | None = None,
 ) -> tuple[torch.Tensor, int]:
-    """`decoder.prefill(rows)` computing each key once (`keys=None`: no sharing).
+    """`prefill(rows)` (default `decoder.prefill`) computing each key once (`keys=None`: no
+    sharing).
 
     Returns the last-token logits of every row [n, V] and the number of new tokens that
     were copied instead of computed."""
+    prefill = prefill or decoder.prefill
     if keys is None:
-        return decoder.prefill(rows), 0
+        return prefill(rows), 0
     plan = plan_share(keys)
     if not plan.copies:
-        return decoder.prefill(rows), 0
-    logits = decoder.prefill([rows[i] for i in plan.unique])
+        return prefill(rows), 0
+    logits = prefill([rows[i] for i in plan.unique])
     shared = 0
     for src, dups in plan.copies.items():
         slot, start, toks = rows[src]

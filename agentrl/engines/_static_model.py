@@ -185,20 +185,38 @@ class StaticDecoder:
         inp_d = torch.from_numpy(inp).to(self.device)
         rows_d = torch.from_numpy(per_row).to(self.device)
         with sdpa_kernel(PREFILL_BACKENDS):
-            logits = self._prefill_fn(inp_d, rows_d, self._cols[:length])
+            logits = self.prefill_logits(inp_d, rows_d, self.key_columns(length))
         return logits[: len(rows)]
 
+    def prefill_logits(
+        self, inp: torch.Tensor, rows: torch.Tensor, cols: torch.Tensor
+    ) -> torch.Tensor:
+        """The prefill forward on device inputs (`prefill_inputs`' layout), compiled with
+        `compile_prefill`: last-token logits of every input row, padding rows included."""
+        return self._prefill_fn(inp, rows, cols)
+
+    def key_columns(self, length: int) -> torch.Tensor:
+        """The attended key columns [0, length) as the forwards take them (an arange)."""
+        return self._cols[:length]
+
     def prefill_inputs(
-        self, rows: Sequence[tuple[int, int, Sequence[int]]]
+        self,
+        rows: Sequence[tuple[int, int, Sequence[int]]],
+        shape: tuple[int, int] | None = None,
     ) -> tuple[np.ndarray, np.ndarray, int]:
         """`prefill`'s host inputs: [4, n, width] (ids, positions, write slot, write position),
-        [2, n] (slot, last new-token index) and the attended key length."""
+        [2, n] (slot, last new-token index) and the attended key length. `shape`: pad to
+        these (rows, width) instead (a prefill graph's bucket; at least the rows' own)."""
         n = len(rows)
         slots = np.fromiter((r[0] for r in rows), np.int64, n)
         starts = np.fromiter((r[1] for r in rows), np.int64, n)
         lens = np.fromiter((len(r[2]) for r in rows), np.int64, n)
         width, pad = int(lens.max()), self._pad_prefill
         n_in, w_in = (max(n, 2), max(width, 2)) if pad else (n, width)
+        if shape is not None:
+            if shape[0] < n or shape[1] < width:
+                raise ValueError(f"prefill shape {shape} is smaller than ({n}, {width})")
+            n_in, w_in = shape
         # Built in numpy, handed to torch in two calls: each torch call releases and retakes
         # the interpreter lock, and beside a pipelined update's thread (trainer.async) a
         # per-row build of small tensors waited for the lock on every one of them

@@ -32,7 +32,7 @@ Builder = Callable[[Any, Any, Any], Engine]
 # `engine.hf` options only FastHFEngine takes.
 FAST_ONLY = frozenset(
     {"max_seq_len", "session_slots", "cuda_graphs", "batch_buckets"}
-    | {"decode_chunk", "share_prefill", "compile_decode", "compile_prefill"}
+    | {"decode_chunk", "share_prefill", "compile_decode", "compile_prefill", "prefill_graphs"}
 )
 # `engine.hf` options every in-process hf engine takes (as keyword arguments).
 CORE_OPTIONS = (

@@ -39,12 +39,15 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+import numpy as np
 import torch
 
-from agentrl.engines._cudagraph import DecodeGraphs
+from agentrl.engines._cudagraph import DecodeGraphs, GraphPool, length_buckets
+from agentrl.engines._cudagraph import length_bucket as _length_bucket
 from agentrl.engines._fast_sampling import SAMPLE, pick_mode, sample_rows, split_seed
 from agentrl.engines._hf_core import HFCore
 from agentrl.engines._hf_core import Request as _Request
+from agentrl.engines._prefill_graphs import PrefillGraphs
 from agentrl.engines._prefix_share import prefill_shared
 from agentrl.engines._sampling import make_generator
 from agentrl.engines._slots import SlotPool
@@ -89,6 +92,7 @@ class FastHFEngine(HFCore):
         share_prefill: bool = True,
         compile_decode: bool = False,
         compile_prefill: bool = False,
+        prefill_graphs: bool = False,
     ) -> None:
         reason = unsupported_reason(model)
         if reason:
@@ -110,6 +114,9 @@ class FastHFEngine(HFCore):
         if cuda_graphs and not on_gpu:
             raise EngineError("cuda_graphs=True needs a CUDA device")
         self.cuda_graphs = on_gpu if cuda_graphs is None else cuda_graphs
+        if prefill_graphs and not self.cuda_graphs:
+            raise EngineError("prefill_graphs=True needs CUDA graphs (a CUDA device)")
+        self.prefill_graphs = bool(prefill_graphs)  # prefill + its sampling as replays
         self.decode_chunk = max(1, int(decode_chunk))
         self.share_prefill = bool(share_prefill)
         self.compile_decode = bool(compile_decode)  # torch.compile the decode forward
@@ -124,6 +131,7 @@ class FastHFEngine(HFCore):
         self._admitting: set[tuple[int, ...]] = set()  # prompts of the admission in progress
         self._decoder: StaticDecoder | None = None
         self._graphs: DecodeGraphs | None = None
+        self._prefill_graphs: PrefillGraphs | None = None
         with self._dev.scope():  # the cache is the engine stream's memory (see _stream)
             self._ensure_decoder()  # allocate it now: out-of-memory shows up here
 
@@ -139,7 +147,7 @@ class FastHFEngine(HFCore):
         self._pool.drop_session(session_id)
 
     def _release_device_state(self) -> None:
-        self._decoder, self._graphs = None, None
+        self._decoder, self._graphs, self._prefill_graphs = None, None, None
 
     def precapture(
         self,
@@ -190,8 +198,13 @@ class FastHFEngine(HFCore):
             )
             self._decoder = decoder
             if self.cuda_graphs:
+                pool = GraphPool(self.device)
                 pad = torch.tensor(self._pad_column(), dtype=torch.float64)
-                self._graphs = DecodeGraphs(decoder.decode_step, pad, self.device)
+                self._graphs = DecodeGraphs(decoder.decode_step, pad, self.device, pool)
+                if self.prefill_graphs:
+                    self._prefill_graphs = PrefillGraphs(
+                        decoder, pool, self.batch_buckets, self._pad_column()[3:], self.stats
+                    )
         return self._decoder
 
     def _step(self, admitted: list[_Request]) -> list[_Request]:
@@ -272,12 +285,20 @@ class FastHFEngine(HFCore):
             # The slot holds prompt_ids[:reuse], so equal keys mean equal cached prefixes.
             keys.append((reuse, tuple(req.prompt_ids)))
             self.stats["reused_tokens"] += reuse
-        logits, shared = prefill_shared(decoder, plan, keys if self.share_prefill else None)
+        graphs = self._prefill_graphs
+        share = keys if self.share_prefill else None
+        logits, shared = prefill_shared(decoder, plan, share, graphs and graphs.prefill)
         self.stats["prefill_tokens"] += sum(len(t) for _, _, t in plan) - shared
         self.stats["prefill_tokens_shared"] += shared
-        params = torch.tensor([self._column(r)[3:] for r in admitted], dtype=torch.float64)
-        tokens, logps = sample_rows(logits, params.T.to(self.device), self._mode(admitted))
-        self._record(admitted, tokens.tolist(), logps.tolist())
+        params = np.array([self._column(r)[3:] for r in admitted], dtype=np.float64).T
+        mode = self._mode(admitted)
+        if graphs is not None:
+            out = graphs.sample(logits, params, mode).tolist()
+            tokens, logps = [int(t) for t in out[0]], out[1]
+        else:
+            drawn, lp = sample_rows(logits, torch.from_numpy(params).to(self.device), mode)
+            tokens, logps = drawn.tolist(), lp.tolist()
+        self._record(admitted, tokens, logps)
 
     def _column(self, req: _Request) -> list[float]:
         """The decode input column of one row (see `_static_model.INPUT_ROWS`)."""
@@ -331,20 +352,3 @@ class FastHFEngine(HFCore):
 def capture_modes(sampling: Sequence[SamplingParams]) -> list[int]:
     """The decode graphs' sampling modes that batches of requests like these select."""
     return sorted({pick_mode([p.temperature], [p.top_k], [p.top_p]) for p in sampling})
-
-
-def length_buckets(max_len: int) -> list[int]:
-    """Every key-length bucket `_length_bucket` can return up to `max_len`."""
-    out, n = [], 128
-    while n < max_len:
-        out.append(n)
-        n *= 2
-    return [*out, max_len]
-
-
-def _length_bucket(need: int, max_len: int) -> int:
-    """Key columns a graph attends over: the next power of two >= need (min 128), capped."""
-    length = 128
-    while length < need:
-        length *= 2
-    return min(length, max_len)

@@ -172,3 +172,23 @@ def test_unsupported_hint_names_the_tool() -> None:
 
     with pytest.raises(TypeError, match="weird"):
         build_schema(weird)
+
+
+def test_sync_tools_reuse_workers_and_never_queue_behind_a_hung_one():
+    """Sync tools run on kept daemon workers (no thread start per call, which waited for the
+    interpreter lock on the event loop); a worker stuck in a hung call is never waited for."""
+    import threading
+
+    ts = ToolSet.of(calculator, slow)
+    tools = lambda: [t for t in threading.enumerate() if t.name == "agentrl-tool"]  # noqa: E731
+    ts.call(ToolCall("calculator", {"expression": "1+1"}))
+    before = len(tools())
+    for i in range(20):
+        assert ts.call(ToolCall("calculator", {"expression": f"{i}+1"})).content == str(i + 1)
+    assert len(tools()) == before  # the idle worker took every call
+    hung = [ts.call(ToolCall("slow", {"seconds": 3})) for _ in range(2)]  # 2 workers stuck
+    assert all(h.is_error and "timed out" in h.content for h in hung)
+    t = time.perf_counter()
+    ok = ts.call(ToolCall("calculator", {"expression": "6*7"}))
+    assert ok.content == "42" and time.perf_counter() - t < 1.0  # a fresh worker, no queue
+    assert all(t.daemon for t in tools())
