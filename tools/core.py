@@ -18,6 +18,7 @@ import copy
 import enum
 import functools
 import inspect
+import os
 import queue
 import threading
 import time
@@ -372,6 +373,16 @@ class _DaemonWorkers:
 
 
 _WORKERS = _DaemonWorkers()
+
+
+def _reset_workers_after_fork() -> None:
+    """A forked child has none of the parent's threads: its idle count must start at 0, or
+    a call would be promised to a worker that does not exist and wait out its timeout."""
+    global _WORKERS
+    _WORKERS = _DaemonWorkers()
+
+
+os.register_at_fork(after_in_child=_reset_workers_after_fork)
 
 
 def _to_enum(e: type[enum.Enum], v: Any) -> Any:

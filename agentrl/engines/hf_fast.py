@@ -287,7 +287,8 @@ class FastHFEngine(HFCore):
             self.stats["reused_tokens"] += reuse
         graphs = self._prefill_graphs
         share = keys if self.share_prefill else None
-        logits, shared = prefill_shared(decoder, plan, share, graphs and graphs.prefill)
+        prefill = graphs.prefill if graphs is not None else None
+        logits, shared = prefill_shared(decoder, plan, share, prefill)
         self.stats["prefill_tokens"] += sum(len(t) for _, _, t in plan) - shared
         self.stats["prefill_tokens_shared"] += shared
         params = np.array([self._column(r)[3:] for r in admitted], dtype=np.float64).T

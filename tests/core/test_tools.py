@@ -192,3 +192,30 @@ def test_sync_tools_reuse_workers_and_never_queue_behind_a_hung_one():
     ok = ts.call(ToolCall("calculator", {"expression": "6*7"}))
     assert ok.content == "42" and time.perf_counter() - t < 1.0  # a fresh worker, no queue
     assert all(t.daemon for t in tools())
+
+
+def test_a_forked_child_starts_its_own_tool_workers():
+    """The parent's idle workers do not exist in a forked child: its first call must start
+    one, not wait for a thread that was never copied."""
+    import multiprocessing
+
+    from agentrl.tools import core
+
+    ts = ToolSet.of(calculator)
+    ts.call(ToolCall("calculator", {"expression": "1+1"}))
+    deadline = time.monotonic() + 10
+    while core._WORKERS._idle == 0 and time.monotonic() < deadline:  # the worker is back
+        time.sleep(0.01)
+    assert core._WORKERS._idle > 0  # the parent now has an idle worker
+
+    def child(q: "multiprocessing.Queue[str]") -> None:
+        q.put(ts.call(ToolCall("calculator", {"expression": "2+3"})).content)
+
+    ctx = multiprocessing.get_context("fork")
+    q = ctx.Queue()
+    p = ctx.Process(target=child, args=(q,))
+    p.start()
+    try:
+        assert q.get(timeout=20) == "5"
+    finally:
+        p.join(timeout=20)
