@@ -129,6 +129,11 @@ part tests 300 python3 -m pytest -q -p no:cacheprovider -m gpu "$R/tests"
 # less the engine files `tests-engine` runs.
 part update-mfu-repeat 190 python3 "$B/gpu_update_mfu.py" --variants traced combined --reps 20 \
   --budget-s 120 --json "$OUT/gpu_update_mfu_repeat.json"
+# The update alone, one variant (the shipped default), 80 back-to-back updates: is the slow
+# phase seen at the start of update-mfu-repeat (8 rounds of ~200 ms, then ~124 ms) tied to
+# the time since the process started?
+part update-mfu-long 150 python3 "$B/gpu_update_mfu.py" --variants traced --reps 80 \
+  --budget-s 100 --json "$OUT/gpu_update_mfu_long.json"
 part tests-rest 220 python3 -m pytest -q -p no:cacheprovider -m gpu "$R/tests" \
   --ignore="$R/tests/engines/test_prefill_graphs.py" \
   --ignore="$R/tests/engines/test_engine_stream_gpu.py" \

@@ -77,8 +77,8 @@ def test_prefill_graphs_option_needs_cuda_graphs() -> None:
 
 def _episodes(engine: FastHFEngine, params: SamplingParams) -> list[list[int]]:
     """A GRPO-like round on one engine: 4 groups of 3 identical prompts (shared prefill),
-    3 turns each with a tool-like suffix (session prefills), plus one long prompt whose
-    first admission is too big for a graph (8 rows x 2048 padded columns)."""
+    3 turns each with a tool-like suffix (session prefills), plus one long prompt (1,100
+    tokens: 2,048 padded columns, past the graphs' token cap the test sets)."""
     gen = torch.Generator().manual_seed(7)
     bases = [torch.randint(3, 1000, (int(10 + 9 * g),), generator=gen).tolist() for g in range(4)]
 
@@ -114,6 +114,10 @@ def test_prefill_graphs_match_the_forward_gpu(compile_prefill: bool) -> None:
         SamplingParams(max_new_tokens=12, temperature=0.9, top_p=0.9, top_k=50),
     ):
         graphs = FastHFEngine(model, [], prefill_graphs=True, **kw)
+        # The default cap (8192 padded tokens) fits the long prompt's call if it is admitted
+        # alone (2 x 2048); a lower one makes that call run the forward in any admission.
+        assert graphs._prefill_graphs is not None
+        graphs._prefill_graphs.max_tokens = 2048
         got = _episodes(graphs, params)
         want = _episodes(FastHFEngine(model, [], **kw), params)
         assert got == want
