@@ -327,17 +327,21 @@ def _in_daemon_thread(fn: Callable[..., Any], kwargs: dict[str, Any]) -> asyncio
         if not fut.done():
             (fut.set_result if ok else fut.set_exception)(value)
 
-    def target() -> None:
+    def job() -> Callable[[], None]:
         try:
             value, ok = fn(**kwargs), True
         except BaseException as e:  # noqa: BLE001 - delivered to the awaiting coroutine
             value, ok = e, False
-        try:
-            loop.call_soon_threadsafe(settle, ok, value)
-        except RuntimeError:  # loop closed after a timeout: nobody is waiting any more
-            pass
 
-    _WORKERS.submit(target)
+        def deliver() -> None:
+            try:
+                loop.call_soon_threadsafe(settle, ok, value)
+            except RuntimeError:  # loop closed after a timeout: nobody is waiting any more
+                pass
+
+        return deliver
+
+    _WORKERS.submit(job)
     return fut
 
 
@@ -346,30 +350,38 @@ class _DaemonWorkers:
 
     Why not a thread per call: `Thread.start()` waits until the new thread runs, which needs
     the interpreter lock; beside a pipelined update's thread (`trainer.async`) that wait held
-    the rollout's event loop for 14% of its time (H200, `bench.stack_sample`, session 10).
-    Why not a bounded pool: a hung tool keeps its worker forever, and a call must never queue
-    behind it. So each call takes an idle worker or, if none is idle, starts one: there are
-    never more queued calls than workers free to take them."""
+    the rollout's event loop for 14% of its time (H200, `bench.stack_sample`, session 10;
+    `benchmarks/tool_threads.py`). Why not a bounded pool: a hung tool keeps its worker
+    forever, and a call must never queue behind it. So each call is promised an idle worker
+    or starts a new one with the call as its first job: the queue never holds more calls than
+    idle workers. A worker counts itself idle before it hands its result over, so a caller's
+    next call finds it. Workers are never reaped: a burst of N concurrent calls leaves N."""
 
     def __init__(self) -> None:
-        self._jobs: queue.SimpleQueue[Callable[[], None]] = queue.SimpleQueue()
+        self._jobs: queue.SimpleQueue[Callable[[], Callable[[], None]]] = queue.SimpleQueue()
         self._idle = 0
         self._lock = threading.Lock()
 
-    def submit(self, job: Callable[[], None]) -> None:
+    def submit(self, job: Callable[[], Callable[[], None]]) -> None:
+        """`job()` runs the call and returns what delivers its result."""
         with self._lock:
-            start = self._idle == 0
-            if not start:
-                self._idle -= 1  # that worker is promised to this job
-        self._jobs.put(job)
-        if start:
-            threading.Thread(target=self._work, daemon=True, name="agentrl-tool").start()
+            promised = self._idle > 0
+            if promised:
+                self._idle -= 1
+        if promised:
+            self._jobs.put(job)
+        else:  # if start() fails, the caller sees the error and nothing was queued
+            threading.Thread(
+                target=self._work, args=(job,), daemon=True, name="agentrl-tool"
+            ).start()
 
-    def _work(self) -> None:
+    def _work(self, job: Callable[[], Callable[[], None]]) -> None:
         while True:
-            self._jobs.get()()  # `target` above never raises
+            deliver = job()  # never raises: the call's own errors are its result
             with self._lock:
                 self._idle += 1
+            deliver()
+            job = self._jobs.get()
 
 
 _WORKERS = _DaemonWorkers()

@@ -104,9 +104,10 @@ class HFEngineConfig:
     # the host). Its compile is paid at build time with precapture, else by the first prefill.
     compile_prefill: bool = False
     # Prefill and its first-token sampling as CUDA-graph replays, shapes padded to buckets
-    # (rows, new tokens, key length; calls past 8192 padded tokens run the forward): a call
-    # is then a few host calls instead of hundreds of launches, each of which waits for the
-    # interpreter lock beside a pipelined update's thread. Needs CUDA graphs.
+    # (rows, new tokens, key length; big calls run the forward): a call is then a few host
+    # calls instead of hundreds of launches, each of which waits for the interpreter lock
+    # beside a pipelined update's thread. Graphs are captured lazily, during training (see
+    # docs/engines.md for what breaks a capture). Needs CUDA graphs.
     prefill_graphs: bool = False
 
 

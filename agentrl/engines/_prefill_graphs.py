@@ -8,17 +8,25 @@ compiled prefill call took 11-16 ms in the synchronous loop and 29-38 ms pipelin
 9's sweep, BENCHMARKS.md), most of the pipelined engine's time. A graph replay is one call.
 
 Shapes are fixed per graph, so a call is padded up to a bucket: rows to a power of two (at
-least 2), new-token width to a power of two (at least 16), attended key length to the decode
-graphs' length buckets. Padding rows and columns write into the scratch slot
-(`StaticDecoder.prefill_inputs` lays them out), and padded key columns are masked, so padding
-changes no live sequence and no logit. A call whose padded size would pass `max_tokens`
-(rows x width) or `max_mask` (rows x width x key length) runs the forward as before (eager or
-compiled): big prefills are bound by the GPU, where padding costs and a replay saves little.
+least 2 with `compile_prefill`, whose graph must not see a size of 1), new-token width to a
+power of two (at least 16), attended key length to the decode graphs' length buckets.
+Padding rows and columns write into the scratch slot (`StaticDecoder.prefill_inputs` lays
+them out), and padded key columns are masked, so padding changes no live sequence and no
+logit. The forward runs instead (eager or compiled) when the padded call would pass
+`max_tokens` (rows x width) or `max_mask` (rows x width x key length), or when it is past
+`BIG` tokens and padding would grow it more than `MAX_GROWTH` times over the forward's own
+padded shape: big prefills are bound by the GPU, where padding costs and a replay saves
+little.
 
-Sampling the admitted rows' first tokens is a second graph per (row bucket, sampling mode),
-reading the logits from one static buffer. A graph is captured the first time its key is
-needed (three forward runs, on the engine's thread); the engine's `stats` count captures,
-prefill replays and the calls too big for a graph (`prefill_graph_*`).
+Every prefill graph writes its logits into one static buffer, from which the sampling graph
+(one per row bucket and sampling mode) reads, so the graphs' outputs cost one buffer,
+however many keys are captured. A graph is captured the first time its key is needed (three
+forward runs, on the engine's thread): captures are lazy, so unlike the decode graphs
+(`precapture`) they happen while training runs, and a capture breaks if another thread
+device-syncs or draws from the CUDA RNG meanwhile (e.g. a pipelined update with dropout on
+the thread producer); a key whose capture failed runs the forward from then on. The
+engine's `stats` count captures, replays, calls run by the forward and failed captures
+(`prefill_graph_*`).
 """
 
 from __future__ import annotations
@@ -35,7 +43,8 @@ from agentrl.engines._fast_sampling import sample_rows
 from agentrl.engines._static_model import PREFILL_BACKENDS, StaticDecoder
 
 Row = tuple[int, int, Sequence[int]]  # (slot, start, new tokens), as `StaticDecoder.prefill`
-MIN_ROWS, MIN_WIDTH = 2, 16
+MIN_WIDTH = 16
+BIG, MAX_GROWTH = 2048, 1.5  # padded tokens; padded over the forward's own padded shape
 
 
 @dataclass
@@ -64,7 +73,14 @@ class PrefillGraphs:
         self.max_tokens, self.max_mask = max_tokens, max_mask
         self._prefill: dict[tuple[int, int, int], _Entry] = {}
         self._sample: dict[tuple[int, int], _Entry] = {}
-        self._logits: torch.Tensor | None = None  # [largest row bucket, vocab] float32
+        self._broken: set[tuple[int, int, int]] = set()  # keys whose capture failed
+        self.min_rows = 2 if decoder.pads_prefill else 1
+        # Every graph's logits [rows, vocab] float32: rows for the largest prefill bucket of
+        # an admission (at most the largest batch bucket's rows) and sampling bucket.
+        rows = max(_pow2(self.row_buckets[-1], self.min_rows), self.row_buckets[-1])
+        vocab = int(decoder.lm_head.weight.shape[0])
+        self.max_rows = rows
+        self._logits = torch.zeros((rows, vocab), dtype=torch.float32, device=decoder.device)
         # The engine's counters: prefill_graph_{captures,replays,fallbacks}
         self.stats = stats
 
@@ -79,9 +95,12 @@ class PrefillGraphs:
         n = len(rows)
         width = max(len(t) for _, _, t in rows)
         need = max(start + len(t) for _, start, t in rows)
-        nb, wb = _pow2(n, MIN_ROWS), _pow2(width, MIN_WIDTH)
+        nb, wb = _pow2(n, self.min_rows), _pow2(width, MIN_WIDTH)
         lb = length_bucket(need, self.decoder.max_len)
-        if nb * wb > self.max_tokens or nb * wb * lb > self.max_mask:
+        padded = nb * wb
+        if padded > self.max_tokens or padded * lb > self.max_mask or nb > self.max_rows:
+            return None
+        if padded > BIG and padded > MAX_GROWTH * n * width:
             return None
         return nb, wb, lb
 
@@ -90,10 +109,16 @@ class PrefillGraphs:
         padded shape fits (a view of the graph's output: read it before this key's next
         replay), else from the forward."""
         key = self.key(rows)
-        if key is None:
+        entry = self._prefill.get(key) if key is not None else None
+        if key is not None and entry is None and key not in self._broken:
+            try:
+                entry = self._capture_prefill(key)
+            except Exception:  # noqa: BLE001 - this key runs the forward from now on
+                self._broken.add(key)
+                self.stats["prefill_graph_failed_captures"] += 1
+        if key is None or entry is None:
             self.stats["prefill_graph_fallbacks"] += 1
             return self.decoder.prefill(rows)
-        entry = self._prefill.get(key) or self._capture_prefill(key)
         inp, per_row, _ = self.decoder.prefill_inputs(rows, shape=key[:2])
         entry.inputs[0].copy_(torch.from_numpy(inp))
         entry.inputs[1].copy_(torch.from_numpy(per_row))
@@ -110,9 +135,12 @@ class PrefillGraphs:
         rows_d = torch.from_numpy(per_row).to(dec.device)
         cols = dec.key_columns(lb)
 
+        out = self._logits[:nb]
+
         def forward() -> torch.Tensor:
             with sdpa_kernel(PREFILL_BACKENDS):
-                return dec.prefill_logits(inp_d, rows_d, cols)
+                out.copy_(dec.prefill_logits(inp_d, rows_d, cols))
+            return out
 
         graph, out = self.pool.capture(forward)
         self.stats["prefill_graph_captures"] += 1
@@ -125,26 +153,20 @@ class PrefillGraphs:
     def sample(self, logits: torch.Tensor, params: np.ndarray, mode: int) -> torch.Tensor:
         """`sample_rows(logits, params, mode)` as one replay: `logits` [n, V] on the device,
         `params` [6, n] float64 on the host. Returns [2, n] float64 on the host (token ids,
-        their logprobs): the call's one device sync."""
+        their logprobs)."""
         n = int(logits.shape[0])
         nb = next(b for b in self.row_buckets if b >= n)
-        entry = self._sample.get((nb, mode)) or self._capture_sample(nb, mode, logits.shape[1])
-        buf = self._buffer(logits.shape[1])
-        buf[:n].copy_(logits)
+        entry = self._sample.get((nb, mode)) or self._capture_sample(nb, mode)
+        if logits.data_ptr() != self._logits.data_ptr():  # else a prefill graph wrote them
+            self._logits[:n].copy_(logits)
         full = np.repeat(self.pad_params[:, None], nb, axis=1)
         full[:, :n] = params
         entry.inputs[0].copy_(torch.from_numpy(full))
         entry.graph.replay()
         return entry.out[:, :n].cpu()
 
-    def _buffer(self, vocab: int) -> torch.Tensor:
-        if self._logits is None:
-            shape = (self.row_buckets[-1], vocab)
-            self._logits = torch.zeros(shape, dtype=torch.float32, device=self.decoder.device)
-        return self._logits
-
-    def _capture_sample(self, nb: int, mode: int, vocab: int) -> _Entry:
-        logits = self._buffer(vocab)[:nb]
+    def _capture_sample(self, nb: int, mode: int) -> _Entry:
+        logits = self._logits[:nb]
         params = torch.from_numpy(np.repeat(self.pad_params[:, None], nb, axis=1))
         params = params.to(self.decoder.device)
 

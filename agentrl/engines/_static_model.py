@@ -104,7 +104,7 @@ class StaticDecoder:
         self._cols = torch.arange(max_len, device=self.device)  # sliced to a step's key length
         self._layer_ids = torch.arange(len(self.layers), device=self.device)
         self._logits_fn = compile_logits(self._logits) if compile else self._logits
-        self._pad_prefill = compile_prefill  # >= 2 x 2 inputs: no size-1 specialisation
+        self.pads_prefill = compile_prefill  # >= 2 x 2 inputs: no size-1 specialisation
         fn = self._prefill_logits
         self._prefill_fn = compile_prefill_logits(fn) if compile_prefill else fn
 
@@ -211,7 +211,7 @@ class StaticDecoder:
         slots = np.fromiter((r[0] for r in rows), np.int64, n)
         starts = np.fromiter((r[1] for r in rows), np.int64, n)
         lens = np.fromiter((len(r[2]) for r in rows), np.int64, n)
-        width, pad = int(lens.max()), self._pad_prefill
+        width, pad = int(lens.max()), self.pads_prefill
         n_in, w_in = (max(n, 2), max(width, 2)) if pad else (n, width)
         if shape is not None:
             if shape[0] < n or shape[1] < width:

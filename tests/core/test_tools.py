@@ -219,3 +219,27 @@ def test_a_forked_child_starts_its_own_tool_workers():
         assert q.get(timeout=20) == "5"
     finally:
         p.join(timeout=20)
+
+
+def test_a_worker_that_cannot_start_leaves_no_call_queued(monkeypatch):
+    """Out of threads: the call fails with the error, and nothing is left in the queue for a
+    later worker to pick up unpromised (which would miscount idle workers)."""
+    import threading
+
+    from agentrl.tools import core
+
+    monkeypatch.setattr(core, "_WORKERS", core._DaemonWorkers())  # no idle worker yet
+    start = threading.Thread.start
+
+    def refuse(self: threading.Thread) -> None:
+        if self.name == "agentrl-tool":
+            raise RuntimeError("can't start new thread")
+        start(self)
+
+    ts = ToolSet.of(calculator)
+    monkeypatch.setattr(threading.Thread, "start", refuse)
+    failed = ts.call(ToolCall("calculator", {"expression": "1+1"}))
+    assert failed.is_error and "can't start new thread" in failed.content
+    monkeypatch.setattr(threading.Thread, "start", start)
+    assert core._WORKERS._idle == 0 and core._WORKERS._jobs.empty()
+    assert ts.call(ToolCall("calculator", {"expression": "2+3"})).content == "5"

@@ -55,8 +55,11 @@ def test_op_matches_materialized_fp32(
 ) -> None:
     monkeypatch.setattr(fused_head, "CHUNK_ELEMENTS", chunk - 300)
     (a, b) = _op_pair(torch.float32, temperature)
+    # The entropy sums p * log p over logits up to ~30 in size: the logsumexp's float32
+    # rounding, split differently by the chunks, reached 3.2e-5 on an AVX2 AMD EPYC host.
+    atol = {"entropy": 1e-4}
     for name, x, y in zip(("logp", "entropy", "grad_hidden", "grad_weight"), b, a, strict=True):
-        torch.testing.assert_close(x, y, atol=1e-5, rtol=1e-5, msg=name)
+        torch.testing.assert_close(x, y, atol=atol.get(name, 1e-5), rtol=1e-5, msg=name)
 
 
 def test_op_matches_materialized_bf16(monkeypatch: pytest.MonkeyPatch) -> None:
