@@ -24,13 +24,12 @@ import contextlib
 import gc
 import json
 import sys
-import threading
 import time
 from pathlib import Path
 from typing import Any
 
 import torch
-from _stack_sampler import StackSampler
+from _stack_sampler import StackSampler, ThreadedProbe
 
 HERE = Path(__file__).resolve().parent
 
@@ -53,13 +52,12 @@ def parse_mode(text: str, batch: int) -> dict[str, Any]:
     }
 
 
-class DeviceSampler:
+class DeviceSampler(ThreadedProbe):
     """NVML every `period` s on a thread: mean GPU utilisation (share of time a kernel ran,
     any process) and peak used memory. Empty when NVML is unavailable."""
 
     def __init__(self, period: float = 0.05) -> None:
         self.period, self.util, self.used = period, [], []
-        self._stop = threading.Event()
         try:
             import pynvml
 
@@ -68,22 +66,13 @@ class DeviceSampler:
             self._nvml, self._h = pynvml, pynvml.nvmlDeviceGetHandleByIndex(index)
         except Exception:  # noqa: BLE001 - no NVML: no device-wide numbers
             self._nvml = None
-        self._thread = threading.Thread(target=self._run, daemon=True)
+        self.active = self._nvml is not None
+        super().__init__("nvml-sampler")
 
     def _run(self) -> None:
         while not self._stop.wait(self.period):
             self.util.append(self._nvml.nvmlDeviceGetUtilizationRates(self._h).gpu)
             self.used.append(self._nvml.nvmlDeviceGetMemoryInfo(self._h).used)
-
-    def __enter__(self) -> DeviceSampler:
-        if self._nvml is not None:
-            self._thread.start()
-        return self
-
-    def __exit__(self, *exc: Any) -> None:
-        self._stop.set()
-        if self._nvml is not None:
-            self._thread.join()
 
     def result(self) -> dict[str, Any]:
         if not self.util:
@@ -95,7 +84,7 @@ class DeviceSampler:
         }
 
 
-class GilProbe:
+class GilProbe(ThreadedProbe):
     """How long a thread waits for the interpreter lock in this process: a thread sleeps
     `period` s in a loop and records how late it wakes. Sleeping releases the lock, so the
     lateness is (almost all) the wait to take it back; near the switch interval (5 ms by
@@ -103,22 +92,13 @@ class GilProbe:
 
     def __init__(self, period: float = 0.002) -> None:
         self.period, self.late = period, []
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._run, daemon=True)
+        super().__init__("gil-probe")
 
     def _run(self) -> None:
         while not self._stop.is_set():
             t = time.perf_counter()
             time.sleep(self.period)
             self.late.append(time.perf_counter() - t - self.period)
-
-    def __enter__(self) -> GilProbe:
-        self._thread.start()
-        return self
-
-    def __exit__(self, *exc: Any) -> None:
-        self._stop.set()
-        self._thread.join()
 
     def result(self) -> dict[str, Any]:
         late = sorted(self.late)

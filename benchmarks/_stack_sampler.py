@@ -17,12 +17,37 @@ import collections
 import re
 import sys
 import threading
-from typing import Any
+from typing import Any, TypeVar
 
+P = TypeVar("P", bound="ThreadedProbe")
 OURS = ("/agentrl/", "/benchmarks/", "/envs/", "/tools/")
 
 
-class StackSampler:
+class ThreadedProbe:
+    """A context manager that runs `_run` on a daemon thread until exit (the samplers and
+    probes of the async sweep share it); `_stop` tells `_run` to end."""
+
+    active = True  # False: nothing to sample here (the thread is not started)
+
+    def __init__(self, name: str) -> None:
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True, name=name)
+
+    def _run(self) -> None:
+        raise NotImplementedError
+
+    def __enter__(self: P) -> P:
+        if self.active:
+            self._thread.start()
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self._stop.set()
+        if self.active:
+            self._thread.join()
+
+
+class StackSampler(ThreadedProbe):
     def __init__(self, period: float = 0.003, top: int = 15) -> None:
         self.period, self.top = period, top
         self.ours: dict[str, collections.Counter[str]] = collections.defaultdict(
@@ -32,8 +57,7 @@ class StackSampler:
             collections.Counter
         )
         self.samples = 0
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._run, daemon=True, name="stack-sampler")
+        super().__init__("stack-sampler")
 
     def _run(self) -> None:
         me = threading.get_ident()
@@ -49,14 +73,6 @@ class StackSampler:
                     f = f.f_back
                 self.ours[name][_where(f) if f is not None else "(no agentrl frame)"] += 1
             self.samples += 1
-
-    def __enter__(self) -> StackSampler:
-        self._thread.start()
-        return self
-
-    def __exit__(self, *exc: Any) -> None:
-        self._stop.set()
-        self._thread.join()
 
     def result(self) -> dict[str, Any]:
         out: dict[str, Any] = {"samples": self.samples, "period_s": self.period, "threads": {}}
