@@ -56,11 +56,12 @@ def test_gpu_grpo_staleness_sweep_on_cpu(tmp_path: Path) -> None:
     which the child imports): throughput ratio and staleness (no NVML on CPU)."""
     args = ["--shape", "tiny", "--vocab", "647", "--device", "cpu", "--steps", "2"]
     args += ["--prompts", "2", "--n", "2", "--sft-steps", "2", "--engine", "hf"]
-    args += ["--max-staleness", "0", "1:process", "0", "--tool-latency", "0.01", "0.03"]
-    args += ["--warmup", "1"]
+    args += ["--max-staleness", "0", "1:process", "0", "0,bench.stack_sample"]
+    args += ["--tool-latency", "0.01", "0.03", "--warmup", "1"]
     out = _run("gpu_grpo.py", args, tmp_path / "sweep.json")["async"]
-    assert set(out["runs"]) == {"0", "1:process", "0#2"}  # a repeated mode keeps its own entry
-    assert set(out["ratio_e2e_vs_sync_mean"]) == set(out["runs"]) and len(out["sync_tok_s"]) == 2
+    sampled = "0,bench.stack_sample"
+    assert set(out["runs"]) == {"0", "1:process", "0#2", sampled}  # a repeat: its own entry
+    assert set(out["ratio_e2e_vs_sync_mean"]) == set(out["runs"]) and len(out["sync_tok_s"]) == 3
     for run in out["runs"].values():
         assert "error" not in run, run
         assert run["e2e_sampled_tok_s"] > 0 and len(run["step_s"]) == 2
@@ -68,8 +69,20 @@ def test_gpu_grpo_staleness_sweep_on_cpu(tmp_path: Path) -> None:
         assert (not stale) if run["k"] == 0 else max(stale) <= 1
     assert out["runs"]["1:process"]["producer"] == "process"
     assert out["ratio_e2e_vs_first"]["0"] == 1.0
-    assert out["sync_tok_s_after_first_mode"] == [out["runs"]["0#2"]["e2e_sampled_tok_s"]]
+    later = [out["runs"][k]["e2e_sampled_tok_s"] for k in ("0#2", sampled)]
+    assert out["sync_tok_s_after_first_mode"] == later
     assert all(r["gil_probe_samples"] > 0 for r in out["runs"].values())
+    stacks = out["runs"][sampled]["stacks"]  # the stack sampler saw the trainer's thread
+    assert stacks["samples"] > 0 and "MainThread" in stacks["threads"]
+    assert not out["runs"]["0"]["stacks"]
+
+
+def test_tool_threads_on_cpu(tmp_path: Path) -> None:
+    """`tool_threads.py`: kept tool workers against a thread per call, beside a busy thread."""
+    args = ["--calls", "40", "--concurrency", "10", "--tool-ms", "1"]
+    out = _run("tool_threads.py", args, tmp_path / "tools.json")
+    assert set(out["variants"]) == {"thread_per_call", "kept_workers"}
+    assert out["wall_ratio_old_over_new"] > 0
 
 
 def test_host_build_on_cpu(tmp_path: Path) -> None:
