@@ -355,7 +355,8 @@ class _DaemonWorkers:
     forever, and a call must never queue behind it. So each call is promised an idle worker
     or starts a new one with the call as its first job: the queue never holds more calls than
     idle workers. A worker counts itself idle before it hands its result over, so a caller's
-    next call finds it. Workers are never reaped: a burst of N concurrent calls leaves N."""
+    next call finds it. Workers are never reaped: a burst of N concurrent calls leaves N.
+    A sync tool's thread-local state may outlive its call (the worker runs later calls)."""
 
     def __init__(self) -> None:
         self._jobs: queue.SimpleQueue[Callable[[], Callable[[], None]]] = queue.SimpleQueue()
