@@ -81,7 +81,7 @@ class PrefillGraphs:
         vocab = int(decoder.lm_head.weight.shape[0])
         self.max_rows = rows
         self._logits = torch.zeros((rows, vocab), dtype=torch.float32, device=decoder.device)
-        # The engine's counters: prefill_graph_{captures,replays,fallbacks}
+        # The engine's counters: prefill_graph_{captures,replays,fallbacks,failed_captures}
         self.stats = stats
 
     def __len__(self) -> int:
@@ -106,8 +106,8 @@ class PrefillGraphs:
 
     def prefill(self, rows: Sequence[Row]) -> torch.Tensor:
         """`StaticDecoder.prefill(rows)`: last-token logits [n, V], from a replay if the
-        padded shape fits (a view of the graph's output: read it before this key's next
-        replay), else from the forward."""
+        padded shape fits (a view of the shared logits buffer: read it before the next
+        prefill or sampling call), else from the forward."""
         key = self.key(rows)
         entry = self._prefill.get(key) if key is not None else None
         if key is not None and entry is None and key not in self._broken:
@@ -134,7 +134,6 @@ class PrefillGraphs:
         inp_d = torch.from_numpy(inp).to(dec.device)
         rows_d = torch.from_numpy(per_row).to(dec.device)
         cols = dec.key_columns(lb)
-
         out = self._logits[:nb]
 
         def forward() -> torch.Tensor:
