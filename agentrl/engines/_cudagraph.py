@@ -27,9 +27,9 @@ Key = tuple[int, int, int]  # (batch bucket, key-length bucket, sampling mode)
 
 
 @dataclass
-class _Captured:
+class Captured:
     graph: torch.cuda.CUDAGraph
-    inp: torch.Tensor  # static input the graph reads
+    inputs: tuple[torch.Tensor, ...]  # static inputs the graph reads
     out: torch.Tensor  # static output the graph writes
 
 
@@ -77,7 +77,7 @@ class DecodeGraphs:
         self._fn = fn
         self._pad = pad_column.to(device)  # [rows] a padding row's inputs, safe to run
         self._device = device
-        self._graphs: dict[Key, _Captured] = {}
+        self._graphs: dict[Key, Captured] = {}
         self._pool = pool
 
     def __len__(self) -> int:
@@ -89,23 +89,23 @@ class DecodeGraphs:
         every step's output, `[steps, *out.shape]`, copied to the host in one transfer (the
         chunk's one device sync): host work and the sync are paid once per chunk."""
         entry = self.ensure((int(inp.shape[1]), length, mode))
-        entry.inp.copy_(inp)
+        entry.inputs[0].copy_(inp)
         hist = torch.empty((steps, *entry.out.shape), dtype=entry.out.dtype, device=self._device)
         for s in range(steps):
             entry.graph.replay()
             hist[s].copy_(entry.out)
         return hist.cpu()
 
-    def ensure(self, key: Key) -> _Captured:
+    def ensure(self, key: Key) -> Captured:
         """The graph for `key`, captured now if it is new."""
         entry = self._graphs.get(key)
         return entry if entry is not None else self._capture(key)
 
-    def _capture(self, key: Key) -> _Captured:
+    def _capture(self, key: Key) -> Captured:
         batch, length, mode = key
         inp = self._pad[:, None].repeat(1, batch).contiguous()
         graph, out = self._pool.capture(lambda: self._fn(inp, length, mode))
-        entry = _Captured(graph, inp, out)
+        entry = Captured(graph, (inp,), out)
         self._graphs[key] = entry
         return entry
 
@@ -121,7 +121,12 @@ def length_buckets(max_len: int) -> list[int]:
 
 def length_bucket(need: int, max_len: int) -> int:
     """Key columns a graph attends over: the next power of two >= need (min 128), capped."""
-    length = 128
-    while length < need:
-        length *= 2
-    return min(length, max_len)
+    return min(pow2_at_least(need, 128), max_len)
+
+
+def pow2_at_least(n: int, least: int) -> int:
+    """`least` doubled until it is >= n (a graph bucket; `least` a power of two)."""
+    out = least
+    while out < n:
+        out *= 2
+    return out

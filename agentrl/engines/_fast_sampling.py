@@ -76,6 +76,13 @@ def sample_rows(
     return tokens, logp.gather(-1, tokens[:, None]).squeeze(-1)
 
 
+def sample_packed(logits: torch.Tensor, params: torch.Tensor, mode: int) -> torch.Tensor:
+    """`sample_rows` as one [2, B] float64 tensor (token ids, logprobs): a graph's output,
+    read back with one copy."""
+    tokens, logps = sample_rows(logits, params, mode)
+    return torch.stack([tokens.double(), logps.double()])
+
+
 def _inverse_cdf(probs: torch.Tensor, u: torch.Tensor) -> torch.Tensor:
     """Index i with cdf[i-1] <= u * total < cdf[i]: zero-probability entries are never hit."""
     cdf = probs.double().cumsum(dim=-1)

@@ -32,26 +32,18 @@ engine's `stats` count captures, replays, calls run by the forward and failed ca
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
 
 import numpy as np
 import torch
 from torch.nn.attention import sdpa_kernel
 
-from agentrl.engines._cudagraph import GraphPool, length_bucket
-from agentrl.engines._fast_sampling import sample_rows
+from agentrl.engines._cudagraph import Captured, GraphPool, length_bucket, pow2_at_least
+from agentrl.engines._fast_sampling import sample_packed
 from agentrl.engines._static_model import PREFILL_BACKENDS, StaticDecoder
 
 Row = tuple[int, int, Sequence[int]]  # (slot, start, new tokens), as `StaticDecoder.prefill`
 MIN_WIDTH = 16
 BIG, MAX_GROWTH = 2048, 1.5  # padded tokens; padded over the forward's own padded shape
-
-
-@dataclass
-class _Entry:
-    graph: torch.cuda.CUDAGraph
-    inputs: tuple[torch.Tensor, ...]  # static inputs the graph reads
-    out: torch.Tensor  # static output the graph writes
 
 
 class PrefillGraphs:
@@ -71,21 +63,18 @@ class PrefillGraphs:
         self.row_buckets = sorted(row_buckets)  # sampling: the engine's batch buckets
         self.pad_params = np.asarray(pad_params, np.float64)  # a padding row's sampling inputs
         self.max_tokens, self.max_mask = max_tokens, max_mask
-        self._prefill: dict[tuple[int, int, int], _Entry] = {}
-        self._sample: dict[tuple[int, int], _Entry] = {}
+        self._prefill: dict[tuple[int, int, int], Captured] = {}
+        self._sample: dict[tuple[int, int], Captured] = {}
         self._broken: set[tuple[int, int, int]] = set()  # keys whose capture failed
         self.min_rows = 2 if decoder.pads_prefill else 1
         # Every graph's logits [rows, vocab] float32: rows for the largest prefill bucket of
-        # an admission (at most the largest batch bucket's rows) and sampling bucket.
-        rows = max(_pow2(self.row_buckets[-1], self.min_rows), self.row_buckets[-1])
+        # an admission (the largest batch bucket, rounded up) and sampling bucket.
+        self.max_rows = pow2_at_least(self.row_buckets[-1], self.min_rows)
         vocab = int(decoder.lm_head.weight.shape[0])
-        self.max_rows = rows
-        self._logits = torch.zeros((rows, vocab), dtype=torch.float32, device=decoder.device)
+        shape = (self.max_rows, vocab)
+        self._logits = torch.zeros(shape, dtype=torch.float32, device=decoder.device)
         # The engine's counters: prefill_graph_{captures,replays,fallbacks,failed_captures}
         self.stats = stats
-
-    def __len__(self) -> int:
-        return len(self._prefill) + len(self._sample)
 
     # ------------------------------------------------------------------ prefill
 
@@ -95,7 +84,7 @@ class PrefillGraphs:
         n = len(rows)
         width = max(len(t) for _, _, t in rows)
         need = max(start + len(t) for _, start, t in rows)
-        nb, wb = _pow2(n, self.min_rows), _pow2(width, MIN_WIDTH)
+        nb, wb = pow2_at_least(n, self.min_rows), pow2_at_least(width, MIN_WIDTH)
         lb = length_bucket(need, self.decoder.max_len)
         padded = nb * wb
         if padded > self.max_tokens or padded * lb > self.max_mask or nb > self.max_rows:
@@ -126,7 +115,7 @@ class PrefillGraphs:
         self.stats["prefill_graph_replays"] += 1
         return entry.out[: len(rows)]
 
-    def _capture_prefill(self, key: tuple[int, int, int]) -> _Entry:
+    def _capture_prefill(self, key: tuple[int, int, int]) -> Captured:
         nb, wb, lb = key
         dec = self.decoder
         # Every row and column is padding: writes go to the scratch slot only.
@@ -143,7 +132,7 @@ class PrefillGraphs:
 
         graph, out = self.pool.capture(forward)
         self.stats["prefill_graph_captures"] += 1
-        entry = _Entry(graph, (inp_d, rows_d), out)
+        entry = Captured(graph, (inp_d, rows_d), out)
         self._prefill[key] = entry
         return entry
 
@@ -158,30 +147,21 @@ class PrefillGraphs:
         entry = self._sample.get((nb, mode)) or self._capture_sample(nb, mode)
         if logits.data_ptr() != self._logits.data_ptr():  # else a prefill graph wrote them
             self._logits[:n].copy_(logits)
-        full = np.repeat(self.pad_params[:, None], nb, axis=1)
+        full = self._padded_params(nb)
         full[:, :n] = params
         entry.inputs[0].copy_(torch.from_numpy(full))
         entry.graph.replay()
         return entry.out[:, :n].cpu()
 
-    def _capture_sample(self, nb: int, mode: int) -> _Entry:
+    def _padded_params(self, nb: int) -> np.ndarray:
+        """Sampling inputs [6, nb] of padding rows (greedy, safe to run)."""
+        return np.repeat(self.pad_params[:, None], nb, axis=1)
+
+    def _capture_sample(self, nb: int, mode: int) -> Captured:
         logits = self._logits[:nb]
-        params = torch.from_numpy(np.repeat(self.pad_params[:, None], nb, axis=1))
-        params = params.to(self.decoder.device)
-
-        def draw() -> torch.Tensor:
-            tokens, logps = sample_rows(logits, params, mode)
-            return torch.stack([tokens.double(), logps.double()])
-
-        graph, out = self.pool.capture(draw)
+        params = torch.from_numpy(self._padded_params(nb)).to(self.decoder.device)
+        graph, out = self.pool.capture(lambda: sample_packed(logits, params, mode))
         self.stats["prefill_graph_captures"] += 1
-        entry = _Entry(graph, (params,), out)
+        entry = Captured(graph, (params,), out)
         self._sample[(nb, mode)] = entry
         return entry
-
-
-def _pow2(n: int, least: int) -> int:
-    out = least
-    while out < n:
-        out *= 2
-    return out

@@ -27,7 +27,7 @@ import torch.nn.functional as F
 from torch.nn.attention import SDPBackend, sdpa_kernel
 
 from agentrl.engines._compiled import compile_logits, compile_prefill_logits
-from agentrl.engines._fast_sampling import STEP, sample_rows
+from agentrl.engines._fast_sampling import STEP, sample_packed
 
 SUPPORTED_TYPES = ("qwen2", "qwen3", "llama")
 # Rows of the decode input tensor [9, B] (float64; ids and positions are exact below 2**53).
@@ -118,8 +118,7 @@ class StaticDecoder:
         the sampling rows); keys attend over cache columns [0, length). Returns [2, B]
         float64: sampled token ids and their logprobs. No host syncs: capturable."""
         logits = self._logits_fn(inp, self._cols[:length])
-        tokens, logps = sample_rows(logits, inp[3:], mode)
-        return torch.stack([tokens.double(), logps.double()])
+        return sample_packed(logits, inp[3:], mode)
 
     def _logits(self, inp: torch.Tensor, cols: torch.Tensor) -> torch.Tensor:
         """The model part of `decode`: next-token logits [B, V] attending over key columns
