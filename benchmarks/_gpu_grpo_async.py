@@ -29,6 +29,7 @@ from pathlib import Path
 from typing import Any
 
 import torch
+from _gpu_update_diag import host_counters
 from _stack_sampler import StackSampler, ThreadedProbe
 
 HERE = Path(__file__).resolve().parent
@@ -54,10 +55,10 @@ def parse_mode(text: str, batch: int) -> dict[str, Any]:
 
 class DeviceSampler(ThreadedProbe):
     """NVML every `period` s on a thread: mean GPU utilisation (share of time a kernel ran,
-    any process) and peak used memory. Empty when NVML is unavailable."""
+    any process), peak used memory and the SM clock (a capped clock slows every kernel). Empty when NVML is unavailable."""
 
     def __init__(self, period: float = 0.05) -> None:
-        self.period, self.util, self.used = period, [], []
+        self.period, self.util, self.used, self.sm_mhz = period, [], [], []
         try:
             import pynvml
 
@@ -70,9 +71,11 @@ class DeviceSampler(ThreadedProbe):
         super().__init__("nvml-sampler")
 
     def _run(self) -> None:
+        n, h = self._nvml, self._h
         while not self._stop.wait(self.period):
-            self.util.append(self._nvml.nvmlDeviceGetUtilizationRates(self._h).gpu)
-            self.used.append(self._nvml.nvmlDeviceGetMemoryInfo(self._h).used)
+            self.util.append(n.nvmlDeviceGetUtilizationRates(h).gpu)
+            self.used.append(n.nvmlDeviceGetMemoryInfo(h).used)
+            self.sm_mhz.append(n.nvmlDeviceGetClockInfo(h, n.NVML_CLOCK_SM))
 
     def result(self) -> dict[str, Any]:
         if not self.util:
@@ -81,6 +84,8 @@ class DeviceSampler(ThreadedProbe):
             "gpu_busy_share_nvml": sum(self.util) / len(self.util) / 100.0,
             "peak_device_used_gib": max(self.used) / 2**30,
             "nvml_samples": len(self.util),
+            "sm_mhz_mean": sum(self.sm_mhz) / max(len(self.sm_mhz), 1),
+            "sm_mhz_min": min(self.sm_mhz, default=0),
         }
 
 
@@ -250,6 +255,7 @@ def one_k(args: Any, sft: Path, out_dir: Path, mode: dict[str, Any], sync: Any) 
         sample = args.stack_sample or "bench.stack_sample" in mode["overrides"]
         stacks = StackSampler() if sample else contextlib.nullcontext()
         with DeviceSampler() as dev, GilProbe() as gil, stacks:
+            host = host_counters()
             t = time.perf_counter()
             for _ in range(args.steps):
                 trainer.step += 1
@@ -259,6 +265,9 @@ def one_k(args: Any, sft: Path, out_dir: Path, mode: dict[str, Any], sync: Any) 
                 steps.append(m)
             sync(args.device)
             wall = time.perf_counter() - t
+            # This process's threads on the CPU and waiting for one (another tenant's load
+            # shows as run-queue wait), and the machine's steal time, over the timed steps.
+            host = {f"host_{k}": v - host[k] for k, v in host_counters().items() if k in host}
         keys = ("rollout", "logprobs", "update", "weight_sync")
         after = dict(engine.stats) if engine is not None else {}
         trace = trace_one_step(trainer, args, mode) if args.trace_dir is not None else {}
@@ -287,6 +296,7 @@ def one_k(args: Any, sft: Path, out_dir: Path, mode: dict[str, Any], sync: Any) 
             else None,
             **dev.result(),
             **gil.result(),
+            **host,
             "stacks": stacks.result() if isinstance(stacks, StackSampler) else {},
             "staleness": {
                 key: [s.get(key) for s in steps]

@@ -1,9 +1,12 @@
 """What `gpu_update_mfu.py` records beside each timed update, to explain a slow one: dynamo's
 counters (graph breaks, frames compiled, recompiles), Python garbage collections and the
-caching allocator's calls to the driver during the update, and a failing variant's error."""
+caching allocator's calls to the driver during the update, the host's scheduling of the
+process's threads and the GPU's SM clock during it, and a failing variant's error."""
 
 from __future__ import annotations
 
+import os
+import threading
 import time
 import traceback
 from typing import Any
@@ -59,3 +62,103 @@ def gc_timer(phase: str, info: dict[str, Any]) -> None:
 def error_text(e: BaseException) -> str:
     tail = "".join(traceback.format_exception(e)[-3:])
     return f"{type(e).__name__}: {e}"[:1500] + "\n" + tail[-1500:]
+
+
+# Two more suspects for the slow outliers (31 of 80 updates 45-70 ms slower, session 10, with
+# no allocator call and no GC in them): the host (the process's threads ready to run but not
+# scheduled: another tenant on the machine's cores, or hypervisor steal) and the GPU (its SM
+# clock lowered: power or thermal capping, or another process's kernels). `host_counters` is
+# read before and after each update; `ClockSampler` samples NVML on a thread.
+
+
+def host_counters() -> dict[str, float]:
+    """CPU time and run-queue wait (ms) summed over this process's threads (Linux
+    `/proc/self/task/*/schedstat`: on-CPU ns, waiting-to-run ns), involuntary context
+    switches, and the machine's steal time (ms, `/proc/stat`). Empty off Linux."""
+    import glob
+    import resource
+
+    cpu = runq = 0.0
+    for path in glob.glob("/proc/self/task/*/schedstat"):
+        try:
+            on_cpu, waiting, _ = open(path).read().split()
+        except (OSError, ValueError):  # a thread that ended meanwhile
+            continue
+        cpu, runq = cpu + int(on_cpu) / 1e6, runq + int(waiting) / 1e6
+    out = {"cpu_ms": cpu, "runq_ms": runq, "nivcsw": float(resource.getrusage(0).ru_nivcsw)}
+    try:
+        fields = open("/proc/stat").readline().split()
+        out["steal_ms"] = int(fields[8]) * 1e3 / os.sysconf("SC_CLK_TCK")
+    except (OSError, ValueError, IndexError):
+        pass
+    return out
+
+
+class ClockSampler:
+    """NVML every `period` s on a daemon thread: (time, SM clock MHz, clock-event reasons,
+    utilisation %, power W). `window(t0, t1)` summarises the samples between two
+    `time.perf_counter()` readings. Inactive (empty windows) without NVML."""
+
+    def __init__(self, period: float = 0.005) -> None:
+        self.period, self.samples = period, []
+        self._stop = threading.Event()
+        try:
+            import pynvml
+
+            pynvml.nvmlInit()
+            index = torch.cuda.current_device() if torch.cuda.is_available() else 0
+            self._nvml, self._h = pynvml, pynvml.nvmlDeviceGetHandleByIndex(index)
+        except Exception:  # noqa: BLE001 - no NVML here
+            self._nvml = None
+        self._thread = threading.Thread(target=self._run, daemon=True, name="nvml-clocks")
+
+    def start(self) -> ClockSampler:
+        if self._nvml is not None:
+            self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        self._stop.set()
+
+    def _run(self) -> None:
+        n, h = self._nvml, self._h
+        reasons = (
+            getattr(n, "nvmlDeviceGetCurrentClocksEventReasons", None)
+            or n.nvmlDeviceGetCurrentClocksThrottleReasons
+        )
+        while not self._stop.wait(self.period):
+            try:
+                self.samples.append((
+                    time.perf_counter(), n.nvmlDeviceGetClockInfo(h, n.NVML_CLOCK_SM),
+                    int(reasons(h)), n.nvmlDeviceGetUtilizationRates(h).gpu,
+                    n.nvmlDeviceGetPowerUsage(h) / 1e3,
+                ))  # fmt: skip
+            except Exception:  # noqa: BLE001 - a failed read: skip the sample
+                continue
+
+    def foreign_processes(self) -> int | None:
+        """Compute processes on the device other than this one (None: unknown)."""
+        if self._nvml is None:
+            return None
+        try:
+            procs = self._nvml.nvmlDeviceGetComputeRunningProcesses(self._h)
+        except Exception:  # noqa: BLE001
+            return None
+        return sum(1 for p in procs if p.pid != os.getpid())
+
+    def window(self, t0: float, t1: float) -> dict[str, float]:
+        inside = [s for s in self.samples if t0 <= s[0] <= t1]
+        if not inside:
+            return {}
+        clocks = [s[1] for s in inside]
+        mask = 0
+        for s in inside:
+            mask |= s[2]
+        return {
+            "sm_mhz_min": float(min(clocks)),
+            "sm_mhz_mean": sum(clocks) / len(clocks),
+            "clock_reasons": float(mask & ~1),  # bit 0 is "GPU idle", not a slowdown
+            "util_mean": sum(s[3] for s in inside) / len(inside),
+            "power_w_max": max(s[4] for s in inside),
+            "nvml_samples": float(len(inside)),
+        }

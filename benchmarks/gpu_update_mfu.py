@@ -55,10 +55,12 @@ import torch
 sys.path.insert(0, str(Path(__file__).resolve().parent))  # gpu_grpo, also when imported
 from _gpu_update_diag import (  # noqa: E402
     GC_MS,
+    ClockSampler,
     allocator_counts,
     dynamo_snapshot,
     error_text,
     gc_timer,
+    host_counters,
     reset_dynamo_counters,
 )
 from gpu_grpo import PEAK_BF16_FLOPS, QWEN05_VOCAB, SHAPES, build_checkpoint, profile_call  # noqa: E402
@@ -91,6 +93,7 @@ SLOW = ["combined_decoder", "combined_cudagraphs"]
 SYNC_NORM = {"combined_sync"}  # the grad norm read on the host (see the docstring)
 CUSTOM_OP = {"traced_custom_op"}  # attention through the custom op (see the docstring)
 METRICS = ("loss", "entropy", "grad_norm", "rollout_kl", "clip_frac")
+CLOCKS = ClockSampler()  # started by `main` on a GPU: the SM clock during each update
 
 
 def synthetic_batch(rows: int, group: int, vocab: int, seed: int, short: bool = False) -> Any:
@@ -174,10 +177,14 @@ def timed_update(
     if device == "cuda":
         torch.cuda.reset_peak_memory_stats()
         base = torch.cuda.memory_allocated()
+    host = host_counters()
     t = time.perf_counter()
     metrics = actor.update(batch)
     sync(device)
-    seconds = time.perf_counter() - t
+    t_end = time.perf_counter()
+    seconds = t_end - t
+    metrics |= {f"host/{k}": v - host[k] for k, v in host_counters().items() if k in host}
+    metrics |= {f"gpu/{k}": v for k, v in CLOCKS.window(t, t_end).items()}
     peak = (torch.cuda.max_memory_allocated() - base) / 2**30 if device == "cuda" else 0.0
     metrics = dict(metrics, gc_ms=sum(GC_MS), gc_collections=float(len(GC_MS)))
     after = allocator_counts(device)
@@ -280,6 +287,8 @@ def timed_round(name: str, actor: Any, batch: Any, device: str, r: dict[str, Any
     r.setdefault("gc_ms", []).append(metrics["gc_ms"])
     allocs = {k: v for k, v in metrics.items() if k.startswith("alloc/")}
     r.setdefault("allocator_calls", []).append(allocs)  # per timed update, beside update_s
+    diag = {k: v for k, v in metrics.items() if k.startswith(("host/", "gpu/"))}
+    r.setdefault("diag", []).append(diag)  # per timed update: scheduling and SM clock
     r["peak_gib_above_start"] = max(r.get("peak_gib_above_start", 0.0), peak)
     return True
 
@@ -307,9 +316,34 @@ def summarize(r: dict[str, Any], flops: float, device: str) -> None:
         return
     mean, best = sum(runs) / len(runs), min(runs)
     on_gpu = device == "cuda"
+    r["slow_vs_fast"] = slow_vs_fast(runs, r.get("diag", []))
     r["update_s_mean"], r["update_s_min"] = mean, best
     r["mfu"] = flops / mean / PEAK_BF16_FLOPS if on_gpu else None
     r["mfu_best"] = flops / best / PEAK_BF16_FLOPS if on_gpu else None
+
+
+def slow_vs_fast(runs: list[float], diag: list[dict[str, float]]) -> dict[str, Any]:
+    """The per-update diagnostics averaged over the slow updates (> 1.15x the median) and
+    the others: which of them moves with the time is the outliers' suspect."""
+    if len(diag) != len(runs) or not runs:
+        return {}
+    median = sorted(runs)[len(runs) // 2]
+    out: dict[str, Any] = {"median_s": median}
+    for name, pick in (
+        ("slow", lambda s: s > 1.15 * median),
+        ("fast", lambda s: s <= 1.15 * median),
+    ):
+        rows = [d for s, d in zip(runs, diag, strict=True) if pick(s)]
+        keys = sorted({k for d in rows for k in d})
+        out[name] = {"updates": len(rows), "update_s_mean": 0.0}
+        if rows:
+            out[name]["update_s_mean"] = sum(s for s in runs if pick(s)) / len(rows)
+            out[name] |= {k: sum(d.get(k, 0.0) for d in rows) / len(rows) for k in keys}
+            mask = 0
+            for d in rows:
+                mask |= int(d.get("gpu/clock_reasons", 0))
+            out[name]["gpu/clock_reasons_any"] = mask
+    return out
 
 
 def profile(
@@ -349,6 +383,14 @@ def summary_lines(out: dict[str, Any]) -> list[str]:
             + f", gc {sum(r.get('gc_ms', [])):.0f} ms"
             + f", warm-up entropy {num(m.get('entropy'))} grad norm {num(m.get('grad_norm'))}"
         )
+        split = r.get("slow_vs_fast", {})
+        for side in ("slow", "fast"):
+            d = split.get(side, {})
+            if d.get("updates"):
+                lines.append(f"{'':>19}  {side}: {d['updates']} updates, "
+                             f"{1e3 * d['update_s_mean']:.1f} ms, " + ", ".join(
+                                 f"{k}={v:.1f}" for k, v in d.items()
+                                 if k.startswith(("host/", "gpu/")) and isinstance(v, float)))  # fmt: skip
     return lines
 
 
@@ -406,10 +448,15 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     import gc
 
     gc.callbacks.append(gc_timer)
+    if args.device == "cuda":
+        out["foreign_gpu_processes"] = CLOCKS.start().foreign_processes()
+        time.sleep(1.0)  # a second of the idle device: is anyone else running on it?
+        out["idle_device"] = CLOCKS.window(0.0, time.perf_counter())
     try:
         run(args, out)
     except Exception as e:  # noqa: BLE001 - whatever ran is still written
         out["error"] = error_text(e)
+    CLOCKS.stop()
     write(out, args.json)
     for line in summary_lines(out):
         print(line, flush=True)

@@ -75,6 +75,7 @@ def test_gpu_grpo_staleness_sweep_on_cpu(tmp_path: Path) -> None:
     stacks = out["runs"][sampled]["stacks"]  # the stack sampler saw the trainer's thread
     assert stacks["samples"] > 0 and "MainThread" in stacks["threads"]
     assert not out["runs"]["0"]["stacks"]
+    assert out["runs"]["0"]["host_cpu_ms"] > 0  # the timed steps' CPU time (schedstat)
 
 
 def test_tool_threads_on_cpu(tmp_path: Path) -> None:

@@ -24,6 +24,10 @@ def test_update_mfu_smoke_on_cpu(tmp_path: Path) -> None:
     for name, r in result["variants"].items():
         assert not r["errors"], (name, r["errors"])
         assert r["update_s_mean"] > 0 and r["speedup_vs_baseline"] > 0
+        # Each timed update records the process's CPU and run-queue time (Linux schedstat).
+        assert len(r["diag"]) == len(r["update_s"]) and r["diag"][0]["host/cpu_ms"] > 0
+        split = r["slow_vs_fast"]
+        assert split["slow"]["updates"] + split["fast"]["updates"] == len(r["update_s"])
         for key in ("entropy", "grad_norm"):  # same weights, same batch: same values
             assert abs(r["warmup_metrics"][key] - base[key]) < 1e-4, (name, key)
     assert len(result["variants"]) == 9 and base["grad_norm"] > 0
