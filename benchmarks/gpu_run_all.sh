@@ -105,6 +105,16 @@ part grpo-async-pgraphs-2 580 python3 "$B/gpu_grpo.py" --micro 128 --packing --s
   --max-staleness "0,$ALL,$PG" "2:thread:384,$ALL,$PG,$J4" "0,$ALL" "2:thread:384,$ALL,$J4" \
   "2:thread:384,$ALL,$PG" "0,$ALL,$PG" "2:thread:384,$ALL,$PG,$J4" "2:thread:384,$ALL" \
   --tool-latency 0.02 0.5 --sft-cache /tmp/sftc --json "$OUT/gpu_grpo_async_pgraphs_2.json"
+# The rollout in its own process with everything compiled and joins every 4 decode steps
+# (session 11): the session-10/11 sweeps found the thread producer's spread tied to the
+# trainer process's interpreter lock (mode runs with a GIL wait of 0.7 ms made 7,500-7,900
+# tok/s, those with 1.2-1.9 ms 4,500-6,400); the child has an interpreter of its own. Sized
+# for a fresh host (SFT and the first compiles ~260 s): the process modes alternate with
+# the synchronous loop as time allows.
+part grpo-async-process-j4 560 python3 "$B/gpu_grpo.py" --micro 128 --packing --steps 12 \
+  --max-staleness "0,$ALL" "2:process:384,$ALL,$J4" "0,$ALL" "2:process:384,$ALL,$J4" "0,$ALL" \
+  --tool-latency 0.02 0.5 --sft-cache /tmp/sftc \
+  --json "$OUT/gpu_grpo_async_process_j4.json"
 # The engine's GPU tests alone (prefill graphs, streams, the fast path), for a short call.
 part tests-engine 110 python3 -m pytest -q -p no:cacheprovider -m gpu \
   "$R/tests/engines/test_prefill_graphs.py" "$R/tests/engines/test_engine_stream_gpu.py" \
