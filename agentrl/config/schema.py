@@ -107,7 +107,8 @@ class HFEngineConfig:
     # (rows, new tokens, key length; big calls run the forward): a call is then a few host
     # calls instead of hundreds of launches, each of which waits for the interpreter lock
     # beside a pipelined update's thread. Graphs are captured lazily, during training (see
-    # docs/engines.md for what breaks a capture). Needs CUDA graphs.
+    # docs/engines.md for what breaks a capture). Needs CUDA graphs. Off: measured no faster
+    # end to end on the multi-turn GRPO workload (BENCHMARKS.md, session 11).
     prefill_graphs: bool = False
 
 
