@@ -29,7 +29,7 @@ from pathlib import Path
 from typing import Any
 
 import torch
-from _gpu_update_diag import host_counters
+from _gpu_update_diag import host_counters, thread_cpu_ms, top_threads
 from _stack_sampler import StackSampler, ThreadedProbe
 
 HERE = Path(__file__).resolve().parent
@@ -255,7 +255,7 @@ def one_k(args: Any, sft: Path, out_dir: Path, mode: dict[str, Any], sync: Any) 
         sample = args.stack_sample or "bench.stack_sample" in mode["overrides"]
         stacks = StackSampler() if sample else contextlib.nullcontext()
         with DeviceSampler() as dev, GilProbe() as gil, stacks:
-            host = host_counters()
+            host, threads = host_counters(), thread_cpu_ms()
             t = time.perf_counter()
             for _ in range(args.steps):
                 trainer.step += 1
@@ -268,6 +268,7 @@ def one_k(args: Any, sft: Path, out_dir: Path, mode: dict[str, Any], sync: Any) 
             # This process's threads on the CPU and waiting for one (another tenant's load
             # shows as run-queue wait), and the machine's steal time, over the timed steps.
             host = {f"host_{k}": v - host[k] for k, v in host_counters().items() if k in host}
+            host["host_threads_cpu_ms"] = top_threads(threads, thread_cpu_ms(), 10)
         keys = ("rollout", "logprobs", "update", "weight_sync")
         after = dict(engine.stats) if engine is not None else {}
         trace = trace_one_step(trainer, args, mode) if args.trace_dir is not None else {}

@@ -94,6 +94,32 @@ def host_counters() -> dict[str, float]:
     return out
 
 
+def thread_cpu_ms() -> dict[str, float]:
+    """On-CPU ms of each thread of this process, keyed `name/tid`: a Python thread's name
+    (`threading`), else the OS name (`comm`: torch's autograd and OpenMP workers, the CUDA
+    driver's threads). Which thread burns the CPU in a slow update. Empty off Linux."""
+    import glob
+    import threading as th
+
+    names = {t.native_id: t.name for t in th.enumerate()}
+    out: dict[str, float] = {}
+    for path in glob.glob("/proc/self/task/*/schedstat"):
+        tid = int(path.split("/")[-2])
+        try:
+            on_cpu = int(open(path).read().split()[0])
+            comm = open(path.replace("schedstat", "comm")).read().strip()
+        except (OSError, ValueError, IndexError):
+            continue
+        out[f"{names.get(tid, comm)}/{tid}"] = on_cpu / 1e6
+    return out
+
+
+def top_threads(before: dict[str, float], after: dict[str, float], n: int = 6) -> dict[str, float]:
+    """The `n` threads that spent the most CPU between two `thread_cpu_ms` readings."""
+    delta = {k: v - before.get(k, 0.0) for k, v in after.items()}
+    return dict(sorted(delta.items(), key=lambda kv: -kv[1])[:n])
+
+
 class ClockSampler:
     """NVML every `period` s on a daemon thread: (time, SM clock MHz, clock-event reasons,
     utilisation %, power W). `window(t0, t1)` summarises the samples between two

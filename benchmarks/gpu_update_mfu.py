@@ -62,6 +62,8 @@ from _gpu_update_diag import (  # noqa: E402
     gc_timer,
     host_counters,
     reset_dynamo_counters,
+    thread_cpu_ms,
+    top_threads,
 )
 from gpu_grpo import PEAK_BF16_FLOPS, QWEN05_VOCAB, SHAPES, build_checkpoint, profile_call  # noqa: E402
 from gpu_grpo import update_flops as count_flops  # noqa: E402
@@ -177,12 +179,13 @@ def timed_update(
     if device == "cuda":
         torch.cuda.reset_peak_memory_stats()
         base = torch.cuda.memory_allocated()
-    host = host_counters()
+    host, threads = host_counters(), thread_cpu_ms()
     t = time.perf_counter()
     metrics = actor.update(batch)
     sync(device)
     t_end = time.perf_counter()
     seconds = t_end - t
+    metrics["threads_cpu_ms"] = top_threads(threads, thread_cpu_ms())  # type: ignore[assignment]
     metrics |= {f"host/{k}": v - host[k] for k, v in host_counters().items() if k in host}
     metrics |= {f"gpu/{k}": v for k, v in CLOCKS.window(t, t_end).items()}
     peak = (torch.cuda.max_memory_allocated() - base) / 2**30 if device == "cuda" else 0.0
@@ -289,6 +292,7 @@ def timed_round(name: str, actor: Any, batch: Any, device: str, r: dict[str, Any
     r.setdefault("allocator_calls", []).append(allocs)  # per timed update, beside update_s
     diag = {k: v for k, v in metrics.items() if k.startswith(("host/", "gpu/"))}
     r.setdefault("diag", []).append(diag)  # per timed update: scheduling and SM clock
+    r.setdefault("threads_cpu_ms", []).append(metrics.get("threads_cpu_ms", {}))
     r["peak_gib_above_start"] = max(r.get("peak_gib_above_start", 0.0), peak)
     return True
 
@@ -316,15 +320,18 @@ def summarize(r: dict[str, Any], flops: float, device: str) -> None:
         return
     mean, best = sum(runs) / len(runs), min(runs)
     on_gpu = device == "cuda"
-    r["slow_vs_fast"] = slow_vs_fast(runs, r.get("diag", []))
+    r["slow_vs_fast"] = slow_vs_fast(runs, r.get("diag", []), r.get("threads_cpu_ms", []))
     r["update_s_mean"], r["update_s_min"] = mean, best
     r["mfu"] = flops / mean / PEAK_BF16_FLOPS if on_gpu else None
     r["mfu_best"] = flops / best / PEAK_BF16_FLOPS if on_gpu else None
 
 
-def slow_vs_fast(runs: list[float], diag: list[dict[str, float]]) -> dict[str, Any]:
+def slow_vs_fast(
+    runs: list[float], diag: list[dict[str, float]], threads: list[dict[str, float]]
+) -> dict[str, Any]:
     """The per-update diagnostics averaged over the slow updates (> 1.15x the median) and
-    the others: which of them moves with the time is the outliers' suspect."""
+    the others: which of them moves with the time is the outliers' suspect; `threads`: the
+    busiest threads' CPU ms per update, averaged the same way (the five busiest kept)."""
     if len(diag) != len(runs) or not runs:
         return {}
     median = sorted(runs)[len(runs) // 2]
@@ -343,6 +350,12 @@ def slow_vs_fast(runs: list[float], diag: list[dict[str, float]]) -> dict[str, A
             for d in rows:
                 mask |= int(d.get("gpu/clock_reasons", 0))
             out[name]["gpu/clock_reasons_any"] = mask
+        if len(threads) == len(runs):
+            cpu: dict[str, float] = {}
+            for d in (t for s, t in zip(runs, threads, strict=True) if pick(s)):
+                for k, v in d.items():
+                    cpu[k] = cpu.get(k, 0.0) + v / max(len(rows), 1)
+            out[name]["threads_cpu_ms"] = dict(sorted(cpu.items(), key=lambda kv: -kv[1])[:5])
     return out
 
 
@@ -390,7 +403,8 @@ def summary_lines(out: dict[str, Any]) -> list[str]:
                 lines.append(f"{'':>19}  {side}: {d['updates']} updates, "
                              f"{1e3 * d['update_s_mean']:.1f} ms, " + ", ".join(
                                  f"{k}={v:.1f}" for k, v in d.items()
-                                 if k.startswith(("host/", "gpu/")) and isinstance(v, float)))  # fmt: skip
+                                 if k.startswith(("host/", "gpu/")) and isinstance(v, float))
+                             + f", threads {d.get('threads_cpu_ms', {})}")  # fmt: skip
     return lines
 
 
