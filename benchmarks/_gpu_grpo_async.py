@@ -245,6 +245,7 @@ def one_k(args: Any, sft: Path, out_dir: Path, mode: dict[str, Any], sync: Any) 
         for _ in range(args.warmup):  # graphs, allocator; with K >= 1 it fills the pipeline
             trainer.step += 1
             trainer.train_step()
+            trainer.gc.after_step(trainer.step)  # as `Trainer.run`: trainer.gc_every
         if args.device == "cuda":
             torch.cuda.reset_peak_memory_stats()
         steps, sampled = [], 0.0
@@ -260,6 +261,8 @@ def one_k(args: Any, sft: Path, out_dir: Path, mode: dict[str, Any], sync: Any) 
             for _ in range(args.steps):
                 trainer.step += 1
                 m = trainer.train_step()
+                if (gc_s := trainer.gc.after_step(trainer.step)) is not None:
+                    m["time/gc"] = gc_s  # in the wall, as in a run
                 m["sampled_tokens"] = float(captured[-1].response_mask.sum())
                 sampled += m["sampled_tokens"]
                 steps.append(m)

@@ -214,6 +214,7 @@ def run_agentrl(args: argparse.Namespace, ckpt: Path, work: Path) -> dict[str, A
     out["n_params"] = n_params
     trainer.step = 1
     trainer.train_step()  # warm-up: CUDA graphs, allocator, kernels
+    trainer.gc.after_step(trainer.step)  # as `Trainer.run` (trainer.gc_every)
     if args.device == "cuda":
         torch.cuda.reset_peak_memory_stats()
     steps = []
@@ -226,6 +227,8 @@ def run_agentrl(args: argparse.Namespace, ckpt: Path, work: Path) -> dict[str, A
         m = trainer.train_step()
         sync(args.device)
         m["time/step"] = time.perf_counter() - t
+        if (gc_s := trainer.gc.after_step(trainer.step)) is not None:
+            m["time/gc"] = gc_s
         after = dict(getattr(eng, "stats", {}))
         m |= {f"engine/{k}": after[k] - before.get(k, 0) for k in after}
         m["engine/graphs"] = getattr(eng, "captured_graphs", 0)

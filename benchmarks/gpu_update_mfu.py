@@ -68,6 +68,7 @@ from _gpu_update_diag import (  # noqa: E402
 from gpu_grpo import PEAK_BF16_FLOPS, QWEN05_VOCAB, SHAPES, build_checkpoint, profile_call  # noqa: E402
 from gpu_grpo import update_flops as count_flops  # noqa: E402
 
+from agentrl.trainer.gc_control import GcSchedule  # noqa: E402
 from agentrl.trainer.levers import UpdateLevers  # noqa: E402
 
 # name: (trainer.update_path, UpdateLevers)
@@ -227,10 +228,19 @@ def run(args: argparse.Namespace, out: dict[str, Any]) -> None:
             if actor is not None:
                 actors[name] = actor
             write(out, args.json)
-        for _ in range(args.reps):  # alternate, so drift hits all variants alike
-            for name, actor in list(actors.items()):
+        # Full collections at round boundaries, as the trainer runs them between steps
+        # (`trainer.gc_every`, agentrl/trainer/gc_control.py): one after the warm-ups (the
+        # compiles), then every --gc-every rounds; their time is outside the updates'.
+        schedule = GcSchedule(args.gc_every)
+        for i in range(args.reps + 1):
+            if (gc_s := schedule.after_step(i + 1)) is not None:
+                out.setdefault("gc_boundary_ms", []).append(1e3 * gc_s)
+            if i == args.reps:
+                break
+            for name, actor in list(actors.items()):  # alternate: drift hits all alike
                 if not timed_round(name, actor, batch, args.device, results[name]):
                     del actors[name]
+        schedule.close()
         finish(results, out.get("flops", 0.0), args.device)
         for name in (n for n in phase if n in actors and args.profile):
             trace = args.trace_dir / f"{name}.json" if args.trace_dir else None
@@ -435,6 +445,8 @@ def parse(argv: list[str] | None = None) -> argparse.Namespace:
                    help="with --profile: a Chrome trace per variant there")  # fmt: skip
     p.add_argument("--budget-s", type=float, default=200.0,
                    help="variants not started by then are skipped")  # fmt: skip
+    p.add_argument("--gc-every", type=int, default=50,
+                   help="full collections every N rounds, as trainer.gc_every (0: Python's)")  # fmt: skip
     p.add_argument("--json", type=Path, default=None)
     return p.parse_args(argv)
 

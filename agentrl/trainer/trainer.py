@@ -32,6 +32,7 @@ from .batch import TrainBatch
 from .checkpoint import Checkpointer
 from .components import ActorRole, Components
 from .export import FINAL_DIR, HF_DIR, export_hf, write_config
+from .gc_control import GcSchedule
 from .logger import MetricsLogger, held_out_summary
 from .pipeline import AsyncCollector, is_spread, stamp_versions, start_pipeline, version_metrics
 from .step_record import dump_rollouts, dumps_at, rollout_metrics
@@ -76,6 +77,7 @@ class Trainer:
         self.greedy_baseline = estimator.greedy_baseline
         self.sum_pi_squared = estimator.sum_pi_squared
         self.generator = torch.Generator().manual_seed(cfg.trainer.seed)
+        self.gc = GcSchedule(cfg.trainer.gc_every)  # full collections between steps only
 
     # ------------------------------------------------------------------ the loop
     def train(self, resume: bool = False, overwrite: bool = False) -> dict[str, Any]:
@@ -117,6 +119,8 @@ class Trainer:
                 t0 = time.perf_counter()
                 metrics = self.train_step()
                 metrics["time/step"] = time.perf_counter() - t0
+                if (gc_s := self.gc.after_step(self.step)) is not None:
+                    metrics["time/gc"] = gc_s
                 self.logger.log(self.step, metrics)
                 if tcfg.save_every and self.step % tcfg.save_every == 0:
                     self.save_checkpoint()
@@ -428,4 +432,5 @@ class Trainer:
                 except ImportError:
                     pass
         finally:
+            self.gc.close()
             self.c.close()

@@ -1,0 +1,58 @@
+"""When Python's cyclic garbage collector does its full passes during training
+(`trainer.gc_every`).
+
+Why: a compiled model leaves hundreds of thousands of long-lived Python objects behind
+(dynamo's and inductor's caches, graph modules, guards), and every full collection (of the
+oldest generation) walks all of them. Python starts one whenever enough new objects have
+survived, that is at a random point inside a step, and it holds the interpreter lock
+throughout, so a pipelined step's rollout thread stops too. On the H200 one update of 80
+took 582 ms instead of 125 ms, 467 ms of it in one collection (BENCHMARKS.md, session 11);
+torchtitan schedules its collections for the same reason.
+
+What this does: at the end of the first step (the compiles are done by then) and every
+`gc_every` steps after it, between steps, it unfreezes, runs one full collection and
+freezes the survivors (`gc.freeze`): they move to the permanent generation, which the
+automatic collections skip. So the automatic passes inside a step only walk what was
+created since the last boundary, and garbage among frozen objects is found by the next
+boundary's full collection: nothing is held longer than `gc_every` steps. Unlike disabling
+the collector, reference cycles are still collected (automatic passes keep running). 0
+leaves Python's collector alone. `close` unfreezes (the trainer calls it when the run ends,
+so a process that trains twice, such as a test session, frees the first run's objects).
+"""
+
+from __future__ import annotations
+
+import gc
+import time
+
+
+class GcSchedule:
+    """Full collections at step boundaries, the survivors frozen in between."""
+
+    def __init__(self, every: int) -> None:
+        if every < 0:
+            raise ValueError(f"trainer.gc_every must be >= 0, got {every}")
+        self.every = every
+        self.frozen = False
+
+    def due(self, step: int) -> bool:
+        """Whether the boundary after `step` (1-based) runs a full collection."""
+        return self.every > 0 and (step == 1 or step % self.every == 0)
+
+    def after_step(self, step: int) -> float | None:
+        """At the boundary after `step`: the seconds the collection took when one was due,
+        else None (nothing done)."""
+        if not self.due(step):
+            return None
+        t = time.perf_counter()
+        gc.unfreeze()
+        gc.collect()
+        gc.freeze()
+        self.frozen = True
+        return time.perf_counter() - t
+
+    def close(self) -> None:
+        """Back to Python's own schedule (the frozen objects rejoin the oldest generation)."""
+        if self.frozen:
+            gc.unfreeze()
+            self.frozen = False
