@@ -29,7 +29,7 @@ from pathlib import Path
 from typing import Any
 
 import torch
-from _gpu_update_diag import host_counters, thread_cpu_ms, top_threads
+from _gpu_update_diag import GcPauses, host_counters, thread_cpu_ms, top_threads
 from _stack_sampler import StackSampler, ThreadedProbe
 
 HERE = Path(__file__).resolve().parent
@@ -114,6 +114,7 @@ class GilProbe(ThreadedProbe):
             "gil_wait_ms_mean": 1e3 * sum(late) / len(late),
             "gil_wait_ms_p50": pick(0.5),
             "gil_wait_ms_p90": pick(0.9),
+            "gil_wait_ms_max": 1e3 * late[-1],  # a stall (a full collection) shows here
             "gil_probe_samples": len(late),
         }
 
@@ -255,7 +256,7 @@ def one_k(args: Any, sft: Path, out_dir: Path, mode: dict[str, Any], sync: Any) 
         frames_before = sum(counters["frames"].values())
         sample = args.stack_sample or "bench.stack_sample" in mode["overrides"]
         stacks = StackSampler() if sample else contextlib.nullcontext()
-        with DeviceSampler() as dev, GilProbe() as gil, stacks:
+        with DeviceSampler() as dev, GilProbe() as gil, GcPauses() as gcp, stacks:
             host, threads = host_counters(), thread_cpu_ms()
             t = time.perf_counter()
             for _ in range(args.steps):
@@ -300,6 +301,7 @@ def one_k(args: Any, sft: Path, out_dir: Path, mode: dict[str, Any], sync: Any) 
             else None,
             **dev.result(),
             **gil.result(),
+            **gcp.result(),
             **host,
             "stacks": stacks.result() if isinstance(stacks, StackSampler) else {},
             "staleness": {

@@ -115,6 +115,17 @@ part grpo-async-process-j4 560 python3 "$B/gpu_grpo.py" --micro 128 --packing --
   --max-staleness "0,$ALL" "2:process:384,$ALL,$J4" "0,$ALL" "2:process:384,$ALL,$J4" "0,$ALL" \
   --tool-latency 0.02 0.5 --sft-cache /tmp/sftc \
   --json "$OUT/gpu_grpo_async_process_j4.json"
+# Python's full collections at step boundaries (trainer.gc_every, default 50; session 11):
+# 6 of 14 pipelined runs and the first synchronous mode of every sweep had one step of
+# 1.6-3.2 s, and the update benchmark caught a 467 ms collection inside an update. With and
+# without the schedule (trainer.gc_every=0: Python's own), alternating; the sweep now
+# records every collection in the timed steps (gc2_count, gc2_max_ms) and the longest wait
+# of the lock probe. Sized for a fresh host.
+G0=trainer.gc_every=0
+part grpo-async-gc 580 python3 "$B/gpu_grpo.py" --micro 128 --packing --steps 12 \
+  --max-staleness "0,$ALL,$G0" "2:thread:384,$ALL,$J4,$G0" "0,$ALL" "2:thread:384,$ALL,$J4" \
+  "0,$ALL,$G0" "2:thread:384,$ALL,$J4" "2:thread:384,$ALL,$J4,$G0" "0,$ALL" \
+  --tool-latency 0.02 0.5 --sft-cache /tmp/sftc --json "$OUT/gpu_grpo_async_gc.json"
 # The engine's GPU tests alone (prefill graphs, streams, the fast path), for a short call.
 part tests-engine 110 python3 -m pytest -q -p no:cacheprovider -m gpu \
   "$R/tests/engines/test_prefill_graphs.py" "$R/tests/engines/test_engine_stream_gpu.py" \

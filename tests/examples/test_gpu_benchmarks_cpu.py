@@ -56,10 +56,10 @@ def test_gpu_grpo_staleness_sweep_on_cpu(tmp_path: Path) -> None:
     which the child imports): throughput ratio and staleness (no NVML on CPU)."""
     args = ["--shape", "tiny", "--vocab", "647", "--device", "cpu", "--steps", "2"]
     args += ["--prompts", "2", "--n", "2", "--sft-steps", "2", "--engine", "hf"]
-    args += ["--max-staleness", "0", "1:process", "0", "0,bench.stack_sample"]
+    sampled = "0,bench.stack_sample,trainer.gc_every=0"  # a config override too
+    args += ["--max-staleness", "0", "1:process", "0", sampled]
     args += ["--tool-latency", "0.01", "0.03", "--warmup", "1"]
     out = _run("gpu_grpo.py", args, tmp_path / "sweep.json")["async"]
-    sampled = "0,bench.stack_sample"
     assert set(out["runs"]) == {"0", "1:process", "0#2", sampled}  # a repeat: its own entry
     assert set(out["ratio_e2e_vs_sync_mean"]) == set(out["runs"]) and len(out["sync_tok_s"]) == 3
     for run in out["runs"].values():
@@ -76,6 +76,7 @@ def test_gpu_grpo_staleness_sweep_on_cpu(tmp_path: Path) -> None:
     assert stacks["samples"] > 0 and "MainThread" in stacks["threads"]
     assert not out["runs"]["0"]["stacks"]
     assert out["runs"]["0"]["host_cpu_ms"] > 0  # the timed steps' CPU time (schedstat)
+    assert out["runs"]["0"]["gc0_count"] >= 0 and "gc2_max_ms" in out["runs"]["0"]
 
 
 def test_tool_threads_on_cpu(tmp_path: Path) -> None:
