@@ -1,7 +1,9 @@
 """The rollout child's main loop (`workers.process_rollout`): commands in, replies out.
 
 One thread reads commands in order. Weight syncs are applied on it, so a command posted
-after a sync sees the new weights; a group is scheduled on the runner's background loop and
+after a sync sees the new weights (and, acknowledged, are the child's step boundaries for
+`trainer.gc_every`: its full garbage collections run there, as the trainer's run between
+steps, `agentrl.trainer.gc_control`); a group is scheduled on the runner's background loop and
 replies when it finishes; blocking calls (collect, evaluate) run on a small pool so groups
 and syncs keep flowing meanwhile. The child exits when told to close, when its parent
 disappears, or when building the rollout fails (the error is the start-up reply); it ignores
@@ -20,6 +22,8 @@ import traceback
 from typing import Any
 
 import torch
+
+from agentrl.trainer.gc_control import GcSchedule
 
 _POLL_S = 0.5
 
@@ -76,6 +80,7 @@ def serve(
     info = {"features": rollout.engine.features, "weight_version": rollout.weight_version}
     _send(out, "ok", -1, info)
     pool = concurrent.futures.ThreadPoolExecutor(2, thread_name_prefix="agentrl-rollout-call")
+    collections, syncs = GcSchedule(cfg.trainer.gc_every), 0
     groups: dict[int, concurrent.futures.Future[Any]] = {}
 
     def reply(rid: int, fut: concurrent.futures.Future[Any]) -> None:
@@ -103,6 +108,8 @@ def serve(
                     _send(out, "ok", rid, rollout.weight_version)
                 except Exception as e:  # noqa: BLE001 - the trainer raises it
                     _send(out, "err", rid, _error(e))
+                syncs += 1
+                collections.after_step(syncs)
             elif op == "group":
                 fut = rollout.submit_group(*args)
                 groups[rid] = fut
@@ -118,6 +125,7 @@ def serve(
                 call = pool.submit(_blocking, rollout, op, args, hook if hooked else None)
                 call.add_done_callback(functools.partial(reply, rid))
     finally:
+        collections.close()
         for fut in list(groups.values()):
             fut.cancel()
         pool.shutdown(wait=False, cancel_futures=True)
