@@ -399,10 +399,10 @@ class TrainerConfig:
     # Torch intra-op threads on CPU runs; 0 = auto (the cores idle at start, see
     # agentrl/trainer/threads.py: busy cores make every extra thread a stall).
     cpu_threads: int = 0
-    # Python's full garbage collections at step boundaries: one after the first step and
-    # every N steps, the survivors frozen in between so the automatic passes inside a step
-    # skip the compilers' long-lived objects (agentrl/trainer/gc_control.py); 0 = Python's
-    # own schedule.
+    # Python's full garbage collections at step boundaries: the heap frozen after the first
+    # step (the automatic passes inside a step then skip the compilers' long-lived objects),
+    # one full collection every N steps (agentrl/trainer/gc_control.py); 0 = Python's own
+    # schedule.
     gc_every: int = 50
     # YAML `trainer.async` (`async` is a Python keyword, hence the field's name).
     async_: AsyncConfig = field(default_factory=AsyncConfig, metadata={"yaml": "async"})

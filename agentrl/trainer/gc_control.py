@@ -9,15 +9,18 @@ throughout, so a pipelined step's rollout thread stops too. On the H200 one upda
 took 582 ms instead of 125 ms, 467 ms of it in one collection (BENCHMARKS.md, session 11);
 torchtitan schedules its collections for the same reason.
 
-What this does: at the end of the first step (the compiles are done by then) and every
-`gc_every` steps after it, between steps, it unfreezes, runs one full collection and
-freezes the survivors (`gc.freeze`): they move to the permanent generation, which the
-automatic collections skip. So the automatic passes inside a step only walk what was
-created since the last boundary, and garbage among frozen objects is found by the next
-boundary's full collection: nothing is held longer than `gc_every` steps. Unlike disabling
-the collector, reference cycles are still collected (automatic passes keep running). 0
-leaves Python's collector alone. `close` unfreezes (the trainer calls it when the run ends,
-so a process that trains twice, such as a test session, frees the first run's objects).
+What this does, between steps: at the end of the first step (the compiles are done by
+then) it collects the young generations and freezes everything (`gc.freeze`): the objects
+move to the permanent generation, which the automatic collections skip. Every `gc_every`
+steps after that it unfreezes, runs one full collection and freezes the survivors. So the
+automatic passes inside a step only walk what was created since the last boundary, and
+garbage among frozen objects is found by the next full boundary: nothing is held longer
+than `gc_every` steps (or the run, if shorter). The first boundary skips the full walk
+(0.3-0.5 s for a small run's heap, seconds in a long-lived process such as a test
+session); freezing is two list splices. Unlike disabling the collector, reference cycles
+are still collected (the automatic passes keep running). 0 leaves Python's collector
+alone. `close` unfreezes (the trainer calls it when the run ends, so a process that trains
+twice, such as a test session, frees the first run's objects).
 """
 
 from __future__ import annotations
@@ -45,8 +48,11 @@ class GcSchedule:
         if not self.due(step):
             return None
         t = time.perf_counter()
-        gc.unfreeze()
-        gc.collect()
+        if self.frozen:  # a later boundary: everything is walked once
+            gc.unfreeze()
+            gc.collect()
+        else:  # the first: only the young generations (see the module docstring)
+            gc.collect(1)
         gc.freeze()
         self.frozen = True
         return time.perf_counter() - t
