@@ -12,6 +12,7 @@ import traceback
 from typing import Any
 
 import torch
+from _stack_sampler import ThreadedProbe
 
 
 def dynamo_snapshot() -> dict[str, Any]:
@@ -45,24 +46,12 @@ def allocator_counts(device: str) -> dict[str, int]:
     return {k: int(stats.get(k, 0)) for k in ALLOC_KEYS}
 
 
-# Python garbage collections during the timed update (ms each): a full collection over the
-# compiler's many objects was a suspect for the slow outliers; the 2026-12-04 runs spent
-# <= 3 ms per run in them, so not those.
-GC_MS: list[float] = []
-_GC_START: list[float] = []
-
-
-def gc_timer(phase: str, info: dict[str, Any]) -> None:
-    if phase == "start":
-        _GC_START[:] = [time.perf_counter()]
-    elif _GC_START:
-        GC_MS.append(1e3 * (time.perf_counter() - _GC_START[0]))
-
-
 class GcPauses:
     """Python's collections while inside the `with` block: per generation, how many and
     their total and longest time (ms). A full (generation-2) collection stops every thread
-    of the process: the async sweep's suspect for its single-step stalls of 1.6-3.2 s."""
+    of the process: the async sweep's suspect for its single-step stalls of 1.6-3.2 s, and
+    one took 467 ms inside a timed update (session 11; session 10's runs had <= 3 ms per
+    run, so collections were not the suspect then)."""
 
     def __init__(self) -> None:
         self.ms: dict[int, list[float]] = {0: [], 1: [], 2: []}
@@ -92,6 +81,10 @@ class GcPauses:
                     f"gc{gen}_max_ms": max(ms, default=0.0)}  # fmt: skip
         return out
 
+    def total(self) -> tuple[float, int]:
+        """(ms, count) of every collection, all generations."""
+        return sum(map(sum, self.ms.values())), sum(map(len, self.ms.values()))
+
 
 def error_text(e: BaseException) -> str:
     tail = "".join(traceback.format_exception(e)[-3:])
@@ -105,21 +98,33 @@ def error_text(e: BaseException) -> str:
 # read before and after each update; `ClockSampler` samples NVML on a thread.
 
 
-def host_counters() -> dict[str, float]:
-    """CPU time and run-queue wait (ms) summed over this process's threads (Linux
-    `/proc/self/task/*/schedstat`: on-CPU ns, waiting-to-run ns), involuntary context
-    switches, and the machine's steal time (ms, `/proc/stat`). Empty off Linux."""
+def _tasks() -> list[tuple[int, int, int]]:
+    """(tid, on-CPU ns, waiting-to-run ns) of each thread of this process (Linux
+    `/proc/self/task/*/schedstat`; empty elsewhere). A thread that ends meanwhile is left
+    out."""
     import glob
-    import resource
 
-    cpu = runq = 0.0
+    out = []
     for path in glob.glob("/proc/self/task/*/schedstat"):
         try:
             on_cpu, waiting, _ = open(path).read().split()
-        except (OSError, ValueError):  # a thread that ended meanwhile
+        except (OSError, ValueError):
             continue
-        cpu, runq = cpu + int(on_cpu) / 1e6, runq + int(waiting) / 1e6
-    out = {"cpu_ms": cpu, "runq_ms": runq, "nivcsw": float(resource.getrusage(0).ru_nivcsw)}
+        out.append((int(path.split("/")[-2]), int(on_cpu), int(waiting)))
+    return out
+
+
+def host_counters() -> dict[str, float]:
+    """CPU time and run-queue wait (ms) summed over this process's threads (`_tasks`),
+    involuntary context switches, and the machine's steal time (ms, `/proc/stat`)."""
+    import resource
+
+    tasks = _tasks()
+    out = {
+        "cpu_ms": sum(t[1] for t in tasks) / 1e6,
+        "runq_ms": sum(t[2] for t in tasks) / 1e6,
+        "nivcsw": float(resource.getrusage(0).ru_nivcsw),
+    }
     try:
         fields = open("/proc/stat").readline().split()
         out["steal_ms"] = int(fields[8]) * 1e3 / os.sysconf("SC_CLK_TCK")
@@ -132,19 +137,15 @@ def thread_cpu_ms() -> dict[str, float]:
     """On-CPU ms of each thread of this process, keyed `name/tid`: a Python thread's name
     (`threading`), else the OS name (`comm`: torch's autograd and OpenMP workers, the CUDA
     driver's threads). Which thread burns the CPU in a slow update. Empty off Linux."""
-    import glob
-    import threading as th
-
-    names = {t.native_id: t.name for t in th.enumerate()}
+    names = {t.native_id: t.name for t in threading.enumerate()}
     out: dict[str, float] = {}
-    for path in glob.glob("/proc/self/task/*/schedstat"):
-        tid = int(path.split("/")[-2])
-        try:
-            on_cpu = int(open(path).read().split()[0])
-            comm = open(path.replace("schedstat", "comm")).read().strip()
-        except (OSError, ValueError, IndexError):
-            continue
-        out[f"{names.get(tid, comm)}/{tid}"] = on_cpu / 1e6
+    for tid, on_cpu, _ in _tasks():
+        if (name := names.get(tid)) is None:
+            try:
+                name = open(f"/proc/self/task/{tid}/comm").read().strip()
+            except OSError:
+                continue
+        out[f"{name}/{tid}"] = on_cpu / 1e6
     return out
 
 
@@ -154,31 +155,30 @@ def top_threads(before: dict[str, float], after: dict[str, float], n: int = 6) -
     return dict(sorted(delta.items(), key=lambda kv: -kv[1])[:n])
 
 
-class ClockSampler:
-    """NVML every `period` s on a daemon thread: (time, SM clock MHz, clock-event reasons,
-    utilisation %, power W). `window(t0, t1)` summarises the samples between two
-    `time.perf_counter()` readings. Inactive (empty windows) without NVML."""
+def nvml_device() -> tuple[Any, Any] | None:
+    """(pynvml, this process's device handle), or None where NVML is unavailable."""
+    try:
+        import pynvml
+
+        pynvml.nvmlInit()
+        index = torch.cuda.current_device() if torch.cuda.is_available() else 0
+        return pynvml, pynvml.nvmlDeviceGetHandleByIndex(index)
+    except Exception:  # noqa: BLE001 - no NVML here
+        return None
+
+
+class ClockSampler(ThreadedProbe):
+    """NVML every `period` s on a daemon thread while inside the `with` block: (time, SM
+    clock MHz, clock-event reasons, utilisation %, power W). `window(t0, t1)` summarises the
+    samples between two `time.perf_counter()` readings. Inactive (empty windows) without
+    NVML."""
 
     def __init__(self, period: float = 0.005) -> None:
         self.period, self.samples = period, []
-        self._stop = threading.Event()
-        try:
-            import pynvml
-
-            pynvml.nvmlInit()
-            index = torch.cuda.current_device() if torch.cuda.is_available() else 0
-            self._nvml, self._h = pynvml, pynvml.nvmlDeviceGetHandleByIndex(index)
-        except Exception:  # noqa: BLE001 - no NVML here
-            self._nvml = None
-        self._thread = threading.Thread(target=self._run, daemon=True, name="nvml-clocks")
-
-    def start(self) -> ClockSampler:
-        if self._nvml is not None:
-            self._thread.start()
-        return self
-
-    def stop(self) -> None:
-        self._stop.set()
+        nvml = nvml_device()
+        self._nvml, self._h = nvml if nvml is not None else (None, None)
+        self.active = nvml is not None
+        super().__init__("nvml-clocks")
 
     def _run(self) -> None:
         n, h = self._nvml, self._h

@@ -54,12 +54,11 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))  # gpu_grpo, also when imported
 from _gpu_update_diag import (  # noqa: E402
-    GC_MS,
     ClockSampler,
+    GcPauses,
     allocator_counts,
     dynamo_snapshot,
     error_text,
-    gc_timer,
     host_counters,
     reset_dynamo_counters,
     thread_cpu_ms,
@@ -96,7 +95,7 @@ SLOW = ["combined_decoder", "combined_cudagraphs"]
 SYNC_NORM = {"combined_sync"}  # the grad norm read on the host (see the docstring)
 CUSTOM_OP = {"traced_custom_op"}  # attention through the custom op (see the docstring)
 METRICS = ("loss", "entropy", "grad_norm", "rollout_kl", "clip_frac")
-CLOCKS = ClockSampler()  # started by `main` on a GPU: the SM clock during each update
+CLOCKS = ClockSampler()  # sampling while `main` runs: the SM clock during each update
 
 
 def synthetic_batch(rows: int, group: int, vocab: int, seed: int, short: bool = False) -> Any:
@@ -174,7 +173,6 @@ def timed_update(
     if graphs:
         torch.compiler.cudagraph_mark_step_begin()
     sync(device)
-    GC_MS.clear()
     before = allocator_counts(device)
     base = 0
     if device == "cuda":
@@ -182,15 +180,17 @@ def timed_update(
         base = torch.cuda.memory_allocated()
     host, threads = host_counters(), thread_cpu_ms()
     t = time.perf_counter()
-    metrics = actor.update(batch)
-    sync(device)
+    with GcPauses() as collections:
+        metrics = actor.update(batch)
+        sync(device)
     t_end = time.perf_counter()
     seconds = t_end - t
     metrics["threads_cpu_ms"] = top_threads(threads, thread_cpu_ms())  # type: ignore[assignment]
     metrics |= {f"host/{k}": v - host[k] for k, v in host_counters().items() if k in host}
     metrics |= {f"gpu/{k}": v for k, v in CLOCKS.window(t, t_end).items()}
     peak = (torch.cuda.max_memory_allocated() - base) / 2**30 if device == "cuda" else 0.0
-    metrics = dict(metrics, gc_ms=sum(GC_MS), gc_collections=float(len(GC_MS)))
+    gc_ms, gc_count = collections.total()
+    metrics = dict(metrics, gc_ms=gc_ms, gc_collections=float(gc_count))
     after = allocator_counts(device)
     metrics |= {f"alloc/{k}": float(after[k] - before[k]) for k in after}
     return seconds, peak, metrics
@@ -471,18 +471,16 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         "shape": args.shape,
         "vocab": args.vocab,
     }
-    import gc
-
-    gc.callbacks.append(gc_timer)
-    if args.device == "cuda":
-        out["foreign_gpu_processes"] = CLOCKS.start().foreign_processes()
-        time.sleep(1.0)  # a second of the idle device: is anyone else running on it?
-        out["idle_device"] = CLOCKS.window(0.0, time.perf_counter())
-    try:
-        run(args, out)
-    except Exception as e:  # noqa: BLE001 - whatever ran is still written
-        out["error"] = error_text(e)
-    CLOCKS.stop()
+    CLOCKS.active = CLOCKS.active and args.device == "cuda"  # a CPU run samples nothing
+    with CLOCKS:
+        if CLOCKS.active:
+            out["foreign_gpu_processes"] = CLOCKS.foreign_processes()
+            time.sleep(1.0)  # a second of the idle device: is anyone else running on it?
+            out["idle_device"] = CLOCKS.window(0.0, time.perf_counter())
+        try:
+            run(args, out)
+        except Exception as e:  # noqa: BLE001 - whatever ran is still written
+            out["error"] = error_text(e)
     write(out, args.json)
     for line in summary_lines(out):
         print(line, flush=True)

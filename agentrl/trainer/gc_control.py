@@ -39,12 +39,13 @@ class GcSchedule:
         self.frozen = False
 
     def due(self, step: int) -> bool:
-        """Whether the boundary after `step` (1-based) runs a full collection."""
+        """Whether the boundary after `step` (1-based) does anything: the first freeze, or a
+        full collection."""
         return self.every > 0 and (step == 1 or step % self.every == 0)
 
     def after_step(self, step: int) -> float | None:
-        """At the boundary after `step`: the seconds the collection took when one was due,
-        else None (nothing done)."""
+        """At the boundary after `step`: the seconds its work took when it was due, else
+        None (nothing done)."""
         if not self.due(step):
             return None
         t = time.perf_counter()

@@ -1,9 +1,9 @@
 """The rollout child's main loop (`workers.process_rollout`): commands in, replies out.
 
 One thread reads commands in order. Weight syncs are applied on it, so a command posted
-after a sync sees the new weights (and, acknowledged, are the child's step boundaries for
-`trainer.gc_every`: its full garbage collections run there, as the trainer's run between
-steps, `agentrl.trainer.gc_control`); a group is scheduled on the runner's background loop and
+after a sync sees the new weights; each acknowledged sync is also the child's step boundary
+for `trainer.gc_every` (`agentrl.trainer.gc_control`). A group is scheduled on the runner's
+background loop and
 replies when it finishes; blocking calls (collect, evaluate) run on a small pool so groups
 and syncs keep flowing meanwhile. The child exits when told to close, when its parent
 disappears, or when building the rollout fails (the error is the start-up reply); it ignores
