@@ -29,7 +29,7 @@ from pathlib import Path
 from typing import Any
 
 import torch
-from _gpu_update_diag import GcPauses, host_counters, nvml_device, thread_cpu_ms, top_threads
+from _gpu_update_diag import GcPauses, NvmlProbe, host_counters, thread_cpu_ms, top_threads
 from _stack_sampler import StackSampler, ThreadedProbe
 
 HERE = Path(__file__).resolve().parent
@@ -53,16 +53,13 @@ def parse_mode(text: str, batch: int) -> dict[str, Any]:
     }
 
 
-class DeviceSampler(ThreadedProbe):
+class DeviceSampler(NvmlProbe):
     """NVML every `period` s on a thread: mean GPU utilisation (share of time a kernel ran,
     any process), peak used memory and the SM clock (a capped clock slows every kernel).
     Empty when NVML is unavailable."""
 
     def __init__(self, period: float = 0.05) -> None:
         self.period, self.util, self.used, self.sm_mhz = period, [], [], []
-        nvml = nvml_device()
-        self._nvml, self._h = nvml if nvml is not None else (None, None)
-        self.active = nvml is not None
         super().__init__("nvml-sampler")
 
     def _run(self) -> None:

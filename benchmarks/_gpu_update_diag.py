@@ -167,7 +167,17 @@ def nvml_device() -> tuple[Any, Any] | None:
         return None
 
 
-class ClockSampler(ThreadedProbe):
+class NvmlProbe(ThreadedProbe):
+    """A sampler thread over NVML (`self._nvml`, `self._h`); not started without NVML."""
+
+    def __init__(self, name: str) -> None:
+        nvml = nvml_device()
+        self._nvml, self._h = nvml if nvml is not None else (None, None)
+        self.active = nvml is not None
+        super().__init__(name)
+
+
+class ClockSampler(NvmlProbe):
     """NVML every `period` s on a daemon thread while inside the `with` block: (time, SM
     clock MHz, clock-event reasons, utilisation %, power W). `window(t0, t1)` summarises the
     samples between two `time.perf_counter()` readings. Inactive (empty windows) without
@@ -175,9 +185,6 @@ class ClockSampler(ThreadedProbe):
 
     def __init__(self, period: float = 0.005) -> None:
         self.period, self.samples = period, []
-        nvml = nvml_device()
-        self._nvml, self._h = nvml if nvml is not None else (None, None)
-        self.active = nvml is not None
         super().__init__("nvml-clocks")
 
     def _run(self) -> None:
