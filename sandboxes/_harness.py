@@ -1,16 +1,14 @@
-"""In-sandbox program side: set the process up, run the code as ``__main__``, run the tests.
+"""In-sandbox program side: set the process up, run the code as ``__main__``.
 
-Why a harness: a code reward must not trust anything the candidate controls. The candidate
-runs in its own real ``__main__`` module (so its functions and classes pickle and
-``multiprocessing`` works), then the harness runs the tests (``check``) in that namespace. Only
-when every test ran to the end does the harness write the run's random nonce to fd 3, a pipe
-read by the trusted parent (init), which reports it to the host. Exiting early (``sys.exit``,
-``os._exit``, ``SystemExit``, a signal, a thread that exits), patching ``sys.exit``/``os._exit``
-or printing a fake success line therefore never yields a verdict. The harness uses private
-references to the functions it needs, taken before any untrusted code runs.
+The program runs in its own real ``__main__`` module (so its functions and classes pickle and
+``multiprocessing`` works). A run with tests (``ExecRequest.check``) is a different shape: the
+tests run in a judge process the program never touches, and the program in a fresh interpreter
+beside it (``_judge.py``); only the judge writes the verdict (MARK + the run's secret nonce)
+to fd 3, a pipe read by the trusted parent (init), which reports it to the host. The harness
+uses private references to the functions it needs, taken before any untrusted code runs.
 
-This file has no imports of its own package: ``local.RUNNER`` prepends it to ``_runner.py`` and
-the result runs as ``python -I -S -c``. Stdlib only, cheap modules only.
+This file has no imports of its own package: ``local.RUNNER`` prepends it (and ``_judge.py``)
+to ``_runner.py`` and the result runs as ``python -I -S -c``. Stdlib only, cheap modules only.
 """
 
 import builtins
@@ -179,39 +177,28 @@ def _run_program(
     *,
     _exec=_exec,
     _compile=_compile,
-    _write=_write,
     _SystemExit=_SystemExit,
     _BaseException=_BaseException,
 ) -> int:
-    """Run the program (and its tests, if any); returns the exit code the run should have.
-
-    The private references are bound as defaults too: a candidate that reaches this module's
-    globals through its caller's frame and replaces them does not change this call.
-    """
+    """Run the program (no tests: ``_judge._run_tests`` runs those); returns the exit code
+    the run should have. The private references are bound as defaults too: a program that
+    replaces this module's globals through its caller's frame does not change this call."""
     python = req["language"] == "python"
     path = os.path.join(WORK, "main.py" if python else "main.sh")
     with open(path, "w") as f:
         f.write(req["code"])
     if not python:
         os.execve("/bin/bash", ["bash", path], dict(os.environ))
-    check, nonce = req.pop("check", None), req.pop("nonce", b"")
     sys.argv = [path]
     sys.path.insert(0, WORK)
     scope = _main_module(path).__dict__
-    for source, name in ((req.pop("code"), path), (check, "<tests>")):
-        if source is None:
-            break
-        try:
-            _exec(_compile(source, name, "exec"), scope)
-        except _SystemExit as exc:
-            if check is None:
-                raise
-            return _fail(f"the program exited ({exc!r}) before the tests finished")
-        except _BaseException as exc:  # noqa: BLE001 - report like the interpreter would
-            _report(exc)
-            return 1
-    if check is not None:
-        _write(VERDICT_FD, MARK + nonce)
+    try:
+        _exec(_compile(req.pop("code"), path, "exec"), scope)
+    except _SystemExit:
+        raise
+    except _BaseException as exc:  # noqa: BLE001 - report like the interpreter would
+        _report(exc)
+        return 1
     return 0
 
 

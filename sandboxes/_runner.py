@@ -18,6 +18,9 @@ been forked (and has dropped the stream), so the program never knows it and cann
 ``session`` (interpreter; ARG the uid): a trusted parent relays cells to a worker child and
 writes each cell's end-of-output marker; the worker never sees the marker's token.
 
+``player`` (ARG ``R:W``, two pipe fds): the candidate's program in a fresh interpreter, answering
+the judge of a run with tests (``_judge.py``); started by that judge with ``execve``.
+
 ``-S`` skips ``site`` (its ``.pth`` processing dominates start-up); SITE_DIRS (``:``-joined)
 are appended to ``sys.path`` instead, so installed packages stay importable.
 """
@@ -42,6 +45,7 @@ try:  # inside the sandbox the harness source is prepended instead (``local.RUNN
         _run_program,
         _setup,
     )
+    from ._judge import _player, _run_tests
 except ImportError:
     pass
 
@@ -65,7 +69,7 @@ def _program(req: dict, out: int, err: int, verdict: int, uid: str, caps: bool) 
             _drop_caps()
         _drop(uid)
         _setup(req)
-        return _run_program(req)
+        return _run_tests(req) if "check" in req else _run_program(req)
 
     _finish(body)
 
@@ -326,6 +330,8 @@ def main() -> None:
         _zygote(int(ctrl_fd), int(disk), uids, keep, [m for m in preload.split(",") if m])
     elif mode == "session":
         _session(arg)
+    elif mode == "player":  # the candidate beside a judge (``_judge.py``)
+        _player(arg)
     else:
         _once()
 

@@ -56,9 +56,12 @@ def check_knobs(counts: dict[str, object], positive: dict[str, object]) -> None:
 class ExecRequest:
     """One program to run. Limits are per run; ``cpu_time_s=None`` means ``timeout_s``.
 
-    ``check`` (Python only): test source run by the harness in the program's ``__main__``
-    after the program; ``ExecResult.verified`` is True only if every test ran to the end
-    (see ``_harness.py``). A program that exits first is never verified.
+    ``check`` (Python only): test source run by a judge process beside the program, which
+    reaches the program's names only through calls that return plain data (``_judge.py``);
+    ``ExecResult.verified`` is True only if every test ran to the end. ``support``: trusted
+    code the judge runs before the tests (e.g. a HumanEval prompt's helper functions);
+    ``remote``: names always taken from the program even where ``support`` defines them (the
+    entry point).
     """
 
     code: str
@@ -71,6 +74,8 @@ class ExecRequest:
     max_output_bytes: int = 1 << 20
     env: dict[str, str] = dataclasses.field(default_factory=dict)
     check: str | None = None
+    support: str = ""
+    remote: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
         if self.language not in ("python", "bash"):
@@ -86,6 +91,12 @@ class ExecRequest:
             self.language != "python" or not isinstance(self.check, str)
         ):
             raise ValueError("check (test source) must be a str and needs language='python'")
+        if (self.support or self.remote) and self.check is None:
+            raise ValueError("support and remote belong to a request with check (tests)")
+        if not isinstance(self.support, str) or not all(
+            isinstance(n, str) and n.isidentifier() for n in self.remote
+        ):
+            raise ValueError(f"support must be a str and remote identifiers: {self.remote!r}")
         for key, value in self.env.items():
             if not (isinstance(key, str) and isinstance(value, str)):
                 raise ValueError(f"env entries must be str -> str, got {key!r}: {value!r}")

@@ -16,11 +16,15 @@ every test passes), ``timeout_s`` per test, ``memory_mb``, ``language`` (io only
 ``backend`` (name or instance, default ``local``) and ``concurrency`` (tests run in parallel).
 The result carries per-test outcomes (status, pass/fail, a short detail) for logging.
 
-Who decides a test passed: for asserts, only the sandbox harness (``ExecRequest.check``): the
-candidate runs as ``__main__``, then the tests run, and the test counts as passed only when the
-harness reports the run's secret nonce after the last test (``ExecResult.verified``). An exit
-code of 0, output on stdout, or an early ``sys.exit`` never count. For I/O cases the program's
-stdout must match and it must exit with status 0 (it may call ``sys.exit(0)`` after printing).
+Who decides a test passed: for asserts, only the sandbox's judge (``_judge.py``). The tests
+run in a process the candidate never touches; the candidate runs in a fresh interpreter beside
+it and its functions are reached through calls that return plain data, so an object that
+equals everything, a patched ``abs`` or a look at the tests' expected values (they never enter
+the candidate's memory) does not pass a test. The judge reports the run's secret nonce only
+after the last test (``ExecResult.verified``); an exit code of 0, output on stdout, or an early
+``sys.exit`` never count. For I/O cases the program's stdout must match and it must exit with
+status 0 (it may call ``sys.exit(0)`` after printing); the expected output never enters the
+sandbox.
 """
 
 from __future__ import annotations
@@ -73,7 +77,12 @@ def _reward(outcomes: list[TestOutcome], mode: Mode) -> CodeReward:
 
 
 def _assert_requests(
-    code: str, tests: str | Sequence[str], entry_point: str | None, timeout_s: float, memory_mb: int
+    code: str,
+    tests: str | Sequence[str],
+    entry_point: str | None,
+    support: str,
+    timeout_s: float,
+    memory_mb: int,
 ) -> tuple[list[str], list[ExecRequest]]:
     if isinstance(tests, str):
         if not entry_point:
@@ -81,8 +90,12 @@ def _assert_requests(
         names, checks = ["check"], [f"{tests}\n\ncheck({entry_point})\n"]
     else:
         names, checks = list(tests), [f"{t}\n" for t in tests]
-    reqs = [ExecRequest(code, timeout_s=timeout_s, memory_mb=memory_mb, check=c) for c in checks]
-    return names, reqs
+    # The entry point always comes from the candidate, even where `support` (a HumanEval
+    # prompt) defines a stub of it; other names the tests do not define are resolved by the
+    # judge (builtins, stdlib modules) or, failing that, taken from the candidate.
+    remote = (entry_point,) if entry_point and (support or isinstance(tests, str)) else ()
+    kw = {"timeout_s": timeout_s, "memory_mb": memory_mb, "support": support, "remote": remote}
+    return names, [ExecRequest(code, check=c, **kw) for c in checks]  # type: ignore[arg-type]
 
 
 def _assert_outcome(name: str, res: ExecResult) -> TestOutcome:
@@ -120,10 +133,12 @@ def score_asserts(
     memory_mb: int = 512,
     backend: str | SandboxBackend = "local",
     concurrency: int = 4,
+    support: str = "",
 ) -> CodeReward:
-    """Score Python ``code`` against assert statements or a ``check(candidate)`` function."""
+    """Score Python ``code`` against assert statements or a ``check(candidate)`` function;
+    ``support``: trusted code the tests may use (a HumanEval prompt's helpers)."""
     _check_mode(mode)
-    names, reqs = _assert_requests(code, tests, entry_point, timeout_s, memory_mb)
+    names, reqs = _assert_requests(code, tests, entry_point, support, timeout_s, memory_mb)
     results = run_many(reqs, backend=backend, concurrency=concurrency)
     return _reward([_assert_outcome(n, r) for n, r in zip(names, results, strict=True)], mode)
 

@@ -59,7 +59,7 @@ def _grade_args(
     kw: dict[str, Any] = {"mode": mode, "backend": backend, "timeout_s": timeout_s}
     if problem.kind == "stdio":
         return (problem.visible_cases if visible else problem.cases), kw
-    kw["entry_point"] = problem.entry_point
+    kw["entry_point"], kw["support"] = problem.entry_point, problem.support
     return (problem.visible_tests if visible else problem.tests), kw
 
 

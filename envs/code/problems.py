@@ -54,6 +54,7 @@ class CodeProblem:
     solution: str | None = None
     visible_tests: list[str] = field(default_factory=list)
     visible_cases: list[dict[str, str]] = field(default_factory=list)
+    support: str = ""  # trusted code the tests use (a HumanEval prompt's helpers)
 
     def __post_init__(self) -> None:
         if self.kind not in ("function", "stdio"):
@@ -100,6 +101,7 @@ def _humaneval(row: dict[str, Any], n: int) -> CodeProblem:
         entry_point=ep,
         solution=row["prompt"] + row["canonical_solution"] if "canonical_solution" in row else None,
         visible_tests=split_check(row["test"], ep),
+        support=row["prompt"],
     )
 
 
@@ -183,6 +185,7 @@ def _native(row: dict[str, Any], n: int) -> CodeProblem:
         solution=row.get("solution"),
         visible_tests=row.get("visible_tests", []),
         visible_cases=row.get("visible_cases", []),
+        support=row.get("support", ""),
     )
 
 

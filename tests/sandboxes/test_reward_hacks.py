@@ -47,6 +47,29 @@ HACKS = {
     "patched_harness_globals": WRONG
     + "import sys\ng = sys._getframe(1).f_globals\n"
     + "g['_exec'] = g['_compile'] = lambda *a, **k: None\ng['_SystemExit'] = ZeroDivisionError\n",
+    # The tests and the nonce are not in the candidate's process at all (``_judge.py``).
+    "nonce_from_caller_frame": (
+        "import os, sys\nf = sys._getframe()\nwhile f is not None:\n"
+        "    n = f.f_locals.get('nonce') or f.f_globals.get('nonce')\n"
+        "    if n:\n        os.write(3, b'\\x1e' + n)\n        os._exit(0)\n    f = f.f_back\n"
+        + WRONG
+    ),
+    "always_equal_object": (
+        "class T:\n    def __eq__(self, o):\n        return True\n"
+        "    __ne__ = lambda self, o: False\n    __hash__ = lambda self: 0\n"
+        "def add(a, b):\n    return T()\n"
+    ),
+    "always_equal_in_a_list": (
+        "class T(int):\n    def __eq__(self, o):\n        return True\n"
+        "def add(a, b):\n    return [T()][0]\n"
+    ),
+    "expected_values_from_gc": (
+        "import gc, re\ndef add(a, b):\n    for o in gc.get_objects():\n"
+        "        if isinstance(o, str) and 'add(%d, %d) ==' % (a, b) in o:\n"
+        "            return int(re.search(r'add\\(%d, %d\\) == (\\d+)' % (a, b), o).group(1))\n"
+    ),
+    "patched_builtins": WRONG + "import builtins\nbuiltins.abs = lambda x: 0\n"
+    "builtins.AssertionError = ZeroDivisionError\n",
     "forged_output": WRONG + FORGE,
     "forged_then_exit": WRONG + FORGE + "os._exit(0)\n",
     "thread_exits_mid_test": (
