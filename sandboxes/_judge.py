@@ -266,9 +266,9 @@ def _bind(ns: dict, tree: ast.AST, remote: list, player: _Player) -> None:
             ask.add(name)
     for name in remote:  # e.g. a HumanEval prompt's stub of the entry point
         ns.pop(name, None)
-    if ask:
+    if ask:  # only the names asked for: the reply is the candidate's to write
         found = player.ask(["names", sorted(ask)])
-        ns.update(found)
+        ns.update({name: found[name] for name in ask if name in found})
 
 
 def _run_tests(req: dict) -> int:

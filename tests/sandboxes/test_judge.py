@@ -81,3 +81,22 @@ def test_non_plain_results_never_compare(backend):
     )
     assert res.passed == 0, res.tests
     assert "not plain data" in res.tests[0].detail
+
+
+def test_forged_protocol_frames_do_not_rebind_the_judges_names(backend):
+    """The player is the candidate's: it may write any frame. A names reply that also binds
+    `abs` (to the candidate's `add`, which returns 0) must not reach the tests' `abs`."""
+    code = (
+        "import json, os, sys\n"
+        "def add(*a):\n    return 0\n"
+        "def _frame(msg):\n    body = json.dumps(msg).encode()\n"
+        "    os.write(14, str(len(body)).encode() + b'\\n' + body)\n"
+        "_frame(['ready'])\n"
+        "_frame(['ok', ['d', [[['s', 'add'], ['r', 0]], [['s', 'abs'], ['r', 0]]]]])\n"
+        # drop the real player's own 'ready' and names reply, so the forged ones line up
+        "_g = sys._getframe(1).f_globals\n_real, _n = _g['_send'], [0]\n"
+        "def _quiet(fd, msg):\n    _n[0] += 1\n    if _n[0] > 2:\n        _real(fd, msg)\n"
+        "_g['_send'] = _quiet\n"
+    )
+    res = score_asserts(code, ["assert abs(add(1, 2) - 3) < 1e-9"], backend=backend)
+    assert res.reward == 0.0, res.tests
