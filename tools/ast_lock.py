@@ -10,9 +10,9 @@ recorded as an error, or the tool call came back failed and the policy lost a re
 earned. Seen in `tests/rollout/test_rollout_exact.py` under load; reproduced by
 `tests/core/test_ast_lock.py`. Parsing holds the GIL anyway, so the lock costs no
 parallelism. Third-party code that builds ASTs (sympy's `parse_expr`) takes the same lock
-from where we call it: math-verify's parsing (`envs/math/verify.py`), reasoning-gym's
-generators and verifiers (`envs/reasoning/rg.py`, where a raised verifier scores 0: a right
-answer lost its reward). Code run in a sandbox parses in its own process.
+from where we call it: reasoning-gym's generators and verifiers (`envs/reasoning/rg.py`,
+where a raised verifier scores 0: a right answer lost its reward). Code run in a sandbox and
+math-verify (`envs/math/verify.py`, in worker processes) parse in their own processes.
 """
 
 from __future__ import annotations

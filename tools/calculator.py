@@ -1,4 +1,11 @@
-"""A calculator tool: exact arithmetic on a parsed expression tree (never `eval`)."""
+"""A calculator tool: exact arithmetic on a parsed expression tree (never `eval`).
+
+Every value is bounded to `MAX_BITS` (numerator and denominator), checked before a power is
+computed and after every operation. The tool's timeout cannot stop a runaway computation:
+one big-integer multiply holds the GIL, so the event loop that would fire the timeout waits
+for it (`(((9**64)**64)**64)**64` took ~30 s). Refusing oversized values keeps each step to
+microseconds, and the model gets a clear error instead.
+"""
 
 from __future__ import annotations
 
@@ -25,20 +32,36 @@ _UNARY: dict[type[ast.unaryop], Callable[[Fraction], Fraction]] = {
 }
 _MAX_CHARS = 200
 _MAX_POW = 64
+MAX_BITS = 4096
+"""The largest numerator or denominator the calculator computes (about 1233 digits)."""
+
+
+def _bits(x: Fraction) -> int:
+    return max(x.numerator.bit_length(), x.denominator.bit_length())
+
+
+def _bounded(x: Fraction) -> Fraction:
+    if _bits(x) > MAX_BITS:
+        raise ValueError(f"result too large (over {MAX_BITS} bits)")
+    return x
 
 
 def _eval(node: ast.AST) -> Fraction:
     if isinstance(node, ast.Expression):
         return _eval(node.body)
     if isinstance(node, ast.Constant) and isinstance(node.value, (int, float)):
-        return Fraction(str(node.value)) if isinstance(node.value, float) else Fraction(node.value)
+        value = node.value
+        return _bounded(Fraction(str(value)) if isinstance(value, float) else Fraction(value))
     if isinstance(node, ast.BinOp) and type(node.op) in _BINOPS:
         left, right = _eval(node.left), _eval(node.right)
-        if isinstance(node.op, ast.Pow) and (right.denominator != 1 or abs(right) > _MAX_POW):
-            raise ValueError("exponent must be an integer with |exponent| <= 64")
+        if isinstance(node.op, ast.Pow):
+            if right.denominator != 1 or abs(right) > _MAX_POW:
+                raise ValueError("exponent must be an integer with |exponent| <= 64")
+            if _bits(left) * abs(right.numerator) > MAX_BITS:  # the power's size bound, unbuilt
+                raise ValueError(f"result too large (over {MAX_BITS} bits)")
         if isinstance(node.op, (ast.Div, ast.FloorDiv, ast.Mod)) and right == 0:
             raise ZeroDivisionError("division by zero")
-        return Fraction(_BINOPS[type(node.op)](left, right))
+        return _bounded(Fraction(_BINOPS[type(node.op)](left, right)))
     if isinstance(node, ast.UnaryOp) and type(node.op) in _UNARY:
         return _UNARY[type(node.op)](_eval(node.operand))
     raise ValueError(f"unsupported syntax: {ast.dump(node)[:60]}")

@@ -5,7 +5,9 @@
 * Tools: `calculator(expression)` (exact, parsed, never `eval`).
 * Reward: 1.0 if the final message's answer equals the exact value, else 0.0. The answer is
   read from `\\boxed{...}` if present, else the last number in the message (thousands
-  separators ignored), and compared as a number (`12.0` == `12`).
+  separators ignored), and compared as a number (`12.0` == `12`). Only a plain number of
+  bounded size is read (`parse_number`): `\\boxed{1e99999999}` would otherwise make
+  `Fraction` build a hundred-million-digit integer and hang scoring; it scores 0 at once.
 * Termination: a message with no tool call ends the episode; `max_turns` truncates.
 * Difficulty: `n_operands` (2..6), `max_value` (operand magnitude), `ops` (subset of "+-*");
   `min_value` (default 2) keeps e.g. `math/calc-mul-v0`'s operands two- or three-digit.
@@ -31,6 +33,27 @@ from ..core import Task, ToolEnv
 
 _NUMBER = re.compile(r"-?\d+(?:\.\d+)?")
 _BOXED = re.compile(r"\\boxed\{([^{}]*)\}")
+_MAX_NUMBER_CHARS = 400
+# The numbers `Fraction` reads, but with an exponent of at most three digits: `1e999` is
+# cheap, `1e99999999` makes `Fraction` build 10**99999999 (minutes, holding the GIL).
+_PLAIN_NUMBER = re.compile(
+    r"[-+]?(?:\d[\d_]*\s*/\s*\d[\d_]*|(?:\d[\d_]*(?:\.[\d_]*)?|\.\d[\d_]*)(?:[eE][-+]?\d{1,3})?)"
+)
+
+
+def parse_number(text: str) -> Fraction | None:
+    """The exact value of a plain number (`12`, `-0.5`, `3/4`, `1.5e3`), else None.
+
+    Anything longer than `_MAX_NUMBER_CHARS`, with an exponent over three digits, or not a
+    number at all is None without any big-integer work, so scoring stays instant.
+    """
+    text = text.strip()
+    if len(text) > _MAX_NUMBER_CHARS or not _PLAIN_NUMBER.fullmatch(text):
+        return None
+    try:
+        return Fraction(text)
+    except (ValueError, ZeroDivisionError):  # e.g. "1__0", "3/0"
+        return None
 
 
 def extract_answer(text: str) -> str | None:
@@ -45,22 +68,18 @@ def extract_answer(text: str) -> str | None:
 def numeric_match(text: str, gold: str) -> float:
     """1.0 if the message's answer equals the gold number exactly (as fractions), else 0.0."""
     got = extract_answer(text.replace(",", ""))
-    try:
-        return float(got is not None and Fraction(got) == Fraction(gold))
-    except (ValueError, ZeroDivisionError):  # e.g. a boxed "\\frac{..}" or text
-        return 0.0
+    value = parse_number(got) if got is not None else None  # a boxed "\\frac{..}", text: None
+    return float(value is not None and value == parse_number(gold))
 
 
 def read_numeric_row(row: Row, template: str) -> Task:
     """A dataset row for the calculator envs: a question and a numeric ground truth."""
     gold = row.answer_text().replace(",", "").strip()
-    try:
-        Fraction(gold)
-    except (ValueError, ZeroDivisionError):
+    if parse_number(gold) is None:
         raise RowError(
             row.column("answer"),
             f"expected a number, got {gold[:60]!r} (math/boxed-v0 verifies LaTeX answers)",
-        ) from None
+        )
     return Task(row.task_messages(template), answer=gold, info=row.info())
 
 

@@ -12,6 +12,12 @@ scoring are used unchanged.
 * Tools: none.
 * Reward: the dataset's own `score_answer(answer, entry)` in [0, 1] on the text inside the
   last `<answer>...</answer>` (else the whole message); a verifier that raises scores 0.
+  With `binary=True` the reward is 1.0 only where that score is 1.0, else 0.0: many
+  verifiers pay partial credit for non-answers (word_sorting gives >= 0.2 to the question's
+  own unsorted word list; the default verifier `len(gold) / len(answer)` to any answer that
+  contains the gold, e.g. `420` for `42`), which a policy learns to collect instead of
+  solving the task. Every registered `rg/<dataset>-v0` id sets it (docs/envs.md says why);
+  `rg/any-v0` leaves it off (the upstream score), `make("rg/any-v0", ..., binary=True)`.
 * Termination: the first assistant message ends the episode.
 * Difficulty: `config`, the dataset's config fields (e.g. `{"min_terms": 4}` for
   chain_sum), passed to `reasoning_gym.create_dataset`; `dataset_seed` picks the instances.
@@ -51,6 +57,7 @@ class ReasoningGymEnv(ToolEnv):
         config: dict[str, Any] | None = None,
         dataset_seed: int = 0,
         system_prompt: str | None = None,
+        binary: bool = False,
     ) -> None:
         try:
             import reasoning_gym
@@ -64,6 +71,7 @@ class ReasoningGymEnv(ToolEnv):
             dataset, size=_SIZE, seed=dataset_seed, **(config or {})
         )
         self.system_prompt = system_prompt
+        self.binary = binary
         self.entry: dict[str, Any] = {}
         self.verify: Any = None  # a row's own dataset's verifier, when it names one
 
@@ -118,6 +126,8 @@ class ReasoningGymEnv(ToolEnv):
                 value = float(verify(answer, entry=self.entry))
         except Exception:  # noqa: BLE001 - a verifier bug on odd output must not end training
             return 0.0
+        if self.binary:  # a full score, up to float rounding (per-item sums such as 9 * 1/9)
+            return 1.0 if value >= 1.0 - 1e-9 else 0.0
         return min(max(value, 0.0), 1.0)
 
     def oracle_action(self) -> Message | None:

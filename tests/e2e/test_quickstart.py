@@ -11,6 +11,7 @@ import pytest
 
 from agentrl.assembly import build_trainer
 from agentrl.config import TrainConfig, load_config
+from agentrl.trainer.export import export_hf
 from agentrl.types import read_jsonl
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -18,7 +19,7 @@ ROOT = Path(__file__).resolve().parents[2]
 
 @pytest.mark.slow
 @pytest.mark.timeout(1800)
-def test_short_quickstart_improves_held_out_success(tmp_path, agentrl_cache):
+def test_short_quickstart_improves_held_out_success(tmp_path, agentrl_cache, quickstart_sft):
     cfg = load_config(
         TrainConfig,
         ROOT / "configs" / "quickstart-cpu.yaml",
@@ -32,7 +33,18 @@ def test_short_quickstart_improves_held_out_success(tmp_path, agentrl_cache):
             "data.eval_episodes=64",
         ],
     )
-    after = build_trainer(cfg).train()
+    trainer = build_trainer(cfg)
+    bootstrap = trainer.bootstrap_sft
+
+    def bootstrap_and_keep() -> None:  # the SFT'd weights, for test_quickstart_async.py
+        bootstrap()
+        out = tmp_path / "sft_model"
+        actor = trainer.actor
+        export_hf(actor.model, dict(actor.named_weights()), trainer.c.tokenizer, out)
+        quickstart_sft["model"] = out
+
+    trainer.bootstrap_sft = bootstrap_and_keep  # type: ignore[method-assign]
+    after = trainer.train()
     rows = [json.loads(x) for x in (tmp_path / "eval.jsonl").read_text().splitlines()]
     before = rows[0]["success_rate"]
     assert rows[0]["step"] == 0 and rows[-1]["step"] == 10

@@ -24,12 +24,14 @@ def _cfg(cache: Path, *overrides: str) -> TrainConfig:
 
 @pytest.mark.slow
 @pytest.mark.timeout(3600)
-def test_async_quickstart_within_10_points_of_sync(tmp_path, agentrl_cache):
-    sft = build_trainer(_cfg(agentrl_cache, f"trainer.out_dir={tmp_path / 'sft'}"))
-    sft.bootstrap_sft()
-    model = tmp_path / "sft_model"
-    export_hf(sft.actor.model, dict(sft.actor.named_weights()), sft.c.tokenizer, model)
-    sft.c.close()
+def test_async_quickstart_within_10_points_of_sync(tmp_path, agentrl_cache, quickstart_sft):
+    model = quickstart_sft.get("model")  # test_quickstart.py's, when it ran first (conftest)
+    if model is None:
+        sft = build_trainer(_cfg(agentrl_cache, f"trainer.out_dir={tmp_path / 'sft'}"))
+        sft.bootstrap_sft()
+        model = tmp_path / "sft_model"
+        export_hf(sft.actor.model, dict(sft.actor.named_weights()), sft.c.tokenizer, model)
+        sft.c.close()
     after = {}
     for k, producer in ((0, "thread"), (1, "thread"), (1, "process")):
         out = tmp_path / f"k{k}_{producer}"

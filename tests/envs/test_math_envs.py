@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import threading
+from fractions import Fraction
 from pathlib import Path
 
 import pyarrow as pa
@@ -11,7 +12,9 @@ import pyarrow.parquet as pq
 import pytest
 
 from agentrl.envs import check_env, make
+from agentrl.envs.math import verify
 from agentrl.envs.math.boxed import BoxedMathEnv
+from agentrl.envs.math.calc import parse_number
 from agentrl.envs.math.verify import is_equivalent
 from agentrl.rows import read_dataset
 from agentrl.types import Message
@@ -148,3 +151,74 @@ def test_word_problem_episode() -> None:
     assert env.step(Message("assistant", f"About {env.task.answer}1 dollars"))[1] == 0.0
     env.reset(seed=5)
     assert env.step(Message("assistant", f"\\boxed{{{env.task.answer}}}"))[1] == 1.0
+
+
+# Answers whose evaluation is a computation of hours (sympy evaluates what it parses). Scoring
+# runs on the rollout thread, where math-verify's own signal timeouts are off, so only the
+# worker process's kill bounds them.
+HUGE = ["\\boxed{9^{9^{9}}}", "\\boxed{(10^{7})!}"]
+
+
+@pytest.mark.parametrize("answer", HUGE)
+def test_huge_answer_scores_0_off_the_main_thread(
+    answer: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(verify, "TIMEOUT_S", 0.5)  # the kill, not math-verify's 5 s, ends it
+    env = make("math/boxed-v0")
+    env.reset(seed=0)
+    out: list[float] = []
+    t = threading.Thread(target=lambda: out.append(env.step(Message("assistant", answer))[1]))
+    t.start()
+    t.join(timeout=120)  # a guard against the old hang, not a timing assertion
+    assert out == [0.0]
+    env.reset(seed=0)  # the killed worker is replaced: a right answer still scores 1
+    assert env.step(env.oracle_action())[1] == 1.0
+
+
+def test_verify_from_many_threads() -> None:
+    cases = EQUIVALENT + DIFFERENT
+    want = [True] * len(EQUIVALENT) + [False] * len(DIFFERENT)
+    got: dict[int, bool] = {}
+
+    def run(i: int) -> None:
+        got[i] = is_equivalent(*cases[i])
+
+    threads = [threading.Thread(target=run, args=(i,)) for i in range(len(cases))]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(timeout=120)
+    assert [got.get(i) for i in range(len(cases))] == want
+
+
+def test_calc_huge_exponent_scores_0() -> None:
+    # Fraction("1e99999999") builds 10**99999999: scoring hung with no timeout on any thread.
+    env = make("math/calc-v0")
+    env.reset(seed=0)
+    assert env.step(Message("assistant", "\\boxed{1e99999999}"))[1] == 0.0
+    env.reset(seed=0)
+    assert env.step(Message("assistant", f"\\boxed{{{env.task.answer}.0}}"))[1] == 1.0
+
+
+@pytest.mark.parametrize(
+    ("text", "value"),
+    [
+        ("12", Fraction(12)),
+        (" -7 ", Fraction(-7)),
+        ("12.50", Fraction(25, 2)),
+        (".5", Fraction(1, 2)),
+        ("3/4", Fraction(3, 4)),
+        ("1.5e3", Fraction(1500)),
+        ("1_000", Fraction(1000)),
+        ("1e999", Fraction(10**999)),
+        ("1e1000", None),
+        ("1e99999999", None),
+        ("9" * 401, None),
+        ("3/0", None),
+        ("\\frac{1}{2}", None),
+        ("twelve", None),
+        ("", None),
+    ],
+)
+def test_parse_number(text: str, value: Fraction | None) -> None:
+    assert parse_number(text) == value
