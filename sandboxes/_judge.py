@@ -16,9 +16,9 @@ of these, so none is tried: the tests and the candidate live in two processes.
   modules by the judge itself, the rest (and every name in ``remote``, the entry point) from
   the player: a plain value is copied, anything else becomes a :class:`_Ref`.
 * A call through a ``_Ref`` sends its arguments to the player and gets back **plain data**
-  (None, bool, int, float, complex, str, bytes, and lists, tuples, sets, frozensets and dicts of
-  them; numpy values via ``tolist()``, namedtuples as tuples), decoded by the judge into
-  builtin objects it created itself. Anything else comes back as another ``_Ref``: calling it
+  (``_wire.py``: builtin scalars and containers, Fraction, Decimal, range, deque; subclasses
+  as their base value, numpy values through ``tolist()``), decoded by the judge into objects
+  it created itself. Anything else comes back as another ``_Ref``: calling it
   or reading an attribute asks the player again (``Solution().method(...)``); comparing,
   hashing or truth-testing it raises, so a non-plain result can never satisfy an assertion.
   An exception in the candidate is re-raised in the judge (a builtin type of the same name,
@@ -33,7 +33,6 @@ Stdlib only; the player is ``python -I -S -c <runner> R:W player SITE_DIRS`` (``
 
 import ast
 import builtins
-import json
 import os
 import sys
 from typing import Any
@@ -47,148 +46,21 @@ try:  # inside the sandbox the harness source is prepended instead (``local.RUNN
         _fail,
         _libc_call,
         _main_module,
-        _read_exact,
         _report,
         _write,
     )
+    from ._wire import _dec, _enc, _recv, _Ref, _send
 except ImportError:
     pass
 
 PR_SET_DUMPABLE_ = 4
-MAX_FRAME = 1 << 28
 _NOT_RAISED = ("SystemExit", "KeyboardInterrupt", "GeneratorExit")
-_CONTAINERS: dict[type, str] = {list: "l", tuple: "t", set: "S", frozenset: "F"}
-
-
-def _send(fd: int, msg: object) -> None:
-    body = json.dumps(msg).encode()
-    data = str(len(body)).encode() + b"\n" + body
-    view, done = memoryview(data), 0
-    while done < len(data):
-        done += os.write(fd, view[done:])
-
-
-def _recv(fd: int) -> Any:
-    """One frame, or raise EOFError (the peer is gone) / ValueError (a malformed frame)."""
-    head = b""
-    while not head.endswith(b"\n"):
-        ch = os.read(fd, 1)
-        if not ch:
-            raise EOFError("the candidate's process ended")
-        head += ch
-        if len(head) > 12:
-            raise ValueError("malformed frame from the candidate's process")
-    n = int(head)
-    if not 0 <= n <= MAX_FRAME:
-        raise ValueError(f"a frame of {n} bytes from the candidate's process")
-    body = _read_exact(fd, n)
-    if body is None:
-        raise EOFError("the candidate's process ended")
-    return json.loads(bytes(body))
-
-
-def _enc(v: Any, refs: dict | None, depth: int = 0) -> list:
-    """Plain data as tagged JSON; other objects as refs (player) or TypeError (judge)."""
-    t = type(v)
-    if v is None:
-        return ["n"]
-    if depth > 200:
-        raise ValueError("the value is nested too deeply")
-    if t is bool:
-        return ["B", v]
-    if t is int:
-        return ["i", hex(v)]  # hex: no int_max_str_digits limit
-    if t is float:
-        return ["f", v]
-    if t is complex:
-        return ["c", v.real, v.imag]
-    if t is str:
-        return ["s", v]
-    if t is bytes:
-        return ["y", v.hex()]
-    if t is _Ref:
-        return ["r", v._id]
-    tag = _CONTAINERS.get(t)
-    if tag is None and isinstance(v, tuple) and hasattr(t, "_fields"):
-        tag = "t"  # a namedtuple compares like its tuple
-    if tag is not None:
-        return [tag, [_enc(x, refs, depth + 1) for x in v]]
-    if t is dict or (isinstance(v, dict) and t.__module__ == "collections"):
-        return ["d", [[_enc(k, refs, depth + 1), _enc(x, refs, depth + 1)] for k, x in v.items()]]
-    if refs is not None and t.__module__ == "numpy" and hasattr(v, "tolist"):
-        return _enc(v.tolist(), refs, depth + 1)
-    if refs is None:
-        raise TypeError(f"a test passed a {t.__name__} to the candidate (plain data only)")
-    refs[len(refs)] = v
-    return ["r", len(refs) - 1]
-
-
-def _dec(x: list, conn: "_Player | None", objs: dict | None = None) -> Any:
-    """Build builtin objects from tagged JSON (the judge never unpickles or evaluates)."""
-    tag = x[0]
-    if tag == "n":
-        return None
-    if tag == "B":
-        return bool(x[1])
-    if tag == "i":
-        return int(x[1], 16)
-    if tag == "f":
-        return float(x[1])
-    if tag == "c":
-        return complex(float(x[1]), float(x[2]))
-    if tag == "s":
-        return str(x[1])
-    if tag == "y":
-        return bytes.fromhex(x[1])
-    if tag in ("l", "t", "S", "F"):
-        items = [_dec(y, conn, objs) for y in x[1]]
-        return {"l": list, "t": tuple, "S": set, "F": frozenset}[tag](items)
-    if tag == "d":
-        return {_dec(k, conn, objs): _dec(v, conn, objs) for k, v in x[1]}
-    if tag == "r":
-        if objs is not None:  # the player: one of its own objects
-            return objs[int(x[1])]
-        return _Ref(conn, int(x[1]), str(x[2]) if len(x) > 2 else "object")
-    raise ValueError(f"unknown tag {tag!r} from the candidate's process")
-
-
-class _Ref:
-    """A non-plain object living in the player. Calls and attributes go to the player;
-    comparisons, hashing and truth tests raise, so it never satisfies an assertion."""
-
-    __slots__ = ("_conn", "_id", "_kind")
-    _conn: Any
-
-    def __init__(self, conn: Any, ref: int | str, kind: str) -> None:
-        object.__setattr__(self, "_conn", conn)
-        object.__setattr__(self, "_id", ref)
-        object.__setattr__(self, "_kind", kind)
-
-    def __call__(self, *args: object, **kwargs: object) -> object:
-        return self._conn.ask(["call", self._id, _enc(list(args), None), _enc(kwargs, None)])
-
-    def __getattr__(self, name: str) -> object:
-        if name.startswith("__"):
-            raise AttributeError(name)
-        return self._conn.ask(["attr", self._id, name])
-
-    def __iter__(self):
-        return iter(self._conn.ask(["iter", self._id]))
-
-    def __repr__(self) -> str:
-        return f"<the candidate's {self._kind}>"
-
-    def _refuse(self, *_: object) -> bool:
-        raise TypeError(f"the candidate returned {self!r}, not plain data; it cannot be compared")
-
-    __eq__ = __ne__ = __lt__ = __le__ = __gt__ = __ge__ = __bool__ = _refuse
-    __hash__ = __len__ = __contains__ = _refuse
 
 
 class _Player:
     """The judge's end: a fresh interpreter running the candidate (see the module docstring)."""
 
-    def __init__(self, path: str) -> None:
+    def __init__(self, path: str, support: str) -> None:
         argv = sys.orig_argv
         i = argv.index("-c")  # [python, -I, -S, -c, RUNNER, ARG, MODE, SITE_DIRS]
         to_r, self.to_w = os.pipe()
@@ -206,24 +78,19 @@ class _Player:
                 _exit(127)
         os.close(to_r)
         os.close(from_w)
-        _send(self.to_w, path)
+        _send(self.to_w, [path, support])
+        self.used = 0  # requests the player answered: tests that never use it pass nothing
 
     def ask(self, msg: list) -> Any:
         _send(self.to_w, msg)
         reply = _recv(self.from_r)
+        self.used += msg[0] != "names"
         if not isinstance(reply, list) or not reply:
             raise ValueError("malformed reply from the candidate's process")
         if reply[0] == "ok":
             return _dec(reply[1], self)
-        if reply[0] == "exc":
-            name, text = str(reply[1]), str(reply[2])
-            cls = getattr(builtins, name, None)
-            if (
-                not (isinstance(cls, type) and issubclass(cls, BaseException))
-                or name in _NOT_RAISED
-            ):
-                cls, text = RuntimeError, f"{name}: {text}"
-            raise cls(text)
+        if reply[0] == "exc":  # [exc, [class names, most derived first], message]
+            raise _rebuilt([str(n) for n in reply[1]], str(reply[2]))
         raise RuntimeError(f"the candidate's program ended the call: {reply[1:]!r}")
 
     def close(self) -> None:
@@ -234,6 +101,20 @@ class _Player:
             os.waitpid(self.pid, 0)
         except OSError:
             pass
+
+
+def _rebuilt(names: list[str], text: str) -> BaseException:
+    """The candidate's exception as the nearest builtin class that takes one message
+    (``class BadInput(ValueError)`` -> ValueError; ``UnicodeDecodeError`` -> ValueError)."""
+    for name in names:
+        cls = getattr(builtins, name, None)
+        if name in _NOT_RAISED or not (isinstance(cls, type) and issubclass(cls, BaseException)):
+            continue
+        try:
+            return cls(text if name == names[0] else f"{names[0]}: {text}")
+        except TypeError:  # it needs more arguments than a message
+            continue
+    return RuntimeError(f"{names[0] if names else 'exception'}: {text}")
 
 
 def _free_names(tree: ast.AST) -> set[str]:
@@ -269,6 +150,7 @@ def _bind(ns: dict, tree: ast.AST, remote: list, player: _Player) -> None:
     if ask:  # only the names asked for: the reply is the candidate's to write
         found = player.ask(["names", sorted(ask)])
         ns.update({name: found[name] for name in ask if name in found})
+        player.used += sum(not isinstance(found[n], _Ref) for n in ask if n in found)
 
 
 def _run_tests(req: dict) -> int:
@@ -279,22 +161,31 @@ def _run_tests(req: dict) -> int:
     check, support = req.pop("check"), req.pop("support", "")
     remote, nonce = list(req.pop("remote", [])), req.pop("nonce", b"")
     _libc_call("prctl", PR_SET_DUMPABLE_, 0, 0, 0, 0)
-    player = _Player(path)
+    player = _Player(path, support)
     try:
         ready = _recv(player.from_r)
         if ready != ["ready"]:
             return _fail(str(ready[1] if isinstance(ready, list) else ready))
-        ns: dict = {"__name__": "__tests__", "__builtins__": builtins}
+        # A real __main__ module: a test script's `if __name__ == "__main__":` block runs and
+        # unittest.main() finds its TestCases, as they would in a script of their own.
+        sys.argv = ["<tests>"]
+        ns: dict = _main_module("<tests>").__dict__
         if support:
             exec(compile(support, "<support>", "exec"), ns)
         tree = ast.parse(check, "<tests>")
         _bind(ns, tree, remote, player)
-        exec(compile(tree, "<tests>", "exec"), ns)
+        try:
+            exec(compile(tree, "<tests>", "exec"), ns)
+        except SystemExit as exc:  # the test code's own exit (unittest.main()): 0 = passed
+            if exc.code not in (0, None):
+                raise
     except BaseException as exc:  # noqa: BLE001 - a failing test, reported like the interpreter
         _report(exc)
         return 1
     finally:
         player.close()
+    if not player.used:
+        return _fail("the tests never called the candidate's program")
     _write(VERDICT_FD, MARK + nonce)
     return 0
 
@@ -319,6 +210,14 @@ def _player_serve(scope: dict, rd: int, wr: int) -> None:
                     value = target(*args, **kwargs)
                 elif op == "attr":
                     value = getattr(target, msg[2])
+                elif op == "len":
+                    value = len(target)
+                elif op == "str":
+                    value = str(target)
+                elif op == "getitem":
+                    value = target[_dec(msg[2], None, objs)]
+                elif op == "contains":
+                    value = _dec(msg[2], None, objs) in target
                 else:
                     value = list(target)
                 out = ["ok", _enc(value, objs)]
@@ -328,20 +227,23 @@ def _player_serve(scope: dict, rd: int, wr: int) -> None:
             out = ["exit", repr(exc)]
         except BaseException as exc:  # noqa: BLE001 - the candidate's error, for the judge
             _report(exc)
-            out = ["exc", type(exc).__name__, str(exc)[:2000]]
+            out = ["exc", [k.__name__ for k in type(exc).__mro__], str(exc)[:2000]]
         _send(wr, out)
 
 
 def _player(arg: str) -> None:
-    """The player: run ``main.py`` as ``__main__``, then answer the judge until EOF."""
+    """The player: run ``support`` (the prompt's helpers, as HumanEval's own harness does)
+    and ``main.py`` as ``__main__``, then answer the judge until EOF."""
     rd, wr = (int(x) for x in arg.split(":"))
-    path = _recv(rd)
+    path, support = _recv(rd)
     sys.argv = [path]
     sys.path.insert(0, WORK)
     scope = _main_module(path).__dict__
     try:
         with open(path) as f:
             source = f.read()
+        if support:
+            exec(compile(support, "<support>", "exec"), scope)
         exec(compile(source, path, "exec"), scope)
     except SystemExit as exc:
         _send(wr, ["dead", f"the program exited ({exc!r}) before the tests finished"])

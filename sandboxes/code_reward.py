@@ -91,9 +91,10 @@ def _assert_requests(
     else:
         names, checks = list(tests), [f"{t}\n" for t in tests]
     # The entry point always comes from the candidate, even where `support` (a HumanEval
-    # prompt) defines a stub of it; other names the tests do not define are resolved by the
-    # judge (builtins, stdlib modules) or, failing that, taken from the candidate.
-    remote = (entry_point,) if entry_point and (support or isinstance(tests, str)) else ()
+    # prompt) defines a stub of it or it is named like a builtin or a stdlib module; other
+    # names the tests do not define are resolved by the judge (builtins, stdlib modules) or,
+    # failing that, taken from the candidate.
+    remote = (entry_point,) if entry_point else ()
     kw = {"timeout_s": timeout_s, "memory_mb": memory_mb, "support": support, "remote": remote}
     return names, [ExecRequest(code, check=c, **kw) for c in checks]  # type: ignore[arg-type]
 

@@ -55,7 +55,9 @@ from ._zygote import SandboxProcess, Zygote
 from .base import ExecRequest, ExecResult, SandboxBackend, check_knobs, hidden_paths
 
 _HERE = Path(__file__).parent
-RUNNER = "\n".join((_HERE / f).read_text() for f in ("_harness.py", "_judge.py", "_runner.py"))
+RUNNER = "\n".join(
+    (_HERE / f).read_text() for f in ("_harness.py", "_wire.py", "_judge.py", "_runner.py")
+)
 TMPFS = ("/work", "/tmp", "/dev/shm")  # fresh per run; interpreter dirs below them are re-bound
 UID_BASE, UID_SPAN = 2_000_000_000, 10**8  # runs get random uids in [BASE, BASE + SPAN)
 ENV = {

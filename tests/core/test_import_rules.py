@@ -56,7 +56,7 @@ PRIVATE_OK: dict[tuple[str, str, str], str] = {
         ).split()
     },
     **{
-        (f, m, n): "one in-sandbox program in three files (_harness, _judge, _runner: "
+        (f, m, n): "one in-sandbox program in four files (_harness, _wire, _judge, _runner: "
         "concatenated into one source there); underscores keep its names out of the "
         "sandboxed program's `from __main__ import *`"
         for f, m, names in (
@@ -64,8 +64,10 @@ PRIVATE_OK: dict[tuple[str, str, str], str] = {
             (
                 "sandboxes/_judge.py",
                 "agentrl.sandboxes._harness",
-                "_exit _fail _libc_call _main_module _read_exact _report _write",
+                "_exit _fail _libc_call _main_module _report _write",
             ),
+            ("sandboxes/_judge.py", "agentrl.sandboxes._wire", "_dec _enc _recv _Ref _send"),
+            ("sandboxes/_wire.py", "agentrl.sandboxes._harness", "_read_exact"),
         )
         for n in names.split()
     },

@@ -47,6 +47,12 @@ def test_honest_shapes_pass(backend):
         "def count(n):\n    yield from range(n)\n"
         "def strict(x):\n    if x < 0:\n        raise ValueError('negative')\n    return x\n"
         "def big():\n    return 7 ** 5000, float('inf'), b'\\x00\\xff', 1 + 2j, frozenset({1})\n"
+        "import collections, decimal, enum, fractions\n"
+        "class Color(enum.IntEnum):\n    RED = 1\n"
+        "Point = collections.namedtuple('Point', 'x y')\n"
+        "def stdlib_values():\n    return (fractions.Fraction(1, 3), decimal.Decimal('0.5'),\n"
+        "            collections.deque([1]), range(3), bytearray(b'a'), Color.RED,\n"
+        "            Point(1, 2), collections.OrderedDict(a=1), {'k': 1}.keys())\n"
     )
     tests = [
         "assert Solution().twice(21) == 42",
@@ -56,6 +62,10 @@ def test_honest_shapes_pass(backend):
         "try:\n    strict(-1)\nexcept ValueError as e:\n    assert 'negative' in str(e)\n"
         "else:\n    raise AssertionError('no error')",
         "assert big() == (7 ** 5000, float('inf'), b'\\x00\\xff', 1 + 2j, frozenset({1}))",
+        "from collections import deque\nfrom decimal import Decimal\nfrom fractions import Fraction\n"
+        "assert stdlib_values() == (Fraction(1, 3), Decimal('0.5'), deque([1]), range(3),\n"
+        "    bytearray(b'a'), 1, (1, 2), {'a': 1}, {'k'})",
+        "assert root.__name__ == 'root'",
     ]
     res = score_asserts(code, tests, backend=backend)
     assert res.reward == 1.0, [(t.name, t.detail) for t in res.tests]
@@ -100,3 +110,60 @@ def test_forged_protocol_frames_do_not_rebind_the_judges_names(backend):
     )
     res = score_asserts(code, ["assert abs(add(1, 2) - 3) < 1e-9"], backend=backend)
     assert res.reward == 0.0, res.tests
+
+
+SCRIPT = (
+    "def test_add():\n    assert add(1, 2) == 3\n\nif __name__ == '__main__':\n    test_add()\n"
+)
+UNITTEST = (
+    "import unittest\n\nclass T(unittest.TestCase):\n"
+    "    def test_add(self):\n        self.assertEqual(add(1, 2), 3)\n\n"
+    "if __name__ == '__main__':\n    unittest.main()\n"
+)
+
+
+def test_test_scripts_run_their_main_block_and_must_call_the_candidate(backend):
+    right, wrong = "def add(a, b):\n    return a + b\n", "def add(a, b):\n    return None\n"
+    for code, want in ((right, 1.0), (wrong, 0.0), ("pass\n", 0.0)):
+        res = score_asserts(code, [SCRIPT, UNITTEST], backend=backend)
+        assert res.reward == want, (code, res.tests)
+    # Tests that define checks but never call the candidate pass nothing.
+    res = score_asserts(right, ["def test_add():\n    assert add(1, 2) == 3\n"], backend=backend)
+    assert res.reward == 0.0 and "never called" in res.tests[0].detail
+
+
+def test_candidate_exceptions_objects_and_names(backend):
+    code = (
+        "import json\n"
+        "class BadInput(ValueError):\n    pass\n"
+        "def parse(s):\n    if not s:\n        raise BadInput('empty')\n    return json.loads(s)\n"
+        "def decode(b):\n    return b.decode('utf-8')\n"
+        "class Stack:\n    def __init__(self):\n        self.items = []\n"
+        "    def push(self, x):\n        self.items.append(x)\n"
+        "    def __len__(self):\n        return len(self.items)\n"
+        "    def __getitem__(self, i):\n        return self.items[i]\n"
+        "    def __contains__(self, x):\n        return x in self.items\n"
+        "    def __str__(self):\n        return f'Stack{self.items}'\n"
+        "def statistics(xs):\n    return sum(xs) / len(xs)\n"  # named like a stdlib module
+    )
+    raises = "try:\n    {call}\nexcept ValueError:\n    pass\nelse:\n    raise AssertionError\n"
+    tests = [
+        raises.format(call="parse('')"),  # a subclass of ValueError
+        raises.format(call="parse('{')"),  # json.JSONDecodeError
+        raises.format(call="decode(b'\\xff')"),  # UnicodeDecodeError (5-argument constructor)
+        "s = Stack()\ns.push(1)\ns.push(2)\n"
+        "assert len(s) == 2 and s[-1] == 2 and 1 in s and str(s) == 'Stack[1, 2]'",
+        "assert statistics([1, 2, 3]) == 2",
+    ]
+    res = score_asserts(code, tests, entry_point="statistics", backend=backend)
+    assert res.reward == 1.0, [(t.name[:30], t.detail) for t in res.tests]
+
+
+def test_prompt_helpers_run_before_the_candidates_code(backend):
+    """HumanEval's own harness runs prompt + completion: an answer that leaves out the
+    prompt's helpers still finds them."""
+    support = "def double(x):\n    return 2 * x\n\ndef quad(x):\n    '''Twice double.'''\n"
+    check = "def check(candidate):\n    assert candidate(3) == 12\n"
+    answer = "def quad(x):\n    return double(double(x))\n"
+    res = score_asserts(answer, check, entry_point="quad", support=support, backend=backend)
+    assert res.reward == 1.0, res.tests

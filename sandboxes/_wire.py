@@ -1,0 +1,189 @@
+"""The judge's wire (``_judge.py``): frames, plain values as tagged JSON, and references.
+
+Why a format of our own: the judge must rebuild whatever the candidate's process sends
+without running any of the candidate's code, so nothing is unpickled or evaluated: every
+value is a tag the judge turns into an object it builds itself. Plain values are None, bool,
+int, float, complex, str, bytes, bytearray, Fraction, Decimal, range, and lists, tuples,
+sets, frozensets, dicts and deques of them. The player (the candidate's side) also sends a
+subclass of these as its base value (an ``IntEnum`` as its int, a namedtuple as its tuple, an
+``OrderedDict`` as a dict), numpy values through ``tolist()`` and a dict's keys or items as
+a set: what it sends is the candidate's answer either way, and the judge only ever holds its
+own objects. Anything else goes by reference (:class:`_Ref`). Ints travel as hex (no
+``int_max_str_digits`` limit); JSON floats keep nan and inf.
+Stdlib only; concatenated into the in-sandbox runner like ``_harness.py``.
+"""
+
+import json
+import os
+from collections import deque
+from decimal import Decimal
+from fractions import Fraction
+from typing import Any
+
+try:  # inside the sandbox the harness source is prepended instead (``local.RUNNER``)
+    from ._harness import _read_exact
+except ImportError:
+    pass
+
+MAX_FRAME = 1 << 28
+MAX_DEPTH = 200
+# The dunder attributes a test may read from the candidate's objects (plain strings).
+_NAME_ATTRS = ("__name__", "__qualname__", "__doc__", "__module__")
+_SEQUENCES: tuple[tuple[type, str], ...] = (
+    (list, "l"), (tuple, "t"), (set, "S"), (frozenset, "F"), (deque, "q"),
+)  # fmt: skip
+_BUILD: dict[str, Any] = {"l": list, "t": tuple, "S": set, "F": frozenset, "q": deque}
+
+
+def _send(fd: int, msg: object) -> None:
+    body = json.dumps(msg).encode()
+    data = str(len(body)).encode() + b"\n" + body
+    view, done = memoryview(data), 0
+    while done < len(data):
+        done += os.write(fd, view[done:])
+
+
+def _recv(fd: int) -> Any:
+    """One frame, or raise EOFError (the peer is gone) / ValueError (a malformed frame)."""
+    head = b""
+    while not head.endswith(b"\n"):
+        ch = os.read(fd, 1)
+        if not ch:
+            raise EOFError("the candidate's process ended")
+        head += ch
+        if len(head) > 12:
+            raise ValueError("malformed frame from the candidate's process")
+    n = int(head)
+    if not 0 <= n <= MAX_FRAME:
+        raise ValueError(f"a frame of {n} bytes from the candidate's process")
+    body = _read_exact(fd, n)
+    if body is None:
+        raise EOFError("the candidate's process ended")
+    return json.loads(bytes(body))
+
+
+def _enc(v: Any, refs: dict | None, depth: int = 0) -> list:
+    """``v`` as tagged JSON. ``refs``: the player's table of objects sent by reference; None
+    on the judge's side, whose arguments must be plain (or the candidate's own ``_Ref``)."""
+    if v is None:
+        return ["n"]
+    if depth > MAX_DEPTH:
+        raise ValueError("the value is nested too deeply")
+    exact = refs is None  # the judge sends its own values; the player's may be subclasses
+    t = type(v)
+    if t is _Ref:
+        return ["r", v._id]
+    if isinstance(v, bool):
+        return ["B", bool(v)]
+    if isinstance(v, int) and (t is int or not exact):
+        return ["i", hex(int.__index__(v))]
+    if isinstance(v, float) and (t is float or not exact):
+        return ["f", float.__float__(v)]
+    if isinstance(v, complex) and (t is complex or not exact):
+        return ["c", v.real, v.imag]
+    if isinstance(v, str) and (t is str or not exact):
+        return ["s", str.__str__(v)]
+    if isinstance(v, bytes | bytearray) and (t in (bytes, bytearray) or not exact):
+        return ["y" if isinstance(v, bytes) else "Y", bytes(v).hex()]
+    if t is Fraction:
+        return ["Q", hex(v.numerator), hex(v.denominator)]
+    if t is Decimal:
+        return ["D", str(v)]
+    if t is range:
+        return ["R", v.start, v.stop, v.step]
+    if isinstance(v, dict) and (t is dict or not exact):
+        items = [[_enc(k, refs, depth + 1), _enc(x, refs, depth + 1)] for k, x in v.items()]
+        return ["d", items]
+    for cls, tag in _SEQUENCES:
+        if isinstance(v, cls) and (t is cls or not exact):
+            seq: Any = v
+            return [tag, [_enc(x, refs, depth + 1) for x in seq]]
+    if refs is None:
+        raise TypeError(f"a test passed a {t.__name__} to the candidate (plain data only)")
+    if t.__name__ in ("dict_keys", "dict_items"):
+        return ["S", [_enc(x, refs, depth + 1) for x in v]]
+    if t.__module__ == "numpy" and hasattr(v, "tolist"):
+        return _enc(v.tolist(), refs, depth + 1)
+    refs[len(refs)] = v
+    return ["r", len(refs) - 1, t.__name__]
+
+
+def _dec(x: list, conn: Any, objs: dict | None = None) -> Any:
+    """Objects the caller builds itself from tagged JSON. ``objs``: the player's table (a
+    ``["r", id]`` is one of its own objects); else refs become :class:`_Ref` over ``conn``."""
+    tag = x[0]
+    if tag == "n":
+        return None
+    if tag == "B":
+        return bool(x[1])
+    if tag == "i":
+        return int(x[1], 16)
+    if tag == "f":
+        return float(x[1])
+    if tag == "c":
+        return complex(float(x[1]), float(x[2]))
+    if tag == "s":
+        return str(x[1])
+    if tag in ("y", "Y"):
+        return (bytes if tag == "y" else bytearray).fromhex(x[1])
+    if tag == "Q":
+        return Fraction(int(x[1], 16), int(x[2], 16))
+    if tag == "D":
+        return Decimal(str(x[1]))
+    if tag == "R":
+        return range(int(x[1]), int(x[2]), int(x[3]))
+    if tag in _BUILD:
+        return _BUILD[tag]([_dec(y, conn, objs) for y in x[1]])
+    if tag == "d":
+        return {_dec(k, conn, objs): _dec(v, conn, objs) for k, v in x[1]}
+    if tag == "r":
+        if objs is not None:
+            return objs[int(x[1])]
+        return _Ref(conn, int(x[1]), str(x[2]) if len(x) > 2 else "object")
+    raise ValueError(f"unknown tag {tag!r} from the candidate's process")
+
+
+class _Ref:
+    """A non-plain object living in the player. Calls, attributes, ``len``, ``str``,
+    indexing, ``in`` and iteration go to the player and come back as plain data, like any
+    call's result; comparisons, hashing and truth tests raise, so it never satisfies an
+    assertion by itself."""
+
+    __slots__ = ("_conn", "_id", "_kind")
+    _conn: Any
+
+    def __init__(self, conn: Any, ref: int | str, kind: str) -> None:
+        object.__setattr__(self, "_conn", conn)
+        object.__setattr__(self, "_id", ref)
+        object.__setattr__(self, "_kind", kind)
+
+    def __call__(self, *args: object, **kwargs: object) -> object:
+        return self._conn.ask(["call", self._id, _enc(list(args), None), _enc(kwargs, None)])
+
+    def __getattr__(self, name: str) -> object:
+        if name.startswith("__") and name not in _NAME_ATTRS:
+            raise AttributeError(name)
+        return self._conn.ask(["attr", self._id, name])
+
+    def __iter__(self):
+        return iter(self._conn.ask(["iter", self._id]))
+
+    def __len__(self) -> int:
+        return self._conn.ask(["len", self._id])
+
+    def __str__(self) -> str:
+        return self._conn.ask(["str", self._id])
+
+    def __getitem__(self, key: object) -> object:
+        return self._conn.ask(["getitem", self._id, _enc(key, None)])
+
+    def __contains__(self, item: object) -> bool:
+        return self._conn.ask(["contains", self._id, _enc(item, None)])
+
+    def __repr__(self) -> str:
+        return f"<the candidate's {self._kind}>"
+
+    def _refuse(self, *_: object) -> bool:
+        raise TypeError(f"the candidate returned {self!r}, not plain data; it cannot be compared")
+
+    __eq__ = __ne__ = __lt__ = __le__ = __gt__ = __ge__ = __bool__ = __hash__ = _refuse
