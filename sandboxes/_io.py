@@ -29,7 +29,7 @@ def frame(payload: dict) -> bytes:
 def payload(req: ExecRequest, env: dict[str, str], limits: dict) -> dict:
     """The request the in-sandbox runner reads (see ``_runner.py``)."""
     files = {n: d if isinstance(d, bytes) else d.encode() for n, d in req.files.items()}
-    body = {
+    body: dict[str, object] = {
         "code": req.code,
         "language": req.language,
         "stdin": req.stdin.encode(),
@@ -39,8 +39,19 @@ def payload(req: ExecRequest, env: dict[str, str], limits: dict) -> dict:
     }
     if req.check is not None:  # the judge writes MARK + nonce once every test ran
         nonce = secrets.token_hex(16).encode()
-        body.update(check=req.check, support=req.support, remote=list(req.remote), nonce=nonce)
+        body.update(tests=True, support=req.support, remote=list(req.remote))
+        body.update(check=req.check, nonce=nonce)
     return body
+
+
+def split(body: dict) -> tuple[dict, dict | None]:
+    """The request as the sandbox receives it: the body without the tests and the nonce,
+    then those two as a second frame (None without tests), which the judge reads only after
+    it has forked the candidate's process (``_judge.py``)."""
+    if "nonce" not in body:
+        return body, None
+    public = {k: v for k, v in body.items() if k not in ("check", "nonce")}
+    return public, {"check": body["check"], "nonce": body["nonce"]}
 
 
 def verified(body: dict, verdict: bytes | None) -> bool | None:

@@ -6,11 +6,13 @@ values (and the run's secret nonce) are reachable through frames, ``gc`` or ``/p
 patching ``abs`` or ``math.isclose`` rewrites the comparison. No in-process guard closes all
 of these, so none is tried: the tests and the candidate live in two processes.
 
-* The *judge* (this run's program process) makes itself non-dumpable (its memory, fds and
-  ``/proc`` entries are closed to the candidate's uid; ptrace is off in the seccomp filter),
-  then forks and ``execve``\\ s a fresh interpreter, the *player*, with only stdin/stdout/stderr
-  and two pipes. The player runs the candidate's ``main.py`` as ``__main__`` and then answers
-  requests. The tests' source, its expected values and the nonce never enter its memory.
+* The *judge* (this run's program process) receives the request without the tests and the
+  nonce. It makes itself non-dumpable (its memory, fds and ``/proc`` entries are closed to
+  the candidate's uid; ptrace is off in the seccomp filter), forks the *player* with only
+  stdin/stdout/stderr and two pipes, and only then reads the tests and the nonce from fd 4.
+  The player runs the candidate's ``main.py`` as ``__main__`` and then answers requests; the
+  tests' source, their expected values and the nonce were never in its memory. (A fork, not
+  a fresh interpreter: an ``execve`` cost ~40-65 ms per run in the sandbox.)
 * The judge runs the trusted ``support`` code (e.g. a HumanEval prompt's helpers) and the
   tests. Names the tests use but do not define are resolved once: builtins and standard-library
   modules by the judge itself, the rest (and every name in ``remote``, the entry point) from
@@ -28,14 +30,17 @@ of these, so none is tried: the tests and the candidate live in two processes.
 What the candidate still controls is what it returns, which is what the tests measure; and
 names the tests use without defining or importing them (they read the candidate's program,
 as before). Arguments are copied, so a test cannot see a mutation of its argument list.
-Stdlib only; the player is ``python -I -S -c <runner> R:W player SITE_DIRS`` (``_runner.py``).
+Stdlib only.
 """
 
-import ast
 import builtins
 import os
 import sys
-from typing import Any
+
+TYPE_CHECKING = False  # typing and ast cost the player's start-up; the judge imports ast
+if TYPE_CHECKING:
+    import ast
+    from typing import Any
 
 try:  # inside the sandbox the harness source is prepended instead (``local.RUNNER``)
     from ._harness import (
@@ -46,52 +51,51 @@ try:  # inside the sandbox the harness source is prepended instead (``local.RUNN
         _fail,
         _libc_call,
         _main_module,
+        _read_frame,
         _report,
         _write,
     )
-    from ._wire import _dec, _enc, _recv, _Ref, _send
+    from ._wire import _dec, _enc, _hx, _recv, _Ref, _send, _unhx
 except ImportError:
     pass
 
 PR_SET_DUMPABLE_ = 4
+SECRETS_FD = 4  # the tests and the nonce, from the host (local) or the init (docker)
 _NOT_RAISED = ("SystemExit", "KeyboardInterrupt", "GeneratorExit")
 
 
 class _Player:
-    """The judge's end: a fresh interpreter running the candidate (see the module docstring)."""
+    """The judge's end: the candidate's process (see the module docstring)."""
 
     def __init__(self, path: str, support: str) -> None:
-        argv = sys.orig_argv
-        i = argv.index("-c")  # [python, -I, -S, -c, RUNNER, ARG, MODE, SITE_DIRS]
+        """Fork the player. Called before the judge has read the tests: the child is a copy
+        of a process that never held them, and it closes the verdict and secrets fds (3, 4)
+        before anything else runs."""
         to_r, self.to_w = os.pipe()
         self.from_r, from_w = os.pipe()
         self.pid = os.fork()
-        if self.pid == 0:  # no test source runs before execve replaces this image
-            try:  # pipes to 13/14 via fds above any open one (RLIMIT_NOFILE is 256)
-                os.dup2(os.dup2(to_r, 250), 13)
-                os.dup2(os.dup2(from_w, 251), 14)
-                os.closerange(3, 13)
-                os.closerange(15, 1 << 16)
-                args = [sys.executable, "-I", "-S", "-c", argv[i + 1], "13:14", "player"]
-                os.execve(sys.executable, args + [argv[i + 4]], dict(os.environ))
+        if self.pid == 0:
+            try:
+                for fd in (VERDICT_FD, SECRETS_FD, self.to_w, self.from_r):
+                    os.close(fd)
+                _player(to_r, from_w, path, support)
             finally:
                 _exit(127)
         os.close(to_r)
         os.close(from_w)
-        _send(self.to_w, [path, support])
         self.used = 0  # requests the player answered: tests that never use it pass nothing
 
-    def ask(self, msg: list) -> Any:
+    def ask(self, msg: list) -> "Any":
         _send(self.to_w, msg)
-        reply = _recv(self.from_r)
+        reply = _recv(self.from_r, judge=True)
         self.used += msg[0] != "names"
         if not isinstance(reply, list) or not reply:
             raise ValueError("malformed reply from the candidate's process")
         if reply[0] == "ok":
             return _dec(reply[1], self)
         if reply[0] == "exc":  # [exc, [class names, most derived first], message]
-            raise _rebuilt([str(n) for n in reply[1]], str(reply[2]))
-        raise RuntimeError(f"the candidate's program ended the call: {reply[1:]!r}")
+            raise _rebuilt([_unhx(n) for n in reply[1]], _unhx(reply[2]))
+        raise RuntimeError(f"the candidate's program ended the call: {_unhx(reply[-1])}")
 
     def close(self) -> None:
         for fd in (self.to_w, self.from_r):
@@ -117,10 +121,12 @@ def _rebuilt(names: list[str], text: str) -> BaseException:
     return RuntimeError(f"{names[0] if names else 'exception'}: {text}")
 
 
-def _free_names(tree: ast.AST) -> set[str]:
+def _free_names(tree: "ast.AST") -> set[str]:
     """Names the tests read but never bind (conservatively: bound anywhere = theirs)."""
     loads: set[str] = set()
     bound: set[str] = set()
+    import ast  # preloaded in the judge (the zygote imports it)
+
     for node in ast.walk(tree):
         if isinstance(node, ast.Name):
             (loads if isinstance(node.ctx, ast.Load) else bound).add(node.id)
@@ -135,7 +141,7 @@ def _free_names(tree: ast.AST) -> set[str]:
     return loads - bound
 
 
-def _bind(ns: dict, tree: ast.AST, remote: list, player: _Player) -> None:
+def _bind(ns: dict, tree: "ast.AST", remote: list, player: _Player) -> None:
     """Free names: builtins and stdlib modules from the judge, the rest from the player."""
     ask = set(remote)
     for name in _free_names(tree) - ask:
@@ -154,24 +160,35 @@ def _bind(ns: dict, tree: ast.AST, remote: list, player: _Player) -> None:
 
 
 def _run_tests(req: dict) -> int:
-    """The judge: returns the run's exit code; writes the verdict only if every test ran."""
+    """The judge: returns the run's exit code; writes the verdict only if every test ran.
+
+    The tests and the nonce are not in ``req``: they wait on fd 4 (``SECRETS_FD``), read only
+    after the player is forked. The judge is non-dumpable before that fork, so the player
+    cannot take the fd from ``/proc`` either."""
     path = os.path.join(WORK, "main.py")
     with open(path, "w") as f:
         f.write(req.pop("code"))
-    check, support = req.pop("check"), req.pop("support", "")
-    remote, nonce = list(req.pop("remote", [])), req.pop("nonce", b"")
+    support, remote = req.pop("support", ""), list(req.pop("remote", []))
     _libc_call("prctl", PR_SET_DUMPABLE_, 0, 0, 0, 0)
     player = _Player(path, support)
+    secrets = _read_frame(SECRETS_FD)
+    os.close(SECRETS_FD)
+    if secrets is None:
+        player.close()
+        return _fail("the sandbox did not receive the tests")
+    check, nonce = secrets["check"], secrets["nonce"]
     try:
-        ready = _recv(player.from_r)
+        ready = _recv(player.from_r, judge=True)
         if ready != ["ready"]:
-            return _fail(str(ready[1] if isinstance(ready, list) else ready))
+            return _fail(_unhx(ready[-1]) if isinstance(ready, list) else "no player")
         # A real __main__ module: a test script's `if __name__ == "__main__":` block runs and
         # unittest.main() finds its TestCases, as they would in a script of their own.
         sys.argv = ["<tests>"]
         ns: dict = _main_module("<tests>").__dict__
         if support:
             exec(compile(support, "<support>", "exec"), ns)
+        import ast
+
         tree = ast.parse(check, "<tests>")
         _bind(ns, tree, remote, player)
         try:
@@ -201,7 +218,7 @@ def _player_serve(scope: dict, rd: int, wr: int) -> None:
         try:
             if op == "names":
                 reply = {n: _enc(scope[n], objs) for n in msg[1] if n in scope}
-                out: list = ["ok", ["d", [[["s", k], v] for k, v in reply.items()]]]
+                out: list = ["ok", ["d", [[["s", _hx(k)], v] for k, v in reply.items()]]]
             else:
                 target = objs[msg[1]] if isinstance(msg[1], int) else scope[msg[1]]
                 if op == "call":
@@ -224,18 +241,16 @@ def _player_serve(scope: dict, rd: int, wr: int) -> None:
                 if out[1][0] == "r":
                     out[1].append(type(value).__name__)
         except SystemExit as exc:
-            out = ["exit", repr(exc)]
+            out = ["exit", _hx(repr(exc))]
         except BaseException as exc:  # noqa: BLE001 - the candidate's error, for the judge
             _report(exc)
-            out = ["exc", [k.__name__ for k in type(exc).__mro__], str(exc)[:2000]]
-        _send(wr, out)
+            out = ["exc", [_hx(k.__name__) for k in type(exc).__mro__], _hx(str(exc)[:2000])]
+        _send(wr, out, player=True)
 
 
-def _player(arg: str) -> None:
+def _player(rd: int, wr: int, path: str, support: str) -> None:
     """The player: run ``support`` (the prompt's helpers, as HumanEval's own harness does)
     and ``main.py`` as ``__main__``, then answer the judge until EOF."""
-    rd, wr = (int(x) for x in arg.split(":"))
-    path, support = _recv(rd)
     sys.argv = [path]
     sys.path.insert(0, WORK)
     scope = _main_module(path).__dict__
@@ -246,11 +261,13 @@ def _player(arg: str) -> None:
             exec(compile(support, "<support>", "exec"), scope)
         exec(compile(source, path, "exec"), scope)
     except SystemExit as exc:
-        _send(wr, ["dead", f"the program exited ({exc!r}) before the tests finished"])
+        _send(wr, ["dead", _hx(f"the program exited ({exc!r}) before the tests finished")], True)
         _exit(1)
     except BaseException as exc:  # noqa: BLE001 - report like the interpreter would
         _report(exc)
-        _send(wr, ["dead", f"the program raised {type(exc).__name__} before the tests ran"])
+        _send(
+            wr, ["dead", _hx(f"the program raised {type(exc).__name__} before the tests ran")], True
+        )
         _exit(1)
-    _send(wr, ["ready"])
+    _send(wr, ["ready"], player=True)
     _player_serve(scope, rd, wr)

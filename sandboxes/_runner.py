@@ -18,9 +18,6 @@ been forked (and has dropped the stream), so the program never knows it and cann
 ``session`` (interpreter; ARG the uid): a trusted parent relays cells to a worker child and
 writes each cell's end-of-output marker; the worker never sees the marker's token.
 
-``player`` (ARG ``R:W``, two pipe fds): the candidate's program in a fresh interpreter, answering
-the judge of a run with tests (``_judge.py``); started by that judge with ``execve``.
-
 ``-S`` skips ``site`` (its ``.pth`` processing dominates start-up); SITE_DIRS (``:``-joined)
 are appended to ``sys.path`` instead, so installed packages stay importable.
 """
@@ -45,7 +42,7 @@ try:  # inside the sandbox the harness source is prepended instead (``local.RUNN
         _run_program,
         _setup,
     )
-    from ._judge import _player, _run_tests
+    from ._judge import SECRETS_FD, _run_tests
 except ImportError:
     pass
 
@@ -56,12 +53,19 @@ EXIT_HANGUP = 3  # the init's exit code when the host closed the control socket
 TMPFS = ("/work", "/tmp", "/dev/shm")
 
 
-def _program(req: dict, out: int, err: int, verdict: int, uid: str, caps: bool) -> None:
-    """The program process: stdout/stderr/verdict on fds 1-3, nothing else open."""
+def _program(
+    req: dict, out: int, err: int, verdict: int, uid: str, caps: bool, secrets: int = -1
+) -> None:
+    """The program process: stdout/stderr/verdict on fds 1-3, for a run with tests the
+    channel its tests arrive on at fd 4 (``_judge.SECRETS_FD``), nothing else open."""
+    if secrets >= 0:
+        secrets = os.dup2(secrets, 250)  # above 1-4, which the dups below take
     os.dup2(out, 1)
     os.dup2(err, 2)
     os.dup2(verdict, VERDICT_FD)
-    os.closerange(VERDICT_FD + 1, 1 << 16)
+    if secrets >= 0:
+        os.dup2(secrets, SECRETS_FD)
+    os.closerange(VERDICT_FD + 1 + (secrets >= 0), 1 << 16)
     gc.enable()  # the zygote and init run without it; user code gets normal Python
 
     def body() -> int:
@@ -69,18 +73,20 @@ def _program(req: dict, out: int, err: int, verdict: int, uid: str, caps: bool) 
             _drop_caps()
         _drop(uid)
         _setup(req)
-        return _run_tests(req) if "check" in req else _run_program(req)
+        return _run_tests(req) if req.get("tests") else _run_program(req)
 
     _finish(body)
 
 
-def _fork_program(req: dict, out: int, err: int, uid: str, caps: bool) -> tuple[int, int]:
+def _fork_program(
+    req: dict, out: int, err: int, uid: str, caps: bool, secrets: int = -1
+) -> tuple[int, int]:
     """Fork the program; returns its pid and the read end of its verdict pipe."""
     vr, vw = os.pipe()
     pid = os.fork()
     if pid == 0:
         os.close(vr)
-        _program(req, out, err, vw, uid, caps)
+        _program(req, out, err, vw, uid, caps, secrets)
     req.clear()
     os.close(vw)
     for fd in (out, err):
@@ -110,7 +116,8 @@ def _await_request(ctrl_fd: int, verdict: int, ack: int, uid: str, failed: bool)
     os.write(ack, b"G")
     if failed:  # the run's namespaces could not be built: never run it without them
         _exit(125)
-    _program(req, fds[0], fds[1], verdict, "-", False)
+    # A run with tests: its tests and nonce follow on the control socket (``local.py``).
+    _program(req, fds[0], fds[1], verdict, "-", False, ctrl_fd if req.get("tests") else -1)
 
 
 def _reap(pid: int, vr: int) -> dict:
@@ -228,6 +235,8 @@ def _zygote(ctrl_fd: int, disk_bytes: int, uids: tuple[int, int], keep: list[str
     ``preload``: modules imported once here so each run's fork has them (like a warm
     interpreter would); a run's changes to them die with its fork.
     """
+    import ast  # noqa: F401 - preloaded for the judge (_judge.py): each run with tests needs it
+    import json  # noqa: F401 - the same (the judge reads the player's frames with it)
     import socket
     import traceback  # noqa: F401 - preloaded so each fork need not import it (errors are common)
 
@@ -271,8 +280,19 @@ def _once() -> None:
     req = _read_frame(0)
     if req is None:
         _exit(0)
-    pid, vr = _fork_program(req, 1, 2, "-", False)
+    tests = bool(req.get("tests"))
+    sr, sw = os.pipe() if tests else (-1, -1)
+    pid, vr = _fork_program(req, 1, 2, "-", False, sr)
     _libc_call("prctl", PR_SET_DUMPABLE, 0, 0, 0, 0)  # the program may not read our memory
+    if tests:  # the tests and nonce: read after the fork, passed on to the judge's fd 4
+        os.close(sr)
+        secrets = _read_frame(0)
+        data = marshal.dumps(secrets or {})
+        view, done = memoryview(str(len(data)).encode() + b"\n" + data), 0
+        while done < len(view):  # blocks while the pipe is full: the judge reads it
+            done += os.write(sw, view[done:])
+        os.close(sw)
+        del secrets, data
     token = _read_frame(0)  # sent after the request: the program never had it
     report = _reap(pid, vr)
     if token is not None:
@@ -330,8 +350,6 @@ def main() -> None:
         _zygote(int(ctrl_fd), int(disk), uids, keep, [m for m in preload.split(",") if m])
     elif mode == "session":
         _session(arg)
-    elif mode == "player":  # the candidate beside a judge (``_judge.py``)
-        _player(arg)
     else:
         _once()
 

@@ -1,4 +1,4 @@
-"""The judge's wire (``_judge.py``): frames, plain values as tagged JSON, and references.
+"""The judge's wire (``_judge.py``): frames, plain values as tagged data, and references.
 
 Why a format of our own: the judge must rebuild whatever the candidate's process sends
 without running any of the candidate's code, so nothing is unpickled or evaluated: every
@@ -8,17 +8,23 @@ sets, frozensets, dicts and deques of them. The player (the candidate's side) al
 subclass of these as its base value (an ``IntEnum`` as its int, a namedtuple as its tuple, an
 ``OrderedDict`` as a dict), numpy values through ``tolist()`` and a dict's keys or items as
 a set: what it sends is the candidate's answer either way, and the judge only ever holds its
-own objects. Anything else goes by reference (:class:`_Ref`). Ints travel as hex (no
-``int_max_str_digits`` limit); JSON floats keep nan and inf.
+own objects. Anything else goes by reference (:class:`_Ref`).
+
+Frames are ``len\n`` + body. The judge writes marshal (its own data; the player trusts it);
+the player writes JSON that :func:`_dumps` builds from lists, small ints, None, bools and
+strings of ``[0-9A-Za-z+-._]`` only (text travels as hex), and the judge reads it with
+``json.loads``: it never unmarshals the candidate's bytes. Ints travel as hex (no
+``int_max_str_digits`` limit), floats as their repr. Module imports stay lazy (``json``,
+``fractions``, ``decimal``): the runner's source is compiled by every sandbox start.
 Stdlib only; concatenated into the in-sandbox runner like ``_harness.py``.
 """
 
-import json
+import marshal
 import os
-from collections import deque
-from decimal import Decimal
-from fractions import Fraction
-from typing import Any
+
+TYPE_CHECKING = False  # typing costs ~6 ms at a cold start; mypy reads this block
+if TYPE_CHECKING:
+    from typing import Any
 
 try:  # inside the sandbox the harness source is prepended instead (``local.RUNNER``)
     from ._harness import _read_exact
@@ -29,22 +35,45 @@ MAX_FRAME = 1 << 28
 MAX_DEPTH = 200
 # The dunder attributes a test may read from the candidate's objects (plain strings).
 _NAME_ATTRS = ("__name__", "__qualname__", "__doc__", "__module__")
-_SEQUENCES: tuple[tuple[type, str], ...] = (
-    (list, "l"), (tuple, "t"), (set, "S"), (frozenset, "F"), (deque, "q"),
+_SEQUENCES: "tuple[tuple[type, str], ...]" = (
+    (list, "l"), (tuple, "t"), (set, "S"), (frozenset, "F"),
 )  # fmt: skip
-_BUILD: dict[str, Any] = {"l": list, "t": tuple, "S": set, "F": frozenset, "q": deque}
+_SAFE = frozenset("0123456789abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ+-._")
 
 
-def _send(fd: int, msg: object) -> None:
-    body = json.dumps(msg).encode()
+def _hx(text: str) -> str:
+    return text.encode("utf-8", "surrogatepass").hex()
+
+
+def _unhx(data: object) -> str:
+    return bytes.fromhex(str(data)).decode("utf-8", "surrogatepass")
+
+
+def _dumps(x: object) -> str:
+    """JSON for the player's frames: nothing in them needs escaping (see the docstring)."""
+    if type(x) is list:
+        return "[" + ",".join(_dumps(y) for y in x) + "]"
+    if x is None or x is True or x is False:
+        return {None: "null", True: "true", False: "false"}[x]
+    if type(x) is int:
+        return str(x)
+    if type(x) is str and _SAFE.issuperset(x):
+        return '"' + x + '"'
+    raise ValueError(f"not a wire value: {type(x).__name__}")
+
+
+def _send(fd: int, msg: "Any", player: bool = False) -> None:
+    """A frame: the player's as JSON text, the judge's as marshal."""
+    body = _dumps(msg).encode() if player else marshal.dumps(msg)
     data = str(len(body)).encode() + b"\n" + body
     view, done = memoryview(data), 0
     while done < len(data):
         done += os.write(fd, view[done:])
 
 
-def _recv(fd: int) -> Any:
-    """One frame, or raise EOFError (the peer is gone) / ValueError (a malformed frame)."""
+def _recv(fd: int, judge: bool = False) -> "Any":
+    """One frame, or raise EOFError (the peer is gone) / ValueError (a malformed frame).
+    ``judge``: this end is the judge, so the frame is the candidate's JSON."""
     head = b""
     while not head.endswith(b"\n"):
         ch = os.read(fd, 1)
@@ -59,10 +88,14 @@ def _recv(fd: int) -> Any:
     body = _read_exact(fd, n)
     if body is None:
         raise EOFError("the candidate's process ended")
+    if not judge:
+        return marshal.loads(bytes(body))
+    import json  # preloaded in the judge (the zygote imports it)
+
     return json.loads(bytes(body))
 
 
-def _enc(v: Any, refs: dict | None, depth: int = 0) -> list:
+def _enc(v: "Any", refs: "dict | None", depth: int = 0) -> list:
     """``v`` as tagged JSON. ``refs``: the player's table of objects sent by reference; None
     on the judge's side, whose arguments must be plain (or the candidate's own ``_Ref``)."""
     if v is None:
@@ -78,19 +111,20 @@ def _enc(v: Any, refs: dict | None, depth: int = 0) -> list:
     if isinstance(v, int) and (t is int or not exact):
         return ["i", hex(int.__index__(v))]
     if isinstance(v, float) and (t is float or not exact):
-        return ["f", float.__float__(v)]
+        return ["f", repr(float.__float__(v))]
     if isinstance(v, complex) and (t is complex or not exact):
-        return ["c", v.real, v.imag]
+        return ["c", repr(v.real), repr(v.imag)]
     if isinstance(v, str) and (t is str or not exact):
-        return ["s", str.__str__(v)]
+        return ["s", _hx(str.__str__(v))]
     if isinstance(v, bytes | bytearray) and (t in (bytes, bytearray) or not exact):
         return ["y" if isinstance(v, bytes) else "Y", bytes(v).hex()]
-    if t is Fraction:
-        return ["Q", hex(v.numerator), hex(v.denominator)]
-    if t is Decimal:
-        return ["D", str(v)]
+    module, name = t.__module__, t.__name__
+    if (module, name) == ("fractions", "Fraction"):
+        return ["Q", hex(int(v.numerator)), hex(int(v.denominator))]
+    if (module, name) == ("decimal", "Decimal"):
+        return ["D", _hx(str(v))]
     if t is range:
-        return ["R", v.start, v.stop, v.step]
+        return ["R", hex(v.start), hex(v.stop), hex(v.step)]
     if isinstance(v, dict) and (t is dict or not exact):
         items = [[_enc(k, refs, depth + 1), _enc(x, refs, depth + 1)] for k, x in v.items()]
         return ["d", items]
@@ -98,6 +132,8 @@ def _enc(v: Any, refs: dict | None, depth: int = 0) -> list:
         if isinstance(v, cls) and (t is cls or not exact):
             seq: Any = v
             return [tag, [_enc(x, refs, depth + 1) for x in seq]]
+    if (module, name) == ("collections", "deque"):
+        return ["q", [_enc(x, refs, depth + 1) for x in v]]
     if refs is None:
         raise TypeError(f"a test passed a {t.__name__} to the candidate (plain data only)")
     if t.__name__ in ("dict_keys", "dict_items"):
@@ -105,10 +141,10 @@ def _enc(v: Any, refs: dict | None, depth: int = 0) -> list:
     if t.__module__ == "numpy" and hasattr(v, "tolist"):
         return _enc(v.tolist(), refs, depth + 1)
     refs[len(refs)] = v
-    return ["r", len(refs) - 1, t.__name__]
+    return ["r", len(refs) - 1, _hx(name)]
 
 
-def _dec(x: list, conn: Any, objs: dict | None = None) -> Any:
+def _dec(x: list, conn: "Any", objs: "dict | None" = None) -> "Any":
     """Objects the caller builds itself from tagged JSON. ``objs``: the player's table (a
     ``["r", id]`` is one of its own objects); else refs become :class:`_Ref` over ``conn``."""
     tag = x[0]
@@ -123,23 +159,32 @@ def _dec(x: list, conn: Any, objs: dict | None = None) -> Any:
     if tag == "c":
         return complex(float(x[1]), float(x[2]))
     if tag == "s":
-        return str(x[1])
+        return _unhx(x[1])
     if tag in ("y", "Y"):
         return (bytes if tag == "y" else bytearray).fromhex(x[1])
     if tag == "Q":
+        from fractions import Fraction
+
         return Fraction(int(x[1], 16), int(x[2], 16))
     if tag == "D":
-        return Decimal(str(x[1]))
+        from decimal import Decimal
+
+        return Decimal(_unhx(x[1]))
     if tag == "R":
-        return range(int(x[1]), int(x[2]), int(x[3]))
-    if tag in _BUILD:
-        return _BUILD[tag]([_dec(y, conn, objs) for y in x[1]])
+        return range(int(x[1], 16), int(x[2], 16), int(x[3], 16))
+    if tag in ("l", "t", "S", "F", "q"):
+        items = [_dec(y, conn, objs) for y in x[1]]
+        if tag == "q":
+            from collections import deque
+
+            return deque(items)
+        return {"l": list, "t": tuple, "S": set, "F": frozenset}[tag](items)
     if tag == "d":
         return {_dec(k, conn, objs): _dec(v, conn, objs) for k, v in x[1]}
     if tag == "r":
         if objs is not None:
             return objs[int(x[1])]
-        return _Ref(conn, int(x[1]), str(x[2]) if len(x) > 2 else "object")
+        return _Ref(conn, int(x[1]), _unhx(x[2]) if len(x) > 2 else "object")
     raise ValueError(f"unknown tag {tag!r} from the candidate's process")
 
 
@@ -150,9 +195,9 @@ class _Ref:
     assertion by itself."""
 
     __slots__ = ("_conn", "_id", "_kind")
-    _conn: Any
+    _conn: "Any"
 
-    def __init__(self, conn: Any, ref: int | str, kind: str) -> None:
+    def __init__(self, conn: "Any", ref: "int | str", kind: str) -> None:
         object.__setattr__(self, "_conn", conn)
         object.__setattr__(self, "_id", ref)
         object.__setattr__(self, "_kind", kind)

@@ -60,13 +60,17 @@ PRIVATE_OK: dict[tuple[str, str, str], str] = {
         "concatenated into one source there); underscores keep its names out of the "
         "sandboxed program's `from __main__ import *`"
         for f, m, names in (
-            ("sandboxes/_runner.py", "agentrl.sandboxes._judge", "_player _run_tests"),
+            ("sandboxes/_runner.py", "agentrl.sandboxes._judge", "_run_tests"),
             (
                 "sandboxes/_judge.py",
                 "agentrl.sandboxes._harness",
-                "_exit _fail _libc_call _main_module _report _write",
+                "_exit _fail _libc_call _main_module _read_frame _report _write",
             ),
-            ("sandboxes/_judge.py", "agentrl.sandboxes._wire", "_dec _enc _recv _Ref _send"),
+            (
+                "sandboxes/_judge.py",
+                "agentrl.sandboxes._wire",
+                "_dec _enc _hx _recv _Ref _send _unhx",
+            ),
             ("sandboxes/_wire.py", "agentrl.sandboxes._harness", "_read_exact"),
         )
         for n in names.split()

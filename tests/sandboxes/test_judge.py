@@ -97,15 +97,16 @@ def test_forged_protocol_frames_do_not_rebind_the_judges_names(backend):
     """The player is the candidate's: it may write any frame. A names reply that also binds
     `abs` (to the candidate's `add`, which returns 0) must not reach the tests' `abs`."""
     code = (
-        "import json, os, sys\n"
+        "import sys\n"
         "def add(*a):\n    return 0\n"
-        "def _frame(msg):\n    body = json.dumps(msg).encode()\n"
-        "    os.write(14, str(len(body)).encode() + b'\\n' + body)\n"
-        "_frame(['ready'])\n"
-        "_frame(['ok', ['d', [[['s', 'add'], ['r', 0]], [['s', 'abs'], ['r', 0]]]]])\n"
+        "_f = sys._getframe(1)\n_g, _wr = _f.f_globals, _f.f_locals['wr']\n"
+        "_real, _n = _g['_send'], [0]\n"
+        "_hx = lambda t: t.encode().hex()\n"
+        "_real(_wr, ['ready'], True)\n"
+        "_real(_wr, ['ok', ['d', [[['s', _hx('add')], ['r', 0]], [['s', _hx('abs')], ['r', 0]]]]], True)\n"
         # drop the real player's own 'ready' and names reply, so the forged ones line up
-        "_g = sys._getframe(1).f_globals\n_real, _n = _g['_send'], [0]\n"
-        "def _quiet(fd, msg):\n    _n[0] += 1\n    if _n[0] > 2:\n        _real(fd, msg)\n"
+        "def _quiet(fd, msg, player=False):\n    _n[0] += 1\n    if _n[0] > 2:\n"
+        "        _real(fd, msg, player)\n"
         "_g['_send'] = _quiet\n"
     )
     res = score_asserts(code, ["assert abs(add(1, 2) - 3) < 1e-9"], backend=backend)
