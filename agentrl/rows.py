@@ -225,16 +225,34 @@ class _Unreadable:
         self.why = why
 
 
+def _decode(raw: bytes) -> str | _Unreadable:
+    """One line as text; a line that is not UTF-8 is one bad row, not a dead reader."""
+    try:
+        return raw.decode("utf-8")
+    except UnicodeDecodeError as e:
+        bad = raw[e.start : e.start + 1].hex()
+        return _Unreadable(f"not UTF-8 text (byte 0x{bad} at offset {e.start}); re-save as UTF-8")
+
+
 def _jsonl(path: Path) -> Iterator[tuple[int, Any]]:
+    # Read bytes and decode per line, so a non-UTF-8 line names its file and line (and
+    # `on_bad_row: skip` can drop it) instead of a bare UnicodeDecodeError from the reader.
     opener: Any = gzip.open if path.suffix == ".gz" else open
     is_json = path.name.endswith((".json", ".json.gz"))
-    with opener(path, "rt", encoding="utf-8") as f:
+    with opener(path, "rb") as f:
         first = ""
-        for number, line in enumerate(f, 1):
+        for number, raw in enumerate(f, 1):
+            line = _decode(raw)
+            if isinstance(line, _Unreadable):
+                yield number, line
+                continue
             if not line.strip():
                 continue
             if not first and line.lstrip().startswith("[") and is_json:
-                rest = line + f.read()  # a .json file holding one array of objects
+                rest = _decode(raw + f.read())  # a .json file holding one array of objects
+                if isinstance(rest, _Unreadable):
+                    yield number, rest
+                    return
                 try:
                     items = json.loads(rest)
                 except json.JSONDecodeError as e:

@@ -3,7 +3,7 @@
 Each `check_*` function tests one property and raises `EnvCheckError` naming the problem:
 API shape, seeding determinism, reward range, valid tool schemas, bounded observations,
 graceful handling of bad tool calls, and (when the env has an oracle) that the gold policy
-reaches the maximum reward.
+reaches the maximum reward without a tool error.
 """
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ from typing import Any, NoReturn
 import gymnasium as gym
 import jsonschema
 
-from agentrl.types import Message, ToolCall
+from agentrl.types import Message, ToolCall, ToolResult
 
 from .core import AgentEnv, Observation
 
@@ -79,6 +79,12 @@ def check_determinism(env: AgentEnv, seed: int) -> None:
 
 
 def check_step(env: AgentEnv, action: Message) -> tuple[Observation, float, bool, bool]:
+    return _checked_step(env, action)[:4]
+
+
+def _checked_step(
+    env: AgentEnv, action: Message
+) -> tuple[Observation, float, bool, bool, dict[str, Any]]:
     out = env.step(action)
     if not (isinstance(out, tuple) and len(out) == 5):
         _fail(env, "step() must return (obs, reward, terminated, truncated, info)")
@@ -93,7 +99,7 @@ def check_step(env: AgentEnv, action: Message) -> tuple[Observation, float, bool
         _fail(env, "terminated and truncated must be bools")
     if not isinstance(info, dict):
         _fail(env, "step() info must be a dict")
-    return obs, float(reward), terminated, truncated
+    return obs, float(reward), terminated, truncated, info
 
 
 def check_bad_tool_call(env: AgentEnv, seed: int) -> None:
@@ -111,13 +117,15 @@ def check_bad_tool_call(env: AgentEnv, seed: int) -> None:
 
 
 def check_oracle(env: AgentEnv, seed: int) -> bool:
-    """Run the gold policy; it must reach reward_range[1]. Returns False if no oracle."""
+    """Run the gold policy; it must reach reward_range[1] without a tool error (the env's own
+    gold calls failing means a broken tool or schema). Returns False if no oracle."""
     env.reset(seed=seed)
     action = env.oracle_action()
     if action is None:
         return False
     for _ in range(env.max_turns + 1):
-        _, reward, terminated, truncated = check_step(env, action)
+        _, reward, terminated, truncated, info = _checked_step(env, action)
+        _check_tool_errors(env, info, seed)
         if terminated or truncated:
             if abs(reward - env.reward_range[1]) > 1e-6:
                 _fail(
@@ -130,6 +138,18 @@ def check_oracle(env: AgentEnv, seed: int) -> bool:
             _fail(env, "oracle_action() returned None mid-episode")
     _fail(env, f"oracle did not finish within max_turns={env.max_turns}")
     return True
+
+
+def _check_tool_errors(env: AgentEnv, info: dict[str, Any], seed: int) -> None:
+    """Fail on an oracle step whose tools failed, naming the first failure (`ToolEnv` steps
+    report `tool_errors` and `tool_results`)."""
+    results = info.get("tool_results") or []
+    failed = [r for r in results if isinstance(r, ToolResult) and r.is_error]
+    if not (failed or info.get("tool_errors")):
+        return
+    first = f"{failed[0].name}: {failed[0].content[:300]}" if failed else "no tool_results"
+    count = max(len(failed), int(info.get("tool_errors") or 0))
+    _fail(env, f"oracle's tool calls failed on seed {seed} ({count} error(s)); first: {first}")
 
 
 def check_adversaries(env: AgentEnv, seed: int) -> list[str]:

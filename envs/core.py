@@ -25,6 +25,7 @@ with an env that does not take rows is an error, never silently ignored rows.
 from __future__ import annotations
 
 import asyncio
+import numbers
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, ClassVar
 
@@ -179,14 +180,36 @@ class ToolEnv(AgentEnv):
         self.task = self.new_task(self.np_random, options)
         return Observation(list(self.task.messages), self.tools.schemas), dict(self.task.info)
 
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        """`astep` is what the rollout and the trainer call, and `step` runs it, so both see
+        one env. A subclass that overrides `step` alone would train on another reward than
+        `env.step` and `check_env` show: refuse it when the class is defined."""
+        super().__init_subclass__(**kwargs)
+        step, astep = _owner(cls, "step"), _owner(cls, "astep")
+        if step is not ToolEnv and step is not astep:
+            which = (
+                f"{cls.__qualname__} overrides step() without astep()"
+                if step is cls
+                else f"{cls.__qualname__} overrides astep() but inherits step() from "
+                f"{step.__qualname__}"
+            )
+            raise TypeError(
+                f"{which}: the rollout and the trainer call astep(), env.step() and check_env "
+                "call step(), so they would disagree. Override score(final) for the final "
+                "reward, or astep() alone to change what a step returns (ToolEnv.step() runs "
+                "it); see docs/write-an-env.md"
+            )
+
     def step(self, action: Message) -> tuple[Observation, float, bool, bool, dict[str, Any]]:
-        if not action.tool_calls:  # nothing to run: skip starting an event loop (~15x faster)
+        # nothing to run: skip starting an event loop (~15x faster), unless a subclass's
+        # astep has its say on final messages too
+        if not action.tool_calls and _owner(type(self), "astep") is ToolEnv:
             return self._finish(action)
         return _run(self.astep(action))
 
     async def astep(self, action: Message) -> tuple[Observation, float, bool, bool, dict[str, Any]]:
-        if not action.tool_calls:
-            return self._finish(action)
+        if not action.tool_calls:  # score() may be slow (a judge, a sandbox): off the loop
+            return await asyncio.to_thread(self._finish, action)
         if self.task is None:
             raise RuntimeError("step() before reset()")
         self.turn += 1
@@ -201,7 +224,10 @@ class ToolEnv(AgentEnv):
         if self.task is None:
             raise RuntimeError("step() before reset()")
         self.turn += 1
-        reward = float(self.score(final))
+        score = self.score(final)
+        # A number becomes a float; anything else (None, a string) goes out as is, for the
+        # rollout and check_env to name as a bad reward instead of a bare TypeError here.
+        reward = float(score) if isinstance(score, numbers.Real) else score
         return Observation([]), reward, True, False, {"answer": self.task.answer}
 
     def close(self) -> None:
@@ -211,6 +237,11 @@ class ToolEnv(AgentEnv):
 def tool_message(r: ToolResult) -> Message:
     """The chat message that shows the model one tool result."""
     return Message("tool", r.content, tool_call_id=r.call_id or None, name=r.name)
+
+
+def _owner(cls: type, name: str) -> type:
+    """The class of `cls`'s MRO that defines attribute `name`."""
+    return next(c for c in cls.__mro__ if name in vars(c))
 
 
 def _run(coro: Any) -> Any:

@@ -82,7 +82,11 @@ def register(
 ) -> EnvSpec:
     """Register an env id. `kwargs` become constructor defaults; `make` may override them."""
     if not _ID_RE.match(id):
-        raise ValueError(f"bad env id {id!r}: expected 'family/name-vN', e.g. 'math/calc-v0'")
+        raise ValueError(
+            f"bad env id {id!r}: expected 'family/name-vN', e.g. 'math/calc-v0' (family: "
+            "lowercase letters, digits, '_' or '-'; name: letters, digits, '_', '.' or '-'; "
+            "then '-v' with a lowercase v and a version number)"
+        )
     if not description and not isinstance(entry_point, str):
         description = (getattr(entry_point, "description", "") or "").strip()
     spec = EnvSpec(id, entry_point, kwargs, family or id.split("/")[0], description)

@@ -7,6 +7,9 @@ Arguments are validated against that schema *before* the call; the call runs wit
 exceptions, timeouts and oversized outputs become an error `ToolResult` the model sees, so a
 bad call never ends the episode.
 
+A return value reaches the model as text: a str as is, a dict/list/tuple as JSON, None as
+`NO_RESULT` (so a forgotten `return` reads as "nothing", not the string "None").
+
 Stateful tools subclass `ToolSet`; its `@tool` methods share per-episode state that `reset()`
 clears. Plain functions are grouped with `ToolSet.of(fn, ...)`.
 """
@@ -18,6 +21,7 @@ import copy
 import enum
 import functools
 import inspect
+import json
 import os
 import queue
 import threading
@@ -37,6 +41,8 @@ from transformers.utils.chat_template_utils import (
 )
 
 from agentrl.types import ToolCall, ToolResult
+
+NO_RESULT = "(the tool returned nothing)"
 
 
 def _documented(fn: Callable[..., Any]) -> Callable[..., Any]:
@@ -275,7 +281,7 @@ class ToolSet:
 
     def _result(self, call: ToolCall, value: Any, t0: float) -> ToolResult:
         spec = self._specs[call.name]
-        text = value if isinstance(value, str) else repr(value)
+        text = result_text(value)
         truncated = len(text) > spec.max_output_chars
         if truncated:
             text = text[: spec.max_output_chars] + f"\n... [truncated {len(text)} chars]"
@@ -310,6 +316,16 @@ class ToolSet:
     def call(self, call: ToolCall) -> ToolResult:
         """Synchronous `acall` for sync envs and tests."""
         return run_sync(self.acall(call))
+
+
+def result_text(value: Any) -> str:
+    """What the model reads for a tool's return value: a str as is, a dict/list/tuple as JSON
+    (not Python repr), None (a forgotten `return`) as a plain note, anything else as repr."""
+    if value is None:
+        return NO_RESULT
+    if isinstance(value, (dict, list, tuple)):
+        return json.dumps(value, ensure_ascii=False, default=str)
+    return value if isinstance(value, str) else repr(value)
 
 
 def _same(value: Any) -> Any:

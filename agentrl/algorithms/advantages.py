@@ -78,6 +78,9 @@ class Estimator:
     # verl whitens its advantages over the batch (`masked_whiten`, unbiased variance);
     # `algorithm.whiten_advantages` unset follows this, true/false overrides it.
     whitened: bool = False
+    # Its baseline is the other samples of the prompt's group: `rollout.n >= 2` is checked
+    # when the config loads (grpo, rloo, ...), not at the first step after SFT.
+    group_relative: bool = False
 
     def __call__(self, inp: AdvantageInput, cfg: AlgorithmConfig) -> tuple[Tensor, Tensor]:
         return self.fn(inp, cfg)
@@ -93,6 +96,7 @@ def register_adv_estimator(
     greedy_baseline: bool = False,
     sum_pi_squared: bool = False,
     whitened: bool = False,
+    group_relative: bool = False,
 ) -> Callable[[AdvantageFn], AdvantageFn]:
     """`@register_adv_estimator("name", needs_critic=..., ...)`: add an estimator with its
     traits (see `Estimator`); a duplicate name is refused."""
@@ -106,6 +110,7 @@ def register_adv_estimator(
             greedy_baseline=greedy_baseline,
             sum_pi_squared=sum_pi_squared,
             whitened=whitened,
+            group_relative=group_relative,
         )
         return fn
 
@@ -216,7 +221,7 @@ def _grpo(inp: AdvantageInput, cfg: AlgorithmConfig, name: str) -> tuple[Tensor,
     return adv, credit_returns(inp, cfg)
 
 
-@register_adv_estimator("grpo")
+@register_adv_estimator("grpo", group_relative=True)
 def grpo_advantages(inp: AdvantageInput, cfg: AlgorithmConfig) -> tuple[Tensor, Tensor]:
     """A = (G − mean_g R) / (std_g R + ε); without the std division if not norm_adv_by_std.
 
@@ -226,20 +231,20 @@ def grpo_advantages(inp: AdvantageInput, cfg: AlgorithmConfig) -> tuple[Tensor, 
     return _grpo(inp, cfg, "grpo")
 
 
-@register_adv_estimator("gspo")
+@register_adv_estimator("gspo", group_relative=True)
 def gspo_advantages(inp: AdvantageInput, cfg: AlgorithmConfig) -> tuple[Tensor, Tensor]:
     """GSPO uses GRPO's group-normalised advantages; it differs in the loss (sequence ratio)."""
     return _grpo(inp, cfg, "gspo")
 
 
-@register_adv_estimator("dr_grpo")
+@register_adv_estimator("dr_grpo", group_relative=True)
 def dr_grpo_advantages(inp: AdvantageInput, cfg: AlgorithmConfig) -> tuple[Tensor, Tensor]:
     """A = G − mean_g R: no std scaling. Pair with `loss_agg_mode: seq-mean-token-sum`."""
     stats = group_stats(episode_scores(inp), inp.group_index, "dr_grpo")
     return _relative(inp, cfg, stats.mean), credit_returns(inp, cfg)
 
 
-@register_adv_estimator("rloo")
+@register_adv_estimator("rloo", group_relative=True)
 def rloo_advantages(inp: AdvantageInput, cfg: AlgorithmConfig) -> tuple[Tensor, Tensor]:
     """Leave-one-out: A_i = G_i − (Σ_{j∈g} R_j − R_i)/(n − 1); the baseline excludes i."""
     scores = episode_scores(inp)
@@ -248,7 +253,7 @@ def rloo_advantages(inp: AdvantageInput, cfg: AlgorithmConfig) -> tuple[Tensor, 
     return _relative(inp, cfg, loo), credit_returns(inp, cfg)
 
 
-@register_adv_estimator("opo")
+@register_adv_estimator("opo", group_relative=True)
 def opo_advantages(inp: AdvantageInput, cfg: AlgorithmConfig) -> tuple[Tensor, Tensor]:
     """Length-weighted group baseline: b_g = Σ l_j R_j / Σ l_j, l_j = trained tokens of j."""
     scores = episode_scores(inp)
@@ -285,7 +290,7 @@ def reinforce_pp_advantages(inp: AdvantageInput, cfg: AlgorithmConfig) -> tuple[
     return masked_whiten(returns, inp.mask), returns
 
 
-@register_adv_estimator("reinforce_plus_plus_baseline")
+@register_adv_estimator("reinforce_plus_plus_baseline", group_relative=True)
 def reinforce_pp_baseline_advantages(
     inp: AdvantageInput, cfg: AlgorithmConfig
 ) -> tuple[Tensor, Tensor]:
@@ -295,7 +300,7 @@ def reinforce_pp_baseline_advantages(
     return masked_whiten(adv, inp.mask), credit_returns(inp, cfg)
 
 
-@register_adv_estimator("grpo_passk")
+@register_adv_estimator("grpo_passk", group_relative=True)
 def grpo_passk_advantages(inp: AdvantageInput, cfg: AlgorithmConfig) -> tuple[Tensor, Tensor]:
     """Pass@k with k = group size (Tang et al. 2025): the leave-one-out gradient of the
     group's max reward, A_i = max_g R − max_{g∖i} R. Only a unique best sample gets a non-zero
@@ -324,7 +329,7 @@ def grpo_passk_advantages(inp: AdvantageInput, cfg: AlgorithmConfig) -> tuple[Te
     return adv.unsqueeze(-1) * mask, credit_returns(inp, cfg)
 
 
-@register_adv_estimator("gpg")
+@register_adv_estimator("gpg", group_relative=True)
 def gpg_advantages(inp: AdvantageInput, cfg: AlgorithmConfig) -> tuple[Tensor, Tensor]:
     """GPG (Chu et al. 2025): A = α·(G − mean_g R) with no std division (F_norm = 1) and the
     batch-level correction α = B / #{i : R_i ≠ 0}, as verl computes it. (The paper's α is

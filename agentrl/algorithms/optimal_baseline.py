@@ -58,7 +58,7 @@ def _zero_tails(baseline: Tensor, lengths: Tensor, inverse: Tensor) -> Tensor:
     return baseline
 
 
-@register_adv_estimator("optimal_token_baseline", sum_pi_squared=True)
+@register_adv_estimator("optimal_token_baseline", sum_pi_squared=True, group_relative=True)
 def optimal_token_baseline_advantages(
     inp: AdvantageInput, cfg: AlgorithmConfig
 ) -> tuple[Tensor, Tensor]:

@@ -9,6 +9,7 @@ from __future__ import annotations
 import argparse
 import importlib
 import sys
+from typing import Any
 
 from rich_argparse import RichHelpFormatter
 
@@ -30,8 +31,18 @@ SUBCOMMANDS = [
 ]
 
 
+class Parser(argparse.ArgumentParser):
+    """No prefix matching of long options (`allow_abbrev=False`): with it `doctor --env X`
+    was read as `--env-module X`. Subparsers are built with the parent's class, so every
+    subcommand gets the same rule."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        kwargs.setdefault("allow_abbrev", False)
+        super().__init__(*args, **kwargs)
+
+
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    parser = Parser(
         prog="agentrl",
         description="Reinforcement learning for tool-calling LLM agents.",
         formatter_class=RichHelpFormatter,

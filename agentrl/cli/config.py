@@ -1,4 +1,5 @@
-"""`agentrl config show CONFIG [key=value ...]`: print the resolved, validated config.
+"""`agentrl config show CONFIG [key=value ...] [--env ID] [--env-module FILE]`: print the
+resolved, validated config (`--env-module` as for `agentrl train`, so a user env id resolves).
 
 `agentrl config import-verl VERL.yaml [--out agentrl.yaml] [--env ID]`: translate a verl
 PPO/GRPO YAML into an agentrl config, validate it, and list every verl key it could not map.
@@ -17,6 +18,8 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     show = s.add_parser("show", help="print the resolved config", formatter_class=RichHelpFormatter)
     show.add_argument("config", nargs="?", help="YAML file (defaults when omitted)")
     show.add_argument("overrides", nargs="*", help="key.sub=value overrides")
+    show.add_argument("--env", help="env id (same as data.env=ID)")
+    show.add_argument("--env-module", action="append", default=[], help="load a user env file")
     show.set_defaults(func=cmd_show)
     imp = s.add_parser(
         "import-verl",
@@ -32,12 +35,16 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 
 
 def cmd_show(args: argparse.Namespace) -> int:
+    from agentrl.cli._common import load_env_modules
     from agentrl.config import TrainConfig, dump_yaml, load_config
 
+    load_env_modules(args.env_module)
     path, overrides = args.config, list(args.overrides)
     if path and "=" in path:
         path, overrides = None, [path, *overrides]
-    cfg = load_config(TrainConfig, path, overrides)
+    if args.env:
+        overrides.append(f"data.env={args.env}")
+    cfg = load_config(TrainConfig, path, overrides, local_files=True)
     print(dump_yaml(cfg), end="")
     return 0
 

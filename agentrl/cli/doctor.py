@@ -2,6 +2,7 @@
 
 agentrl doctor                                   # default config, tiny model
 agentrl doctor --config configs/x.yaml --model /ckpt/Qwen3-8B rollout.max_total_tokens=8192
+agentrl doctor --env-module my_env.py --env demo/reverse-v0
 """
 
 from __future__ import annotations
@@ -26,6 +27,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--config", "-c", help="YAML config (defaults when omitted)")
     p.add_argument("overrides", nargs="*", help="key.sub=value overrides")
     p.add_argument("--model", help="model dir or tiny:<preset> (overrides model.path)")
+    p.add_argument("--env", help="env id (same as data.env=ID)")
     p.add_argument("--env-module", action="append", default=[], help="also load this env file")
     p.add_argument("--episodes", type=int, default=2, help="oracle dry-run episodes (0 = skip)")
     p.add_argument("--no-sandbox", action="store_true", help="skip the sandbox run")
@@ -46,7 +48,8 @@ def cmd_doctor(args: argparse.Namespace) -> int:
     try:
         for m in args.env_module:
             load_env_module(m)
-        cfg = load_config(TrainConfig, args.config, list(args.overrides))
+        env = [f"data.env={args.env}"] if args.env else []
+        cfg = load_config(TrainConfig, args.config, [*args.overrides, *env])
     except (ConfigError, OSError) as e:
         console.print(f"[red]config error:[/] {e}")
         return 2

@@ -1,5 +1,8 @@
 """`agentrl rollout`: sample episodes from an env with a model and write token-exact JSONL.
 
+Each trajectory records the model it was sampled with as `metadata["tokenizer"]`, so
+`agentrl view traj.jsonl` shows text without a `--tokenizer` flag.
+
 agentrl rollout --env math/calc-v0 --model tiny:qwen2 --n 4 --episodes 8 --out traj.jsonl
 agentrl rollout --env math/boxed-v0 --data test.parquet ...   # dataset rows as the tasks
 """
@@ -64,6 +67,16 @@ def build_engine(
     return make_hf_engine(model, tok, fast=fast, max_batch_size=max_batch_size), ChatFormat(tok)
 
 
+def tokenizer_ref(model: str) -> str:
+    """What the trajectories record as their tokenizer: a local checkpoint as an absolute path
+    (so the file can be viewed from another folder), anything else (`tiny:<preset>`, a hub
+    id) as given."""
+    from pathlib import Path
+
+    local = Path(model).expanduser()
+    return str(local.resolve()) if local.exists() else model
+
+
 def cmd_rollout(args: argparse.Namespace) -> int:
     from rich.console import Console
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TimeElapsedColumn
@@ -118,7 +131,11 @@ def cmd_rollout(args: argparse.Namespace) -> int:
         )
         groups = runner.collect_sync(tasks, args.n)
         runner.close(close_engine=True)
-    n = write_jsonl(args.out, (t for g in groups for t in g.trajectories))
+    trajs = [t for g in groups for t in g.trajectories]
+    tokenizer = tokenizer_ref(args.model)
+    for t in trajs:  # `agentrl view traj.jsonl` decodes ids with it (viewer TOKENIZER_KEYS)
+        t.metadata.setdefault("tokenizer", tokenizer)
+    n = write_jsonl(args.out, trajs)
     stats = runner.last_stats
     terms = ", ".join(
         f"{k.split('/')[1]} {v:.0%}" for k, v in stats.items() if k.startswith("termination/")

@@ -37,7 +37,7 @@ def cmd_selfplay(args: argparse.Namespace) -> int:
         overrides.append(f"selfplay.method={args.method}")
     if args.env:
         overrides.append(f"data.env={args.env}")
-    cfg = load_config(SelfPlayTrainConfig, args.config, overrides)
+    cfg = load_config(SelfPlayTrainConfig, args.config, overrides, local_files=True)
     from agentrl.trainer import run_dir
 
     cfg.trainer.out_dir = str(run_dir.resolve(cfg.trainer.out_dir, cfg.data.env))

@@ -46,7 +46,7 @@ def cmd_sft(args: argparse.Namespace) -> int:
         overrides.append(f"data.env={args.env}")
     if args.steps is not None:
         overrides.append(f"sft.steps={args.steps}")
-    cfg = load_config(TrainConfig, args.config, overrides)
+    cfg = load_config(TrainConfig, args.config, overrides, local_files=True)
     if cfg.sft.steps <= 0:
         raise ConfigError("sft.steps must be > 0 (pass --steps N)")
     out = run_sft(cfg, args.out)

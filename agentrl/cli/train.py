@@ -52,7 +52,7 @@ def resolve_config(args: argparse.Namespace) -> TrainConfig:
     overrides = list(args.overrides)
     if args.env:
         overrides.append(f"data.env={args.env}")
-    cfg = load_config(TrainConfig, path, overrides)
+    cfg = load_config(TrainConfig, path, overrides, local_files=True)
     # Every process that builds envs (Ray workers too) imports these; paths made absolute.
     cfg.data.env_modules += [str(Path(m).resolve()) for m in args.env_module]
     return cfg
@@ -74,6 +74,12 @@ def cmd_train(args: argparse.Namespace) -> int:
     fresh = args.resume and not run_dir.has_checkpoint(out)
     note = " (--resume: no checkpoint there yet, so a fresh run starts)" if fresh else ""
     print(f"run folder: {out}{note}", flush=True)
+    if args.resume and not fresh:  # before the run rewrites config.yaml with the new values
+        import sys
+
+        warning = run_dir.resume_warning(run_dir.resume_changes(out, cfg))
+        if warning:
+            print(warning, file=sys.stderr, flush=True)
     from agentrl.assembly import build_trainer
 
     result = build_trainer(cfg).train(resume=args.resume, overwrite=args.overwrite)

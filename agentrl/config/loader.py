@@ -20,6 +20,13 @@ import yaml
 T = TypeVar("T")
 
 
+# Top-level sections of a verl config that agentrl has no section for: an unknown key among
+# them points at the translator (`agentrl config import-verl`) instead of a did-you-mean.
+VERL_ONLY_KEYS = frozenset(
+    {"actor_rollout_ref", "critic", "reward_model", "custom_reward_function", "ray_init"}
+)
+
+
 class ConfigError(ValueError):
     """A config key is unknown, mistyped, or has a bad value."""
 
@@ -96,6 +103,8 @@ def from_dict(cls: type[T], data: dict[str, Any], src: str = "<dict>", prefix: s
         if k not in fields:
             near = difflib.get_close_matches(str(k), names, n=1)
             hint = f" (did you mean {near[0]!r}?)" if near else ""
+            if not prefix and k in VERL_ONLY_KEYS:
+                hint = " (a verl section; translate the verl YAML: agentrl config import-verl FILE)"
             raise ConfigError(f"{src}: {key}: unknown key{hint}")
         kwargs[fields[k]] = _coerce(v, hints[fields[k]], key, src)
     try:
@@ -147,11 +156,13 @@ def load_config(
     overrides: list[str] | tuple[str, ...] = (),
     *,
     validate: bool = True,
+    local_files: bool = False,
 ) -> T:
     """Load YAML `path` (or defaults) into `cls`, then apply `key=value` overrides.
 
     A `TrainConfig` is then checked (`validate.validate`: ranges, registry names) unless
-    `validate=False` (for callers that register the env afterwards)."""
+    `validate=False` (for callers that register the env afterwards). `local_files=True` (the
+    commands that load the model) also refuses a local `model.path` that does not exist."""
     data: dict[str, Any] = {}
     src = str(path) if path else "<defaults>"
     if path:
@@ -169,7 +180,7 @@ def load_config(
         if isinstance(cfg, TrainConfig):
             from .validate import validate as check
 
-            check(cfg, src)
+            check(cfg, src, local_files=local_files)
     return cfg
 
 

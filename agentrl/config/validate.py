@@ -14,8 +14,10 @@ import dataclasses
 import difflib
 import inspect
 import math
+import os
 from collections.abc import Iterable
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 from .loader import ConfigError, yaml_name
@@ -188,6 +190,21 @@ def check_algorithm(cfg: Any, src: str) -> None:
         )
 
 
+def check_group_size(cfg: Any, src: str) -> None:
+    """A group-relative estimator (grpo, rloo, ...) with `rollout.n: 1` has a baseline equal
+    to the sample itself: refused here, not after the SFT bootstrap and the first eval."""
+    from agentrl.algorithms import get_estimator
+
+    if cfg.rollout.n >= 2 or not get_estimator(cfg.algorithm.adv_estimator).group_relative:
+        return
+    raise ConfigError(
+        f"{src}: rollout.n: {cfg.rollout.n} with algorithm.adv_estimator: "
+        f"{cfg.algorithm.adv_estimator}, which is group-relative and needs rollout.n >= 2 "
+        f"(samples per prompt); use rollout.n >= 2 or a non-group estimator such as "
+        f"reinforce_plus_plus or gae"
+    )
+
+
 def check_env(cfg: Any, src: str) -> None:
     """`data.env` is registered (after importing `data.env_modules`), its `env_kwargs` fit its
     constructor, and an SFT bootstrap has an oracle to imitate."""
@@ -259,6 +276,40 @@ def check_model(cfg: Any, src: str) -> None:
             raise unknown_name(key, path, [f"tiny:{p}" for p in PRESETS], "tiny preset", src)
 
 
+def check_model_files(cfg: Any, src: str) -> None:
+    """`model.path` / `model.tokenizer` that can only be local files exist on this machine.
+    Asked for by the commands that load the model (`load_config(local_files=True)`), not by
+    every load: a shipped template keeps its `/path/to/...` placeholder."""
+    for key in ("model.path", "model.tokenizer"):
+        path = cfg.model.path if key == "model.path" else cfg.model.tokenizer
+        if path:
+            missing_model_file(key, path, src)
+
+
+def missing_model_file(key: str, path: str, src: str) -> None:
+    """ConfigError if `path` (the value of `key`) is meant as a local file and is not there."""
+    if looks_local(path) and not Path(path).expanduser().exists():
+        raise ConfigError(
+            f"{src}: {key}: {path!r}: no such file or directory (expected a checkpoint "
+            f"folder, a .gguf file, tiny:<preset> or a hub id owner/name)"
+        )
+
+
+def looks_local(path: str) -> bool:
+    """Whether `model.path` can only mean a file or folder on this machine (absolute, ./, ../,
+    ~, a .gguf file, or nested deeper than a hub id's owner/name), so a typo in it is a
+    config error, not a long loader traceback. Presets and `owner/name` ids are left alone."""
+    from agentrl.models.gguf import PRESETS as GGUF_PRESETS
+
+    if "://" in path or path.startswith(("tiny:", "tiny-vlm:")) or path in GGUF_PRESETS:
+        return False
+    if os.path.isabs(path) or path.startswith(("./", "../", "~", ".\\", "..\\")):
+        return True
+    if path in (".", "..") or path.lower().endswith(".gguf"):
+        return True
+    return path.count("/") >= 2 or (os.sep != "/" and os.sep in path)
+
+
 def check_device(cfg: Any, src: str) -> None:
     import torch
 
@@ -315,11 +366,15 @@ def check_async(cfg: Any, src: str) -> None:
             raise ConfigError(f"{src}: {key}: >= 1 does not combine with {what}")
 
 
-def validate(cfg: Any, src: str = "<config>") -> None:
-    """Raise `ConfigError` for the first bad value of `cfg` (a `TrainConfig`)."""
+def validate(cfg: Any, src: str = "<config>", *, local_files: bool = False) -> None:
+    """Raise `ConfigError` for the first bad value of `cfg` (a `TrainConfig`); with
+    `local_files`, also for a local model path that does not exist (`check_model_files`)."""
     check_ranges(cfg, src)
     check_algorithm(cfg, src)
+    check_group_size(cfg, src)
     check_model(cfg, src)
+    if local_files:
+        check_model_files(cfg, src)
     check_engine(cfg, src)
     check_device(cfg, src)
     check_env(cfg, src)

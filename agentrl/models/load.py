@@ -26,10 +26,20 @@ from .tiny import resolve_model_path
 DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
 
 
+def _local(key: str, path: str, cache_dir: str) -> str:
+    """`resolve_model_path`, but a local path that does not exist is one `ConfigError` line
+    naming the key (the CLI checks this at config load; this covers the Python API)."""
+    from agentrl.config.validate import missing_model_file
+
+    missing_model_file(key, path, "model")
+    return resolve_model_path(path, cache_dir)
+
+
 def load_tokenizer(cfg: ModelConfig) -> Any:
     from transformers import AutoTokenizer
 
-    path = resolve_model_path(cfg.tokenizer or cfg.path, cfg.cache_dir)
+    key = "model.tokenizer" if cfg.tokenizer else "model.path"
+    path = _local(key, cfg.tokenizer or cfg.path, cfg.cache_dir)
     tok = AutoTokenizer.from_pretrained(path)
     if tok.pad_token_id is None:
         tok.pad_token = tok.eos_token
@@ -54,7 +64,7 @@ def load_model(cfg: ModelConfig, *, trainable: bool = True) -> torch.nn.Module:
     """A causal LM in `cfg.dtype`; gradient checkpointing and LoRA applied when trainable."""
     from transformers import AutoModelForCausalLM, AutoModelForImageTextToText
 
-    path = resolve_model_path(cfg.path, cfg.cache_dir)
+    path = _local("model.path", cfg.path, cfg.cache_dir)
     # enable_vision: the image-text-to-text class (e.g. Qwen2VLForConditionalGeneration), which
     # keeps the vision tower; AutoModelForCausalLM would not accept image inputs.
     auto = AutoModelForImageTextToText if cfg.enable_vision else AutoModelForCausalLM

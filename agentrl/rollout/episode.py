@@ -7,15 +7,17 @@ Loop: reset the env, render the prompt with the chat template, then per turn
   -> append the observation's fixed-base delta ids (mask 0) if the model will answer it.
 
 Observation tokens never eat the per-turn generation budget but do count against the
-episode's `max_total_tokens`. Whatever goes wrong (env raises, engine fails, the episode runs
-past its wall-clock limit) ends *this* episode with a termination reason and
-`metadata["error"]`; the trajectory recorded so far stays valid (`traj.validate()` holds).
+episode's `max_total_tokens`. Whatever goes wrong (env raises or returns a malformed step or
+a reward that is not a finite number, engine fails, the episode runs past its wall-clock
+limit) ends *this* episode with a termination reason and `metadata["error"]`; the trajectory
+recorded so far stays valid (`traj.validate()` holds).
 """
 
 from __future__ import annotations
 
 import asyncio
 import json
+import math
 import time
 import traceback
 from dataclasses import dataclass
@@ -198,11 +200,13 @@ async def _turn(
     traj.messages.append(action)
     if out.finish_reason == "length":
         raise _EpisodeEnd("overlong" if limit == sampling.max_new_tokens else "max_tokens")
-    try:
-        obs, reward, terminated, truncated, info = await env.astep(action)
+    try:  # a step that raises or returns something malformed ends this episode only
+        obs, reward, terminated, truncated, info = _step_result(env, await env.astep(action))
+    except _EpisodeEnd:
+        raise
     except Exception as e:  # noqa: BLE001 - any env failure ends this episode only
         raise _EpisodeEnd("env_error", f"step: {error_text(e)}") from e
-    turn.reward = float(reward)
+    turn.reward = reward
     turn.tool_results = _tool_results(info, obs.messages)
     traj.messages += obs.messages
     if terminated or truncated:
@@ -220,6 +224,55 @@ async def _turn(
     state.images.commit(pending)
     turn.obs_end = len(traj.response_ids)
     return False
+
+
+def _step_result(env: Any, out: Any) -> tuple[Any, float, bool, bool, Any]:
+    """`env.astep`'s result checked against the step contract, the reward as a float. A
+    malformed result, or a reward that is not a finite real number (NaN, inf, None, a string),
+    ends the episode as env_error naming the env and the value: never a crash of the whole
+    run, never a NaN reward that turns every weight into NaN."""
+    name = _env_name(env)
+    if not (isinstance(out, (tuple, list)) and len(out) == 5):
+        raise _EpisodeEnd(
+            "env_error",
+            f"step: env {name} returned {_short(out)}; expected a 5-tuple "
+            "(Observation, reward, terminated, truncated, info)",
+        )
+    obs, reward, terminated, truncated, info = out
+    messages = getattr(obs, "messages", None)
+    if not (isinstance(messages, list) and all(isinstance(m, Message) for m in messages)):
+        raise _EpisodeEnd(
+            "env_error",
+            f"step: env {name} returned observation {_short(obs)}; expected an Observation "
+            "whose messages are a list of Message",
+        )
+    return obs, _finite_reward(name, reward), bool(terminated), bool(truncated), info
+
+
+def _finite_reward(name: str, reward: Any) -> float:
+    bad = reward is None or isinstance(reward, (str, bytes))
+    try:
+        value = float(reward)
+    except (TypeError, ValueError, OverflowError):
+        bad = True
+    if bad or not math.isfinite(value):
+        raise _EpisodeEnd(
+            "env_error",
+            f"step: env {name} returned reward {_short(reward)}; "
+            "a reward must be a finite real number",
+        )
+    return value
+
+
+def _env_name(env: Any) -> str:
+    """The env's registered id and class (`bad/nan-v0 (MyEnv)`), for error messages."""
+    cls = type(env).__name__
+    spec_id = getattr(env, "spec_id", "") or ""
+    return f"{spec_id} ({cls})" if spec_id else cls
+
+
+def _short(value: Any) -> str:
+    return f"{type(value).__name__} {value!r:.200}"
 
 
 def _expand_images(

@@ -158,6 +158,20 @@ def summarize(groups: Sequence[TrajectoryGroup]) -> dict[str, float]:
     return stats
 
 
+def env_error_line(groups: Sequence[TrajectoryGroup]) -> str | None:
+    """One console line for a step whose episodes hit env errors: how many, and the first
+    error (the metric `termination/env_error` alone is easy to miss); None when none did."""
+    trajs = [t for g in groups for t in g.trajectories]
+    errors = [t for t in trajs if t.termination == "env_error"]
+    if not errors:
+        return None
+    first = str(errors[0].metadata.get("error") or "no message").splitlines()[0][:300]
+    return (
+        f"warning: {len(errors)}/{len(trajs)} episodes ended in env_error "
+        f"(trained as reward 0); first: {first}"
+    )
+
+
 class RolloutRunner:
     """The trainer's entry point: `await runner.collect(seeds_or_rows, n)`.
 

@@ -153,3 +153,51 @@ def _write_info(out: Path, info: dict) -> None:
     tmp = out / "run.json.tmp"
     tmp.write_text(json.dumps(info, indent=1), encoding="utf-8")
     os.replace(tmp, out / "run.json")
+
+
+# ------------------------------------------------------------------ resume with a changed config
+# Keys whose new value a resumed run does NOT use: the optimizer's param groups (lr, betas,
+# weight decay) and the scheduler's base lr come back from the checkpoint (torch restores
+# them), the weights from its model state, the RNG streams from its saved state.
+RESTORED_BY_CHECKPOINT = ("optim.lr", "optim.betas", "optim.weight_decay", "model.path")
+# Keys a resumed run is expected to change without comment.
+_RESUME_QUIET = ("trainer.steps", "trainer.out_dir", "data.env_modules")
+
+
+def _flat(tree: object, prefix: str = "") -> dict[str, object]:
+    if not isinstance(tree, dict):
+        return {prefix: tree}
+    out: dict[str, object] = {}
+    for k, v in tree.items():
+        out |= _flat(v, f"{prefix}.{k}" if prefix else str(k))
+    return out
+
+
+def resume_changes(out: Path, cfg: object) -> list[str]:
+    """Dotted keys whose value in `cfg` differs from the run's saved `config.yaml`."""
+    import yaml
+
+    from agentrl.config import to_dict
+
+    saved_file = out / "config.yaml"
+    if not saved_file.exists():
+        return []
+    saved = _flat(json.loads(json.dumps(yaml.safe_load(saved_file.read_text()), default=str)))
+    new = _flat(json.loads(json.dumps(to_dict(cfg), default=str)))
+    keys = sorted(k for k in saved.keys() | new.keys() if saved.get(k) != new.get(k))
+    return [k for k in keys if not k.startswith(_RESUME_QUIET)]
+
+
+def resume_warning(changed: list[str]) -> str | None:
+    """One line for `--resume` with a changed config: which keys changed, which of them the
+    checkpoint's state overrides (docs/troubleshooting.md, "Resuming")."""
+    if not changed:
+        return None
+    kept = [k for k in changed if k.startswith(RESTORED_BY_CHECKPOINT)]
+    line = f"warning: --resume with a changed config ({', '.join(changed)})"
+    if kept:
+        line += (
+            f"; the checkpoint's state overrides {', '.join(kept)} (its optimizer/scheduler/"
+            "weights are restored): start a new run (or --overwrite) to use the new values"
+        )
+    return line

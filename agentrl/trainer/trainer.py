@@ -23,7 +23,7 @@ from agentrl.algorithms import (
 )
 from agentrl.config import TrainConfig, to_dict
 from agentrl.report.progress import RunProgress
-from agentrl.rollout.runner import summarize
+from agentrl.rollout.runner import env_error_line, summarize
 from agentrl.types import TrajectoryGroup
 
 from . import run_dir
@@ -142,6 +142,8 @@ class Trainer:
         c = self.c
         m: dict[str, float] = {}
         groups, m["time/rollout"] = self.timed(self.collect_groups)
+        if c.backend.is_main and (warning := env_error_line(groups)):
+            self.logger.console.print(warning, style="yellow", markup=False, highlight=False)
         c.rollout.offload()  # engine.sleep_between_phases: the engine frees the GPU until reused
         batch = c.scorer.batch(groups)
         t0 = time.perf_counter()

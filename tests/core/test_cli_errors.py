@@ -65,6 +65,9 @@ def test_bad_yaml_names_line_and_column(capsys, tmp_path):
         ("engine.extra.fsat=true", "engine.extra.fsat: not an option of engine.kind=hf (did you"),
         ("model.path=tiny:qwen3-smal", "unknown tiny preset 'tiny:qwen3-smal'"),
         ("data.env_kwargs.difficulty=3", "data.env_kwargs.difficulty: unknown env argument"),
+        ("rollout.n=1", "rollout.n: 1 with algorithm.adv_estimator: grpo, which is group-rel"),
+        ("model.path=/nonexistent/dir", "model.path: '/nonexistent/dir': no such file or dir"),
+        ("model.path=./typo/ckpt", "model.path: './typo/ckpt': no such file or directory"),
     ],
 )
 def test_config_values_checked_at_load(capsys, override, expected):

@@ -18,3 +18,13 @@ def test_config_show_names_bad_key():
         timeout=60,
     )
     assert out.returncode == 2 and "rollout.nn: unknown key" in out.stderr
+
+
+def test_python_dash_m_agentrl_runs_the_cli():
+    out = subprocess.run(
+        [sys.executable, "-m", "agentrl", "config", "show", "rollout.nn=2"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert out.returncode == 2 and "rollout.nn: unknown key" in out.stderr

@@ -212,3 +212,104 @@ def test_async_api_runs_concurrently():
 
     obs, steps = asyncio.run(main())
     assert all(s[0].messages[0].role == "tool" for s in steps)
+
+
+def _reverse_env():
+    """CUSTOM_ENV's ReverseEnv class and module namespace, unregistered."""
+    namespace: dict = {}
+    exec(CUSTOM_ENV.replace('register("demo/reverse-v0", ReverseEnv)', ""), namespace)
+    return namespace["ReverseEnv"], namespace
+
+
+def test_toolenv_step_override_alone_is_refused_at_class_definition():
+    """The rollout calls astep(): a step() override alone would train on another reward than
+    env.step() and check_env show, so the class is refused with the hooks to use instead."""
+    base, _ = _reverse_env()
+    hooks = r"overrides step\(\) without astep\(\).*score\(final\).*astep\(\) alone"
+    with pytest.raises(TypeError, match=hooks):
+
+        class Shaped(base):  # noqa: F841 - defining it is the test
+            def step(self, action):
+                obs, _, term, trunc, info = super().step(action)
+                return obs, 1.0, term, trunc, info
+
+    class Both(base):  # overriding both, consistently, stays allowed (as CodeEnv does)
+        def step(self, action):
+            return super().step(action)
+
+        async def astep(self, action):
+            return await super().astep(action)
+
+    with pytest.raises(TypeError, match="Below overrides step"):
+
+        class Below(Both):  # noqa: F841 - astep overridden above, step here: refused
+            def step(self, action):
+                return super().step(action)
+
+    with pytest.raises(TypeError, match="overrides astep.. but inherits step.. from .*Both"):
+
+        class Async(Both):  # noqa: F841 - Both.step would not run this astep on answers
+            async def astep(self, action):
+                return await super().astep(action)
+
+
+def test_toolenv_astep_override_is_seen_by_step_too():
+    """An astep() override is the supported way to change what a step returns: env.step()
+    (check_env, the SFT teacher) runs it, final messages included."""
+    import asyncio
+
+    base, _ = _reverse_env()
+
+    class Shaped(base):
+        async def astep(self, action):
+            obs, _, term, trunc, info = await super().astep(action)
+            return obs, 1.0, term, trunc, info
+
+    env = Shaped()
+    env.reset(seed=0)
+    assert env.step(Message("assistant", "wrong"))[1] == 1.0
+    env.reset(seed=0)
+    assert asyncio.run(env.astep(Message("assistant", "wrong")))[1] == 1.0
+
+
+def test_toolenv_astep_scores_off_the_event_loop():
+    """A slow score() runs in a worker thread: other coroutines go on meanwhile."""
+    import asyncio
+    import threading
+
+    base, _ = _reverse_env()
+    seen = []
+
+    class Slow(base):
+        def score(self, final):
+            seen.append(threading.current_thread() is threading.main_thread())
+            return 0.0
+
+    async def main():
+        env = Slow()
+        env.reset(seed=0)
+        return await env.astep(Message("assistant", "x"))
+
+    assert asyncio.run(main())[2] is True and seen == [False]
+
+
+def test_check_env_fails_when_the_oracles_tools_fail():
+    _, ns = _reverse_env()
+    from agentrl.tools import ToolSet, tool
+
+    @tool
+    def reverse(text: str) -> str:
+        """Reverse a string.
+
+        Args:
+            text: the string to reverse.
+        """
+        raise ValueError("tool exploded")
+
+    class Broken(ns["ReverseEnv"]):
+        def __init__(self):
+            ToolEnv.__init__(self, ToolSet.of(reverse), max_turns=3)
+
+    with pytest.raises(EnvCheckError, match=r"oracle's tool calls failed.*reverse.*tool exploded"):
+        check_env(Broken())
+    check_env(ns["ReverseEnv"]())  # the working tool passes

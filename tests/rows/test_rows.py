@@ -98,6 +98,20 @@ def test_unreadable_rows_and_files(tmp_path: Path) -> None:
         read_dataset(tmp_path / "folder")
 
 
+def test_a_non_utf8_line_names_file_and_line_or_is_skipped(tmp_path: Path) -> None:
+    path = tmp_path / "d.jsonl"
+    path.write_bytes(b'{"prompt": "ok"}\n{"prompt": "bad \xff\xfe"}\n{"prompt": "ok too"}\n')
+    with pytest.raises(DatasetError, match=r"d\.jsonl: row 2: not UTF-8 text \(byte 0xff"):
+        read_dataset(path)
+    ds = read_dataset(path, on_bad_row="skip")
+    assert (len(ds), ds.skipped) == (2, 1)
+    assert "row 2: not UTF-8" in ds.first_error
+    array = tmp_path / "a.json"
+    array.write_bytes(b'[{"prompt": "\xff"}]')
+    with pytest.raises(DatasetError, match=r"a\.json: row 1: not UTF-8 text"):
+        read_dataset(array)
+
+
 def test_formats_parquet_json_array_gzip_and_several_files(tmp_path: Path) -> None:
     rows = verl_rows(TRAIN)
     pq = write_parquet(tmp_path / "a.parquet", rows[:2])

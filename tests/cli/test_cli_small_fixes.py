@@ -1,0 +1,51 @@
+"""Small command-line confusions: option prefixes, `--env` where documented, `config show`
+taking the `--env-module` its own error recommends, the env id rule stated, verl keys."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from agentrl.cli import build_parser, main
+
+ENV_FILE = """
+from agentrl.envs import Task, ToolEnv, register
+from agentrl.types import Message
+class E(ToolEnv):
+    def new_task(self, rng, options):
+        return Task([Message('user', 'say hi')], answer='hi')
+    def score(self, final):
+        return float(final.content == 'hi')
+register('{id}', E, description='a test env')
+"""
+
+
+def test_long_options_are_not_matched_by_prefix() -> None:
+    args = build_parser().parse_args(["doctor", "--env", "math/calc-v0"])
+    assert (args.env, args.env_module) == ("math/calc-v0", [])
+    with pytest.raises(SystemExit):
+        build_parser().parse_args(["train", "--env-mod", "x.py"])  # no abbreviations
+
+
+def test_config_show_takes_env_module_and_env(tmp_path: Path, capsys) -> None:
+    env_file = tmp_path / "my_env.py"
+    env_file.write_text(ENV_FILE.format(id="clitest/hi-v0"))
+    assert main(["config", "show", "--env", "clitest/nope-v0"]) == 2
+    assert "--env-module FILE" in capsys.readouterr().err
+    assert main(["config", "show", "--env-module", str(env_file), "--env", "clitest/hi-v0"]) == 0
+    assert "env: clitest/hi-v0" in capsys.readouterr().out
+
+
+def test_a_bad_env_id_states_the_rule(tmp_path: Path, capsys) -> None:
+    from agentrl.envs import register
+
+    with pytest.raises(ValueError, match=r"family: lowercase letters.*lowercase v"):
+        register("Demo/reverse-v0", "x:y")
+
+
+def test_a_verl_key_points_at_import_verl(capsys) -> None:
+    assert main(["config", "show", "actor_rollout_ref.rollout.n=4"]) == 2
+    err = capsys.readouterr().err
+    assert "actor_rollout_ref: unknown key (a verl section" in err
+    assert "agentrl config import-verl" in err
