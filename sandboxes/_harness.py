@@ -2,13 +2,13 @@
 
 The program runs in its own real ``__main__`` module (so its functions and classes pickle and
 ``multiprocessing`` works). A run with tests (``ExecRequest.check``) is a different shape: the
-tests run in a judge process the program never touches, and the program in a fresh interpreter
-beside it (``_judge.py``); only the judge writes the verdict (MARK + the run's secret nonce)
+tests run in a judge process the program never touches, and the program in a process the
+judge forked before it read the tests (``_judge.py``); only the judge writes the verdict (MARK + the run's secret nonce)
 to fd 3, a pipe read by the trusted parent (init), which reports it to the host. The harness
 uses private references to the functions it needs, taken before any untrusted code runs.
 
-This file has no imports of its own package: ``local.RUNNER`` prepends it (and ``_judge.py``)
-to ``_runner.py`` and the result runs as ``python -I -S -c``. Stdlib only, cheap modules only.
+This file has no imports of its own package: ``local.RUNNER`` prepends it (then ``_wire.py`` and
+``_judge.py``) to ``_runner.py`` and the result runs as ``python -I -S -c``. Stdlib only, cheap modules only.
 """
 
 import builtins
@@ -21,6 +21,7 @@ MARK = b"\x1e"
 WORK = "/work"
 VERDICT_FD = 3
 PR_CAPBSET_DROP, PR_SET_NO_NEW_PRIVS, PR_SET_SECCOMP, SECCOMP_MODE_FILTER = 24, 38, 22, 2
+PR_SET_DUMPABLE = 4
 # Private references: the candidate may replace the public ones (os._exit = ..., sys.exit = ...).
 _exit, _write, _dup2, _exec, _compile = os._exit, os.write, os.dup2, exec, compile
 _BaseException, _SystemExit, _isinstance = BaseException, SystemExit, isinstance

@@ -45,6 +45,7 @@ if TYPE_CHECKING:
 try:  # inside the sandbox the harness source is prepended instead (``local.RUNNER``)
     from ._harness import (
         MARK,
+        PR_SET_DUMPABLE,
         VERDICT_FD,
         WORK,
         _exit,
@@ -59,7 +60,6 @@ try:  # inside the sandbox the harness source is prepended instead (``local.RUNN
 except ImportError:
     pass
 
-PR_SET_DUMPABLE_ = 4
 SECRETS_FD = 4  # the tests and the nonce, from the host (local) or the init (docker)
 _NOT_RAISED = ("SystemExit", "KeyboardInterrupt", "GeneratorExit")
 
@@ -169,7 +169,7 @@ def _run_tests(req: dict) -> int:
     with open(path, "w") as f:
         f.write(req.pop("code"))
     support, remote = req.pop("support", ""), list(req.pop("remote", []))
-    _libc_call("prctl", PR_SET_DUMPABLE_, 0, 0, 0, 0)
+    _libc_call("prctl", PR_SET_DUMPABLE, 0, 0, 0, 0)
     player = _Player(path, support)
     secrets = _read_frame(SECRETS_FD)
     os.close(SECRETS_FD)
@@ -220,7 +220,7 @@ def _player_serve(scope: dict, rd: int, wr: int) -> None:
                 reply = {n: _enc(scope[n], objs) for n in msg[1] if n in scope}
                 out: list = ["ok", ["d", [[["s", _hx(k)], v] for k, v in reply.items()]]]
             else:
-                target = objs[msg[1]] if isinstance(msg[1], int) else scope[msg[1]]
+                target = objs[msg[1]]  # names come back as refs: every target is one
                 if op == "call":
                     args = _dec(msg[2], None, objs)
                     kwargs = _dec(msg[3], None, objs)

@@ -30,6 +30,7 @@ import sys
 try:  # inside the sandbox the harness source is prepended instead (``local.RUNNER``)
     from ._harness import (
         MARK,
+        PR_SET_DUMPABLE,
         VERDICT_FD,
         _cells,
         _drop,
@@ -43,12 +44,13 @@ try:  # inside the sandbox the harness source is prepended instead (``local.RUNN
         _setup,
     )
     from ._judge import SECRETS_FD, _run_tests
+    from ._wire import _send
 except ImportError:
     pass
 
 CLONE_NEWNS, CLONE_NEWIPC, CLONE_NEWPID = 0x00020000, 0x08000000, 0x20000000
 MS_NOSUID, MS_NODEV, MS_NOEXEC, MS_BIND, MS_REC, MS_PRIVATE = 2, 4, 8, 4096, 1 << 14, 1 << 18
-MS_RDONLY, MS_REMOUNT, PR_SET_DUMPABLE = 1, 32, 4
+MS_RDONLY, MS_REMOUNT = 1, 32
 EXIT_HANGUP = 3  # the init's exit code when the host closed the control socket
 TMPFS = ("/work", "/tmp", "/dev/shm")
 
@@ -287,12 +289,9 @@ def _once() -> None:
     if tests:  # the tests and nonce: read after the fork, passed on to the judge's fd 4
         os.close(sr)
         secrets = _read_frame(0)
-        data = marshal.dumps(secrets or {})
-        view, done = memoryview(str(len(data)).encode() + b"\n" + data), 0
-        while done < len(view):  # blocks while the pipe is full: the judge reads it
-            done += os.write(sw, view[done:])
+        _send(sw, secrets or {})  # blocks while the pipe is full: the judge reads it
         os.close(sw)
-        del secrets, data
+        del secrets
     token = _read_frame(0)  # sent after the request: the program never had it
     report = _reap(pid, vr)
     if token is not None:

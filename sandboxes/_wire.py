@@ -197,7 +197,7 @@ class _Ref:
     __slots__ = ("_conn", "_id", "_kind")
     _conn: "Any"
 
-    def __init__(self, conn: "Any", ref: "int | str", kind: str) -> None:
+    def __init__(self, conn: "Any", ref: int, kind: str) -> None:
         object.__setattr__(self, "_conn", conn)
         object.__setattr__(self, "_id", ref)
         object.__setattr__(self, "_kind", kind)
