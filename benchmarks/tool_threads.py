@@ -33,7 +33,7 @@ from agentrl.types import ToolCall  # noqa: E402
 
 
 def thread_per_call(fn: Any, kwargs: dict[str, Any]) -> asyncio.Future[Any]:
-    """The old `_in_daemon_thread`: a new daemon thread for every call (the named peer)."""
+    """The old `in_daemon_thread`: a new daemon thread for every call (the named peer)."""
     loop = asyncio.get_running_loop()
     fut: asyncio.Future[Any] = loop.create_future()
 
@@ -63,12 +63,12 @@ def run_variant(name: str, args: argparse.Namespace) -> dict[str, Any]:
         return "ok"
 
     ts = ToolSet.of(work)
-    original = tool_core._in_daemon_thread
+    original = tool_core.in_daemon_thread
     held: list[float] = []
 
-    def timed(fn: Any, kwargs: dict[str, Any]) -> asyncio.Future[Any]:
+    def timed(fn: Any, /, **kwargs: Any) -> asyncio.Future[Any]:
         t = time.perf_counter()
-        fut = thread_per_call(fn, kwargs) if name == "thread_per_call" else original(fn, kwargs)
+        fut = thread_per_call(fn, kwargs) if name == "thread_per_call" else original(fn, **kwargs)
         held.append(time.perf_counter() - t)
         return fut
 
@@ -82,13 +82,13 @@ def run_variant(name: str, args: argparse.Namespace) -> dict[str, Any]:
     busy = [threading.Thread(target=spin, args=(stop,), daemon=True) for _ in range(args.busy)]
     for b in busy:
         b.start()
-    tool_core._in_daemon_thread = timed  # type: ignore[assignment]
+    tool_core.in_daemon_thread = timed  # type: ignore[assignment]
     try:
         t = time.perf_counter()
         asyncio.run(body())
         wall = time.perf_counter() - t
     finally:
-        tool_core._in_daemon_thread = original
+        tool_core.in_daemon_thread = original
         stop.set()
         for b in busy:
             b.join()

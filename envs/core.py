@@ -10,7 +10,9 @@ An agentrl env is a `gymnasium.Env`:
   (tool results, user feedback), never the whole history.
 
 `areset`/`astep` are the async forms the rollout awaits. The defaults run the sync methods in a
-worker thread so a slow env never blocks other episodes; async envs override them instead.
+daemon worker thread (`tools.core.in_daemon_thread`) so a slow env never blocks other episodes,
+and one that hangs past the episode timeout never holds the process at exit; async envs
+override them instead.
 
 `ToolEnv` covers the common case: a task with a checkable answer and a `ToolSet`. Subclasses
 implement `new_task` and `score`, and optionally `oracle_action` so `check_env` can prove the
@@ -27,13 +29,13 @@ from __future__ import annotations
 import asyncio
 import numbers
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, ClassVar
+from typing import Any, ClassVar
 
 import gymnasium as gym
 import numpy as np
 
 from agentrl.rows import Row, RowError
-from agentrl.tools.core import ToolSet
+from agentrl.tools.core import ToolSet, in_daemon_thread
 from agentrl.types import Message, ToolResult
 
 
@@ -102,19 +104,19 @@ class AgentEnv(gym.Env[Observation, Message]):
     observation_space = MessagesSpace("observation")
     action_space = MessagesSpace("action")
 
-    if TYPE_CHECKING:  # subclasses return a float reward; gym.Env types it SupportsFloat
-
-        def step(
-            self, action: Message
-        ) -> tuple[Observation, float, bool, bool, dict[str, Any]]: ...
+    def step(self, action: Message) -> tuple[Observation, float, bool, bool, dict[str, Any]]:
+        """A float reward (gym.Env types it SupportsFloat); gym's own raises a bare error."""
+        raise NotImplementedError(
+            _missing(self, "step(action) -> (obs, reward, term, trunc, info)")
+        )
 
     async def areset(
         self, *, seed: int | None = None, options: dict[str, Any] | None = None
     ) -> tuple[Observation, dict[str, Any]]:
-        return await asyncio.to_thread(self.reset, seed=seed, options=options)
+        return await in_daemon_thread(self.reset, seed=seed, options=options)
 
     async def astep(self, action: Message) -> tuple[Observation, float, bool, bool, dict[str, Any]]:
-        return await asyncio.to_thread(self.step, action)
+        return await in_daemon_thread(self.step, action)
 
     def oracle_action(self) -> Message | None:
         """The gold policy's next action in the current state, or None if the env has none."""
@@ -162,10 +164,11 @@ class ToolEnv(AgentEnv):
     # -- hooks -------------------------------------------------------------------------
     def new_task(self, rng: np.random.Generator, options: dict[str, Any]) -> Task:
         """A fresh task; `options["row"]` (only if `accepts_rows`) is a dataset row to pose."""
-        raise NotImplementedError
+        raise NotImplementedError(_missing(self, "new_task(rng, options) -> Task"))
 
     def score(self, final: Message) -> float:
-        raise NotImplementedError
+        """The reward of the final message (one without tool calls), for `self.task`."""
+        raise NotImplementedError(_missing(self, "score(final) -> float"))
 
     # -- gym API -----------------------------------------------------------------------
     def reset(
@@ -209,7 +212,7 @@ class ToolEnv(AgentEnv):
 
     async def astep(self, action: Message) -> tuple[Observation, float, bool, bool, dict[str, Any]]:
         if not action.tool_calls:  # score() may be slow (a judge, a sandbox): off the loop
-            return await asyncio.to_thread(self._finish, action)
+            return await in_daemon_thread(self._finish, action)
         if self.task is None:
             raise RuntimeError("step() before reset()")
         self.turn += 1
@@ -237,6 +240,10 @@ class ToolEnv(AgentEnv):
 def tool_message(r: ToolResult) -> Message:
     """The chat message that shows the model one tool result."""
     return Message("tool", r.content, tool_call_id=r.call_id or None, name=r.name)
+
+
+def _missing(env: AgentEnv, method: str) -> str:
+    return f"{type(env).__qualname__} must implement {method} (see docs/write-an-env.md)"
 
 
 def _owner(cls: type, name: str) -> type:

@@ -23,6 +23,7 @@ import functools
 import importlib
 import importlib.metadata
 import importlib.util
+import inspect
 import re
 import sys
 import warnings
@@ -80,7 +81,9 @@ def register(
     description: str = "",
     **kwargs: Any,
 ) -> EnvSpec:
-    """Register an env id. `kwargs` become constructor defaults; `make` may override them."""
+    """Register an env id. `kwargs` become constructor defaults; `make` may override them.
+    An id taken by another env (a built-in one, say) is refused, never replaced silently;
+    the same env registered again (its module imported twice) replaces its own entry."""
     if not _ID_RE.match(id):
         raise ValueError(
             f"bad env id {id!r}: expected 'family/name-vN', e.g. 'math/calc-v0' (family: "
@@ -89,10 +92,46 @@ def register(
         )
     if not description and not isinstance(entry_point, str):
         description = (getattr(entry_point, "description", "") or "").strip()
+    taken = registry.get(id)
+    if taken is not None and not _same_env(taken.entry_point, entry_point):
+        raise ValueError(
+            f"env id {id!r} is already registered by {_where(taken.entry_point)}; register "
+            f"{_where(entry_point)} under another id (`agentrl envs list` shows the ids taken)"
+        )
     spec = EnvSpec(id, entry_point, kwargs, family or id.split("/")[0], description)
     registry[id] = spec
     _register_in_gymnasium(id)
     return spec
+
+
+def _name(entry_point: str | Callable[..., Any]) -> str:
+    """`module:Attr`, as a string entry point spells it."""
+    if isinstance(entry_point, str):
+        return entry_point
+    module = getattr(entry_point, "__module__", None)
+    return f"{module}:{getattr(entry_point, '__qualname__', repr(entry_point))}"
+
+
+def _file(entry_point: str | Callable[..., Any]) -> str | None:
+    try:
+        return None if isinstance(entry_point, str) else inspect.getsourcefile(entry_point)
+    except TypeError:  # a builtin, or a class defined in an interactive session
+        return None
+
+
+def _where(entry_point: str | Callable[..., Any]) -> str:
+    """Where an env is defined, for messages: `module:Attr`, and its file when it has one."""
+    file = _file(entry_point)
+    return _name(entry_point) + (f" ({file})" if file else "")
+
+
+def _same_env(a: str | Callable[..., Any], b: str | Callable[..., Any]) -> bool:
+    """Whether two entry points are one env: the same object or `module:Attr`, or the same
+    class defined in the same file (a module imported twice, under two names)."""
+    if a is b or _name(a) == _name(b):
+        return True
+    same_file = _file(a) is not None and _file(a) == _file(b)
+    return same_file and getattr(a, "__qualname__", None) == getattr(b, "__qualname__", None)
 
 
 def _make_for_gymnasium(id: str, **kwargs: Any) -> Any:

@@ -10,6 +10,7 @@ microseconds, and the model gets a clear error instead.
 from __future__ import annotations
 
 import ast
+import decimal
 import operator
 from collections.abc import Callable
 from fractions import Fraction
@@ -75,10 +76,19 @@ def evaluate(expression: str) -> Fraction:
 
 
 def format_number(x: Fraction) -> str:
-    """Integers as integers, other values as a short decimal."""
+    """Integers as integers, other values as a short decimal (6 significant digits). One
+    beyond a float's range (up to `MAX_BITS`) is rounded as a `Decimal` instead: a float
+    would raise OverflowError, or show a tiny value as 0."""
     if x.denominator == 1:
         return str(x.numerator)
-    return f"{float(x):.6g}"
+    try:
+        approx = float(x)  # 0.0 below a float's range (x is not 0 here)
+    except OverflowError:
+        approx = 0.0
+    if approx:
+        return f"{approx:.6g}"
+    ctx = decimal.Context(prec=6)  # its exponent range covers MAX_BITS
+    return f"{ctx.divide(decimal.Decimal(x.numerator), x.denominator).normalize(ctx):g}"
 
 
 @tool(timeout_s=2.0)

@@ -303,7 +303,7 @@ class ToolSet:
             if inspect.iscoroutinefunction(spec.fn):
                 coro = spec.fn(**kwargs)
             else:
-                coro = _in_daemon_thread(spec.fn, kwargs)
+                coro = in_daemon_thread(spec.fn, **kwargs)
             value = await asyncio.wait_for(coro, timeout=spec.timeout_s)
         except asyncio.TimeoutError:
             return self._error(call, f"tool {call.name!r} timed out after {spec.timeout_s}s", t0)
@@ -332,10 +332,10 @@ def _same(value: Any) -> Any:
     return value
 
 
-def _in_daemon_thread(fn: Callable[..., Any], kwargs: dict[str, Any]) -> asyncio.Future[Any]:
-    """Run a sync tool on a daemon worker thread: a tool that hangs past its timeout can
-    neither block the event loop nor keep the interpreter from exiting (asyncio.to_thread
-    would do both)."""
+def in_daemon_thread(fn: Callable[..., Any], /, *args: Any, **kwargs: Any) -> asyncio.Future[Any]:
+    """`fn(*args, **kwargs)` on a daemon worker thread, for sync code that may hang past its
+    timeout (a tool, an env's `score`): it can neither block the event loop nor keep the
+    interpreter from exiting (asyncio.to_thread would do both)."""
     loop = asyncio.get_running_loop()
     fut: asyncio.Future[Any] = loop.create_future()
 
@@ -345,7 +345,7 @@ def _in_daemon_thread(fn: Callable[..., Any], kwargs: dict[str, Any]) -> asyncio
 
     def job() -> Callable[[], None]:
         try:
-            value, ok = fn(**kwargs), True
+            value, ok = fn(*args, **kwargs), True
         except BaseException as e:  # noqa: BLE001 - delivered to the awaiting coroutine
             value, ok = e, False
 

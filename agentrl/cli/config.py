@@ -1,5 +1,6 @@
 """`agentrl config show CONFIG [key=value ...] [--env ID] [--env-module FILE]`: print the
-resolved, validated config (`--env-module` as for `agentrl train`, so a user env id resolves).
+resolved, validated config (`--env-module` as for `agentrl train`, so a user env id resolves;
+without CONFIG, the config `agentrl train` runs without one, said in a first comment line).
 
 `agentrl config import-verl VERL.yaml [--out agentrl.yaml] [--env ID]`: translate a verl
 PPO/GRPO YAML into an agentrl config, validate it, and list every verl key it could not map.
@@ -16,7 +17,9 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("config", help="inspect configs", formatter_class=RichHelpFormatter)
     s = p.add_subparsers(dest="config_command", metavar="ACTION", required=True)
     show = s.add_parser("show", help="print the resolved config", formatter_class=RichHelpFormatter)
-    show.add_argument("config", nargs="?", help="YAML file (defaults when omitted)")
+    show.add_argument(
+        "config", nargs="?", help="YAML file (default: what `agentrl train` runs without one)"
+    )
     show.add_argument("overrides", nargs="*", help="key.sub=value overrides")
     show.add_argument("--env", help="env id (same as data.env=ID)")
     show.add_argument("--env-module", action="append", default=[], help="load a user env file")
@@ -44,8 +47,14 @@ def cmd_show(args: argparse.Namespace) -> int:
         path, overrides = None, [path, *overrides]
     if args.env:
         overrides.append(f"data.env={args.env}")
+    header = ""
+    if path is None:  # what `agentrl train` runs without a file, not the schema's defaults
+        from agentrl.cli.train import default_config_path
+
+        path = default_config_path()
+        header = f"# no config file: agentrl train's default, {path}\n"
     cfg = load_config(TrainConfig, path, overrides, local_files=True)
-    print(dump_yaml(cfg), end="")
+    print(header + dump_yaml(cfg), end="")
     return 0
 
 

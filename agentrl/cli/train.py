@@ -35,6 +35,15 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.set_defaults(func=cmd_train)
 
 
+def default_config_path() -> str:
+    """The config `agentrl train` runs without `--config`: the packaged CPU quickstart
+    (`config show` without a file shows it too)."""
+    import importlib.resources
+    from pathlib import Path
+
+    return str(importlib.resources.files("agentrl.configs") / Path(DEFAULT_CONFIG).name)
+
+
 def resolve_config(args: argparse.Namespace) -> TrainConfig:
     """Config file (or the packaged quickstart) + --env + overrides, validated; `--env-module`
     files are imported first (so `data.env` can name their envs)."""
@@ -44,11 +53,7 @@ def resolve_config(args: argparse.Namespace) -> TrainConfig:
     from agentrl.config import TrainConfig, load_config
 
     load_env_modules(args.env_module)
-    path = args.config
-    if path is None:
-        import importlib.resources
-
-        path = str(importlib.resources.files("agentrl.configs") / Path(DEFAULT_CONFIG).name)
+    path = args.config if args.config is not None else default_config_path()
     overrides = list(args.overrides)
     if args.env:
         overrides.append(f"data.env={args.env}")

@@ -131,23 +131,45 @@ def _rename_yaml_keys(cls: Any, d: dict[str, Any]) -> None:
             d[yaml_name(f)] = d.pop(f.name)
 
 
-def apply_override(data: dict[str, Any], override: str) -> None:
-    """Apply `a.b.c=value` (value parsed as YAML) to a nested mapping in place."""
+def apply_override(data: dict[str, Any], override: str, schema: Any = None) -> None:
+    """Apply `a.b.c=value` (value parsed as YAML) to a nested mapping in place. With `schema`
+    (the config's dataclass), a value for a whole section (`trainer=3`) is refused here, so
+    the error names this override rather than a later `trainer.steps=2`."""
     if "=" not in override:
         raise ConfigError(f"override {override!r}: expected key=value")
     key, raw = override.split("=", 1)
-    node = data
     parts = key.strip().split(".")
-    for p in parts[:-1]:
-        node = node.setdefault(p, {})
-        if not isinstance(node, dict):
-            raise ConfigError(f"override {override!r}: {p} is not a section")
     try:
-        node[parts[-1]] = yaml.safe_load(raw) if raw.strip() else ""
+        value = yaml.safe_load(raw) if raw.strip() else ""
     except yaml.YAMLError as e:
         raise ConfigError(
             f"override {override!r}: value is not valid YAML ({e.__class__.__name__})"
         ) from None
+    section = _section_at(schema, parts)
+    if section is not None and not isinstance(value, dict):
+        raise ConfigError(
+            f"override {override!r}: {key.strip()} is a section ({section.__name__}), not a "
+            f"value: set its keys ({key.strip()}.KEY=VALUE)"
+        )
+    node = data
+    for p in parts[:-1]:
+        node = node.setdefault(p, {})
+        if not isinstance(node, dict):
+            raise ConfigError(f"override {override!r}: {p} is not a section")
+    node[parts[-1]] = value
+
+
+def _section_at(schema: Any, parts: list[str]) -> type | None:
+    """The dataclass that the dotted key `parts` names in `schema`, if it names a section."""
+    tp = schema
+    for part in parts:
+        if not (isinstance(tp, type) and dataclasses.is_dataclass(tp)):
+            return None
+        names = {yaml_name(f): f.name for f in dataclasses.fields(tp)}
+        if part not in names:
+            return None
+        tp = typing.get_type_hints(tp)[names[part]]
+    return tp if isinstance(tp, type) and dataclasses.is_dataclass(tp) else None
 
 
 def load_config(
@@ -170,7 +192,7 @@ def load_config(
         if not isinstance(data, dict):
             raise ConfigError(f"{src}: top level must be a mapping")
     for o in overrides:
-        apply_override(data, o)
+        apply_override(data, o, cls)
     if overrides:
         src += " + overrides"
     cfg = from_dict(cls, data, src)

@@ -89,6 +89,18 @@ def build_optimizer(model: torch.nn.Module, cfg: OptimConfig, total_steps: int) 
     return opt, torch.optim.lr_scheduler.LambdaLR(opt, factor)
 
 
+def apply_optim_config(optimizer: Any, scheduler: Any, cfg: OptimConfig) -> None:
+    """After a checkpoint's optimizer and scheduler state are loaded (`--resume`): run with
+    the config's lr, betas and weight decay, as verl does, not the ones saved in the param
+    groups; Adam's moments and the schedule's position stay the checkpoint's. The schedule's
+    shape (warmup, cosine, horizon) is already the config's: its factor is not saved."""
+    lrs = [cfg.lr * factor(scheduler.last_epoch) for factor in scheduler.lr_lambdas]
+    for group, lr in zip(optimizer.param_groups, lrs, strict=True):
+        group.update(lr=lr, initial_lr=cfg.lr, betas=cfg.betas, weight_decay=cfg.weight_decay)
+    scheduler.base_lrs = [cfg.lr] * len(lrs)
+    scheduler._last_lr = lrs  # what get_last_lr() reports until the next step
+
+
 class Actor:
     def __init__(
         self,
@@ -324,6 +336,7 @@ class Actor:
         self.backend.load_full_state_dict(self.model, state["model"])
         self.backend.load_optimizer_state_dict(self.model, self.optimizer, state["optimizer"])
         self.scheduler.load_state_dict(state["scheduler"])
+        apply_optim_config(self.optimizer, self.scheduler, self.optim_cfg)
 
     def named_weights(self) -> Iterator[tuple[str, torch.Tensor]]:
         """Full weights for the rollout engine (LoRA adapters merged)."""

@@ -19,7 +19,7 @@ from agentrl.backends import TrainingBackend
 from agentrl.config import AlgorithmConfig, OptimConfig, RolloutConfig, TrainerConfig
 from agentrl.types import TrajectoryGroup
 
-from .actor import build_optimizer
+from .actor import apply_optim_config, build_optimizer
 from .batch import TrainBatch, collate
 from .logprobs import role_log_probs
 from .packing import build_log_prob_fn
@@ -99,7 +99,7 @@ class Critic:
         self.model = backend.prepare(ValueModel(lm))
         horizon = total_steps if total_steps is not None else cfg.steps
         self.optimizer, self.scheduler = build_optimizer(self.model, optim, horizon)
-        self.grad_clip = optim.grad_clip
+        self.grad_clip, self.optim_cfg = optim.grad_clip, optim
         backend.offload(self.model, self.optimizer)
 
     @torch.no_grad()
@@ -149,6 +149,7 @@ class Critic:
             self.optimizer.load_state_dict(state["critic_optimizer"])
         if "critic_scheduler" in state:  # checkpoints from before the critic's schedule lack it
             self.scheduler.load_state_dict(state["critic_scheduler"])
+        apply_optim_config(self.optimizer, self.scheduler, self.optim_cfg)
 
 
 class RewardScorer:

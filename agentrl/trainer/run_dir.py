@@ -156,10 +156,10 @@ def _write_info(out: Path, info: dict) -> None:
 
 
 # ------------------------------------------------------------------ resume with a changed config
-# Keys whose new value a resumed run does NOT use: the optimizer's param groups (lr, betas,
-# weight decay) and the scheduler's base lr come back from the checkpoint (torch restores
-# them), the weights from its model state, the RNG streams from its saved state.
-RESTORED_BY_CHECKPOINT = ("optim.lr", "optim.betas", "optim.weight_decay", "model.path")
+# Keys whose new value a resumed run does NOT use: the weights come back from the checkpoint's
+# model state. (The optimizer's lr, betas and weight decay are the config's again after loading,
+# `actor.apply_optim_config`; only Adam's moments and the schedule's position are restored.)
+RESTORED_BY_CHECKPOINT = ("model.path",)
 # Keys a resumed run is expected to change without comment.
 _RESUME_QUIET = ("trainer.steps", "trainer.out_dir", "data.env_modules")
 
@@ -197,7 +197,7 @@ def resume_warning(changed: list[str]) -> str | None:
     line = f"warning: --resume with a changed config ({', '.join(changed)})"
     if kept:
         line += (
-            f"; the checkpoint's state overrides {', '.join(kept)} (its optimizer/scheduler/"
-            "weights are restored): start a new run (or --overwrite) to use the new values"
+            f"; the checkpoint's state overrides {', '.join(kept)} (its weights are "
+            "restored): start a new run (or --overwrite) to use the new values"
         )
     return line

@@ -33,7 +33,9 @@ def test_config_show_takes_env_module_and_env(tmp_path: Path, capsys) -> None:
     env_file.write_text(ENV_FILE.format(id="clitest/hi-v0"))
     assert main(["config", "show", "--env", "clitest/nope-v0"]) == 2
     assert "--env-module FILE" in capsys.readouterr().err
-    assert main(["config", "show", "--env-module", str(env_file), "--env", "clitest/hi-v0"]) == 0
+    # sft.steps=0: the env has no oracle for the quickstart's SFT bootstrap (`train` says so too)
+    argv = ["--env-module", str(env_file), "--env", "clitest/hi-v0", "sft.steps=0"]
+    assert main(["config", "show", *argv]) == 0
     assert "env: clitest/hi-v0" in capsys.readouterr().out
 
 
@@ -49,3 +51,22 @@ def test_a_verl_key_points_at_import_verl(capsys) -> None:
     err = capsys.readouterr().err
     assert "actor_rollout_ref: unknown key (a verl section" in err
     assert "agentrl config import-verl" in err
+
+
+@pytest.mark.parametrize("overrides", [[], ["trainer.steps=3"]])
+def test_config_show_without_a_file_shows_what_train_runs(capsys, overrides) -> None:
+    """No config file: `agentrl train` runs the packaged quickstart, so `config show` shows it
+    (not the schema's bare defaults), and its first line says so."""
+    import yaml
+
+    from agentrl.cli.train import resolve_config
+    from agentrl.config import dump_yaml
+
+    assert main(["config", "show", *overrides]) == 0
+    out = capsys.readouterr().out
+    assert (
+        out.startswith("# no config file: agentrl train's default, ")
+        and "quickstart" in (out.splitlines()[0])
+    )
+    train = resolve_config(build_parser().parse_args(["train", *overrides]))
+    assert yaml.safe_load(out) == yaml.safe_load(dump_yaml(train))

@@ -1,5 +1,5 @@
 """`agentrl train --resume` with changed values: one warning line naming the changed keys and
-those the checkpoint's optimizer/scheduler/weights override (they are not applied)."""
+those the checkpoint's weights override (they are not applied; a new lr is)."""
 
 from __future__ import annotations
 
@@ -21,7 +21,12 @@ def test_changed_keys_are_named_and_restored_ones_flagged(tmp_path: Path) -> Non
     line = run_dir.resume_warning(changed)
     assert line is not None and "\n" not in line
     assert "changed config (optim.lr, sampling.temperature)" in line
-    assert "the checkpoint's state overrides optim.lr " in line
+    # The new lr is applied on resume (`actor.apply_optim_config`): nothing is overridden.
+    assert "overrides" not in line
+    moved = load_config(TrainConfig, None, ["optim.lr=0.01", "model.path=tiny:llama"])
+    line = run_dir.resume_warning(run_dir.resume_changes(tmp_path, moved))
+    assert line is not None and "the checkpoint's state overrides model.path " in line
+    assert "overrides optim.lr" not in line
 
 
 def test_no_saved_config_no_warning(tmp_path: Path) -> None:

@@ -77,6 +77,17 @@ def test_config_values_checked_at_load(capsys, override, expected):
     assert expected in capsys.readouterr().err
 
 
+@pytest.mark.parametrize(
+    "overrides", [["trainer=3", "trainer.steps=2"], ["trainer.steps=2", "trainer=3"], ["trainer=3"]]
+)
+def test_a_section_set_to_a_value_names_that_override(capsys, overrides):
+    """`trainer=3` replaces the section with a number: the error names it, not a later
+    `trainer.steps=2` that merely found no section left to set a key in."""
+    err = _one_line_error(capsys, ["train", *overrides])
+    assert "override 'trainer=3': trainer is a section (TrainerConfig), not a value" in err
+    assert "trainer.steps=2" not in err
+
+
 def test_sft_without_oracle_says_how_to_skip_it(capsys, tmp_path):
     env_file = tmp_path / "no_oracle.py"
     env_file.write_text(

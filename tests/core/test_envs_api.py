@@ -313,3 +313,62 @@ def test_check_env_fails_when_the_oracles_tools_fail():
     with pytest.raises(EnvCheckError, match=r"oracle's tool calls failed.*reverse.*tool exploded"):
         check_env(Broken())
     check_env(ns["ReverseEnv"]())  # the working tool passes
+
+
+def test_a_missing_hook_names_the_class_and_the_method():
+    """An env that leaves out a hook the base calls gets an error that says which class must
+    implement what, not a bare NotImplementedError."""
+    from agentrl.envs import AgentEnv, Task
+
+    class NoScore(ToolEnv):
+        def new_task(self, rng, options):
+            return Task([Message("user", "hi")])
+
+    env = NoScore()
+    env.reset(seed=0)
+    with pytest.raises(NotImplementedError, match=r"NoScore must implement score\(final\)"):
+        env.step(Message("assistant", "done"))
+
+    class NoTask(ToolEnv):
+        def score(self, final):
+            return 1.0
+
+    with pytest.raises(NotImplementedError, match=r"NoTask must implement new_task\(rng, opt"):
+        NoTask().reset(seed=0)
+
+    class NoStep(AgentEnv):
+        pass
+
+    with pytest.raises(NotImplementedError, match=r"NoStep must implement step\(action\)"):
+        NoStep().step(Message("assistant", "done"))
+
+
+def test_registering_a_taken_id_names_where_the_existing_env_is(tmp_path, monkeypatch):
+    """A user env under a built-in's id would replace it silently: refused, naming the id and
+    the existing env's definition. The same env registered again (its module imported a
+    second time, under another name) stays harmless."""
+    import importlib
+
+    from agentrl.envs import register, spec
+
+    builtin = spec("math/calc-v0")
+    reverse, _ = _reverse_env()
+    taken = r"env id 'math/calc-v0' is already registered by agentrl\.envs\.math\.calc:CalcEnv"
+    with pytest.raises(ValueError, match=taken):
+        register("math/calc-v0", reverse)
+    assert spec("math/calc-v0") is builtin
+
+    first, second = tmp_path / "twice_env.py", tmp_path / "other_env.py"
+    first.write_text(CUSTOM_ENV.replace("demo/reverse-v0", "twice/reverse-v0"))
+    load_env_module(first)  # as agentrl_user_env_twice_env
+    monkeypatch.syspath_prepend(str(tmp_path))
+    try:
+        importlib.import_module("twice_env")  # again, as twice_env: a second class object
+    finally:
+        sys.modules.pop("twice_env", None)
+    assert check_env(make("twice/reverse-v0"))["oracle"]
+    second.write_text(first.read_text())
+    with pytest.raises(
+        ValueError, match=r"'twice/reverse-v0' is already registered by .*twice_env"
+    ):
+        load_env_module(second)

@@ -165,3 +165,50 @@ def test_observations_do_not_eat_turn_budget(chat: ChatFormat) -> None:
     assert traj.turns[0].obs_end - traj.turns[0].end > 64  # a long observation
     assert traj.termination == "overlong"
     assert traj.turns[1].end - traj.turns[1].start == 64
+
+
+SLOW_SCORE_RUN = """
+import sys, time
+sys.path.insert(0, sys.argv[2])
+from simple_engine import ScriptedEngine
+from transformers import AutoTokenizer
+from agentrl.chat import ChatFormat
+from agentrl.config.schema import RolloutConfig, SamplingConfig
+from agentrl.envs.core import Task, ToolEnv
+from agentrl.rollout import RolloutRunner
+from agentrl.types import Message
+
+class SlowScore(ToolEnv):
+    def new_task(self, rng, options):
+        return Task([Message("user", "hi")])
+
+    def score(self, final):
+        time.sleep(60)  # a judge that hangs
+        return 1.0
+
+chat = ChatFormat(AutoTokenizer.from_pretrained(sys.argv[1]))
+cfg = RolloutConfig(episode_timeout_s=0.5)
+runner = RolloutRunner(ScriptedEngine(chat, ["done"]), chat, SlowScore, cfg, SamplingConfig())
+(group,) = runner.collect_sync([0], n=1)
+runner.close()
+print(group.trajectories[0].termination, flush=True)
+"""
+
+
+def test_a_hung_score_does_not_keep_the_process_alive(tiny_path: Any) -> None:
+    """A score() past the episode timeout ends its episode; its thread must not hold the
+    process at exit for the minute the judge still sleeps."""
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    here = str(Path(__file__).parent)
+    cmd = [sys.executable, "-c", SLOW_SCORE_RUN, str(tiny_path), here]
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        assert proc.stdout is not None
+        assert proc.stdout.readline().strip() == "timeout"  # the run is over
+        assert proc.wait(timeout=30) == 0, proc.stderr.read() if proc.stderr else ""
+    finally:
+        proc.kill()
+        proc.communicate()

@@ -52,3 +52,36 @@ def test_runaway_power_is_a_tool_error_in_an_episode() -> None:
     assert obs.messages[0].content == (
         f"Error: ValueError: result too large (over {MAX_BITS} bits)"
     )
+
+
+@pytest.mark.parametrize(
+    "expression",
+    ["(2**62)**64 / 3", "-(2**62)**64 / 3", "1 / (3 * (2**62)**64)", "(2**62)**64 / 7 + 1/2"],
+)
+def test_non_integers_beyond_floats_are_formatted(expression: str) -> None:
+    """A non-integer too large (or too small) for a float: 6 significant digits, not an
+    OverflowError (or a 0 for a value that is not 0)."""
+    from decimal import Decimal
+
+    from agentrl.tools.calculator import format_number
+
+    exact = evaluate(expression)
+    shown = format_number(exact)
+    assert abs(Fraction(Decimal(shown)) / exact - 1) < Fraction(1, 10**5), shown
+    env = make("math/calc-v0")
+    env.reset(seed=0)
+    call = ToolCall("calculator", {"expression": expression}, id="c0")
+    obs, *_ = env.step(Message("assistant", "", tool_calls=[call]))
+    assert obs.messages[0].content == shown
+
+
+def test_format_number_keeps_floats_short_form() -> None:
+    from agentrl.tools.calculator import format_number
+
+    assert [format_number(Fraction(n, d)) for n, d in [(10, 21), (1, 3), (3, 2), (84, 1)]] == [
+        "0.47619",
+        "0.333333",
+        "1.5",
+        "84",
+    ]
+    assert format_number(evaluate("(2**62)**64 / 3")) == "1.02306e+1194"

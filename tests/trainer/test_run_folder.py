@@ -6,6 +6,7 @@ tags and the eval overlay line up; `run.json` records the sessions `runs show` a
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import pytest
@@ -63,19 +64,21 @@ def test_cli_refuses_previous_run_before_loading(tmp_path, capsys):
     assert (out / "metrics.jsonl").read_text() == '{"step": 1}\n'
 
 
+SHORT = {
+    "trainer__steps": 3,
+    "trainer__eval_every": 3,
+    "trainer__save_every": 0,
+    "trainer__tensorboard": "true",
+    "sft__steps": 4,
+    "sft__demos": 8,
+}
+
+
 @pytest.fixture(scope="module")
 def short_run(tmp_path_factory, agentrl_cache) -> Path:
     """3 steps, SFT 4 steps, eval every 3 steps, no save_every: the CLI end to end."""
     out = tmp_path_factory.mktemp("short") / "run"
-    extra = {
-        "trainer__steps": 3,
-        "trainer__eval_every": 3,
-        "trainer__save_every": 0,
-        "trainer__tensorboard": "true",
-        "sft__steps": 4,
-        "sft__demos": 8,
-    }
-    assert main(["train", *train_overrides(agentrl_cache, out, **extra)]) == 0
+    assert main(["train", *train_overrides(agentrl_cache, out, **SHORT)]) == 0
     return out
 
 
@@ -125,3 +128,23 @@ def test_second_run_refused_then_resume_is_a_noop(short_run, agentrl_cache, caps
     assert "holds a previous run" in capsys.readouterr().err
     assert main(["train", "--resume", *args]) == 0  # already at step 3: nothing to redo
     assert [r["step"] for r in _rows(short_run / "metrics.jsonl")] == [1, 2, 3]
+
+
+def test_resume_applies_a_new_lr(short_run, agentrl_cache, tmp_path, capsys):
+    """`--resume optim.lr=X`: step 4 trains with X (not the checkpoint's 2e-4), config.yaml
+    records X, and the warning does not claim the checkpoint overrides it."""
+    import shutil
+
+    import yaml
+
+    out = tmp_path / "run"
+    shutil.copytree(short_run, out)
+    args = train_overrides(agentrl_cache, out, **(SHORT | {"trainer__steps": 4}))
+    capsys.readouterr()
+    assert main(["train", "--resume", *args, "optim.lr=5e-5"]) == 0
+    err = capsys.readouterr().err
+    assert re.search(r"changed config \([^)]*optim\.lr", err) and "overrides optim.lr" not in err
+    rows = _rows(out / "metrics.jsonl")
+    assert [r["step"] for r in rows] == [1, 2, 3, 4]
+    assert rows[2]["lr"] == pytest.approx(2e-4) and rows[3]["lr"] == pytest.approx(5e-5)
+    assert yaml.safe_load((out / "config.yaml").read_text())["optim"]["lr"] == 5e-5

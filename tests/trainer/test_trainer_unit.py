@@ -13,7 +13,7 @@ import torch
 from trainer_synth import batch, configs
 
 from agentrl.backends import TorchBackend
-from agentrl.config import DataConfig
+from agentrl.config import DataConfig, OptimConfig
 from agentrl.trainer.actor import Actor
 from agentrl.trainer.batch import collate
 from agentrl.trainer.checkpoint import Checkpointer
@@ -186,6 +186,33 @@ def test_checkpoint_restores_rng(tmp_path: Path) -> None:
     want = torch.rand(3)
     ck.load()
     assert torch.equal(torch.rand(3), want)
+
+
+def test_resumed_actor_uses_the_configured_optimizer_settings(tiny_model_dir: Path) -> None:
+    """`--resume` with a new `optim.lr` (betas, weight decay, warmup): the loaded optimizer
+    keeps its moments and step count but runs with the config's values, as verl does."""
+    from transformers import AutoModelForCausalLM
+
+    def actor(optim: OptimConfig) -> Actor:
+        model = AutoModelForCausalLM.from_pretrained(str(tiny_model_dir), dtype=torch.float32)
+        algo, _, trainer = configs(mini_batch_size=6)
+        return Actor(model, TorchBackend("cpu"), algo, optim, trainer, total_steps=10)
+
+    old = actor(OptimConfig(lr=1e-3))
+    b = batch([2, 2, 2])
+    b.old_log_probs = old.compute_log_probs(b)
+    old.update(b, torch.Generator().manual_seed(0))
+    new_cfg = OptimConfig(lr=3e-4, betas=(0.8, 0.95), weight_decay=0.1, warmup_steps=4)
+    new = actor(new_cfg)
+    new.load_state(old.state())
+    assert new.optimizer.state_dict()["state"]  # Adam's moments come back from the checkpoint
+    assert new.scheduler.last_epoch == 1  # so does the schedule's position: warmup 2/4
+    (group,) = new.optimizer.param_groups
+    assert group["lr"] == pytest.approx(3e-4 * 2 / 4) and group["initial_lr"] == 3e-4
+    assert group["betas"] == (0.8, 0.95) and group["weight_decay"] == 0.1
+    assert new.scheduler.get_last_lr() == [pytest.approx(3e-4 * 2 / 4)]
+    metrics = new.update(b, torch.Generator().manual_seed(0))
+    assert metrics["lr"] == pytest.approx(3e-4 * 3 / 4)
 
 
 @pytest.mark.parametrize("reward_on", ["episode", "turn"])
