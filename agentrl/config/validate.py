@@ -356,9 +356,9 @@ def check_async(cfg: Any, src: str) -> None:
         "trainer.param_offload / optimizer_offload (rollouts overlap the update)": (
             cfg.trainer.param_offload or cfg.trainer.optimizer_offload
         ),
-        # Per-token weight versions: the hf engines and in-process vLLM stamp them.
-        "engine.kind other than hf or in-process vllm (per-token weight versions)": (
-            cfg.engine.kind not in ("hf", "vllm") or bool(cfg.engine.server_url)
+        # Per-token weight versions: the hf engines and vLLM (in-process or server) stamp them.
+        "engine.kind other than hf or vllm (per-token weight versions)": (
+            cfg.engine.kind not in ("hf", "vllm")
         ),
     }
     for what, clash in clashes.items():

@@ -198,20 +198,23 @@ class HTTPServerEngine(Engine):
         """One generate round trip on the engine loop. `build` errors (invalid requests)
         propagate; transport, timeout and parse failures become error results."""
         payload = build()
+        return await self._loop.call(self._round_trip(path, payload, parse))
 
-        async def round_trip() -> GenerateResult:
-            try:
-                # A total deadline: httpx's timeout bounds each socket operation, not the
-                # whole round trip (a server that trickles bytes would never time out).
-                body = await asyncio.wait_for(
-                    self._post(path, payload, timeout=self.request_timeout_s),
-                    self.request_timeout_s,
-                )
-                return parse(body)
-            except Exception as exc:
-                return error_result(exc)
-
-        return await self._loop.call(round_trip())
+    async def _round_trip(
+        self, path: str, payload: dict[str, Any], parse: Callable[[Any], GenerateResult]
+    ) -> GenerateResult:
+        """POST `payload` and parse the answer, on the engine loop; failures become error
+        results."""
+        try:
+            # A total deadline: httpx's timeout bounds each socket operation, not the whole
+            # round trip (a server that trickles bytes would never time out).
+            body = await asyncio.wait_for(
+                self._post(path, payload, timeout=self.request_timeout_s),
+                self.request_timeout_s,
+            )
+            return parse(body)
+        except Exception as exc:
+            return error_result(exc)
 
     def _admin_post(self, path: str, payload: dict[str, Any] | None = None, **kw: Any) -> Any:
         """One admin POST, blocking until the server answers (or `timeout_s`)."""

@@ -33,6 +33,7 @@ from agentrl.engines._remote import (
     save_weights,
     weights_to_bytes,
 )
+from agentrl.engines._versioned import VersionedRequests
 from agentrl.engines._vllm_io import (
     from_completions_response,
     from_vllm_output,
@@ -43,7 +44,6 @@ from agentrl.engines._vllm_io import (
 from agentrl.engines.base import (
     Engine,
     EngineError,
-    FinishReason,
     GenerateResult,
     SamplingParams,
     error_result,
@@ -84,19 +84,11 @@ class VLLMEngine(Engine):
         self.expected_weights = expected_weights
         self._loop = loop or EngineLoop("agentrl-vllm")
         self._ids = itertools.count()
-        self._version = 0  # update_weights calls applied ("weight_versions")
-        self._open: asyncio.Event | None = None  # see _gate
+        self._requests = VersionedRequests()  # the weight version and requests in flight
 
     @property
     def weight_version(self) -> int:
-        return self._version
-
-    def _gate(self) -> asyncio.Event:
-        """Set while requests may run; cleared by `update_weights` (on the engine's loop)."""
-        if self._open is None:
-            self._open = asyncio.Event()
-            self._open.set()
-        return self._open
+        return self._requests.version
 
     async def generate(
         self,
@@ -106,42 +98,21 @@ class VLLMEngine(Engine):
         multimodal: dict[str, Any] | None = None,
         session_id: str | None = None,
     ) -> GenerateResult:
+        """One request, as segments that a weight update interrupts and continues, each
+        token stamped with the weights that sampled it (`_versioned`)."""
         # session_id needs no handling: vLLM's automatic prefix caching reuses shared prefixes.
         prompt = to_vllm_prompt(prompt_ids, multimodal)
+        kwargs = to_vllm_sampling(params)
+        budget = int(kwargs.pop("max_tokens"))
         request_id = f"agentrl-{next(self._ids)}-{uuid.uuid4().hex[:8]}"
-        return await self._loop.call(self._generate(prompt, to_vllm_sampling(params), request_id))
 
-    async def _generate(self, prompt: dict[str, Any], kwargs: dict[str, Any], rid: str) -> Any:
-        """One request, as segments: a weight update aborts the running segment (vLLM's
-        `pause_generation(mode="abort")` between two engine steps), and once the new weights
-        are in, the request continues from its prompt plus the tokens sampled so far. Each
-        token is stamped with the update count of the weights that sampled it, so the stamps
-        are exact. The continuation re-reads its prefix under the new weights (the old KV
-        cache is dropped with the old weights); its sampler restarts from the request's seed;
-        a stop string that straddles the interruption is not seen."""
-        ids: list[int] = []
-        logprobs: list[float] = []
-        versions: list[int] = []
-        budget = int(kwargs["max_tokens"])
-        for part in itertools.count():
-            await self._gate().wait()
-            version = self._version
-            seg_prompt = dict(prompt, prompt_token_ids=prompt["prompt_token_ids"] + ids)
-            sampling = self.sampling_cls(**dict(kwargs, max_tokens=budget - len(ids)))
-            res = await self._segment(seg_prompt, sampling, f"{rid}-{part}")
-            interrupted = (
-                res.finish_reason == "abort"
-                and res.error is None
-                and (version != self._version or not self._gate().is_set())
+        async def segment(done: list[int], left: int, sid: str) -> GenerateResult:
+            seg_prompt = dict(prompt, prompt_token_ids=prompt["prompt_token_ids"] + done)
+            return await self._segment(
+                seg_prompt, self.sampling_cls(**kwargs, max_tokens=left), sid
             )
-            ids += res.token_ids
-            logprobs += res.logprobs
-            versions += [version] * len(res.token_ids)
-            if interrupted and len(ids) < budget:
-                continue
-            reason: FinishReason = "length" if interrupted else res.finish_reason
-            return GenerateResult(ids, logprobs, reason, res.error, weight_versions=versions)
-        raise AssertionError("unreachable")
+
+        return await self._loop.call(self._requests.generate(segment, budget, request_id))
 
     async def _segment(
         self, prompt: dict[str, Any], sampling: Any, request_id: str
@@ -163,7 +134,7 @@ class VLLMEngine(Engine):
         except Exception as exc:  # engine errors (a dead engine core) go on the trajectory
             return error_result(exc)
         if final is None:
-            if not self._gate().is_set():  # aborted by an update before its first output
+            if self._requests.updating:  # aborted by an update before its first output
                 return GenerateResult([], [], "abort")
             return GenerateResult([], [], "error", "vLLM produced no output")
         return from_vllm_output(final)
@@ -172,7 +143,7 @@ class VLLMEngine(Engine):
         """Reload weights (HF names) in every worker, then drop cached prefixes. The names
         and shapes are checked against the checkpoint first (`check_weights`). Requests in
         flight (a pipelined trainer's next batch) are paused at a step boundary and continue
-        under the new weights (see `_generate`); new ones wait until the weights are in."""
+        under the new weights (see `_versioned`); new ones wait until the weights are in."""
         tensors = cpu_tensors(named_tensors)
         check_weights(tensors, self.expected_weights)
         arg: str | bytes
@@ -184,19 +155,18 @@ class VLLMEngine(Engine):
         else:
             method, arg = "agentrl_load_weights_bytes", weights_to_bytes(tensors.items())
 
+        async def load() -> None:
+            await self.llm.collective_rpc(method, args=(arg,))
+            await self.llm.reset_prefix_cache()
+
         async def call() -> None:
-            gate = self._gate()
-            gate.clear()
-            try:
-                await self.llm.pause_generation(mode="abort", clear_cache=True)
-                try:
-                    await self.llm.collective_rpc(method, args=(arg,))
-                    await self.llm.reset_prefix_cache()
-                    self._version += 1
-                finally:
-                    await self.llm.resume_generation()
-            finally:
-                gate.set()
+            await self._requests.update(
+                pause=lambda: self.llm.pause_generation(mode="abort", clear_cache=True),
+                abort=self.llm.abort,
+                load=load,
+                resume=self.llm.resume_generation,
+                drain_timeout_s=self.admin_timeout_s / 2,
+            )
 
         self._loop.admin(call, self.admin_timeout_s, "vLLM update_weights")
 
@@ -222,7 +192,14 @@ class VLLMEngine(Engine):
 class VLLMServerEngine(HTTPServerEngine):
     """A running vLLM OpenAI-compatible server reached over HTTP (see `vllm_server` for the
     command). `sleep_mode`: whether the server was started with `--enable-sleep-mode`
-    (a CPU server cannot be); without it `sleep`/`wake` are no-ops."""
+    (a CPU server cannot be); without it `sleep`/`wake` are no-ops.
+
+    Per-token weight versions as in-process (`_versioned`): a weight update pauses the
+    server (`/pause?mode=abort`, `/abort_requests`, `/resume`: vLLM's RL endpoints, on with
+    `VLLM_SERVER_DEV_MODE=1`), and the running requests continue under the new weights. The
+    versions count this client's updates: one trainer per server."""
+
+    features = frozenset({"weight_versions"})
 
     def __init__(
         self,
@@ -246,6 +223,12 @@ class VLLMServerEngine(HTTPServerEngine):
         self.sleep_mode = sleep_mode
         self.can_sleep = sleep_mode  # text-only (multimodal_inputs "none")
         self.expected_weights = checkpoint_shapes(model)
+        self._requests = VersionedRequests()
+        self._paused = False
+
+    @property
+    def weight_version(self) -> int:
+        return self._requests.version
 
     async def generate(
         self,
@@ -257,28 +240,60 @@ class VLLMServerEngine(HTTPServerEngine):
     ) -> GenerateResult:
         if multimodal:
             raise EngineError("vllm server mode takes images via chat messages; not supported")
-        return await self._generate_via(
-            "/v1/completions",
-            lambda: to_completions_payload(self.model, prompt_ids, params),
-            from_completions_response,
-        )
+        body = to_completions_payload(self.model, prompt_ids, params)
+        request_id = f"agentrl-{uuid.uuid4().hex}"
+
+        async def segment(done: list[int], left: int, sid: str) -> GenerateResult:
+            payload = dict(body, prompt=body["prompt"] + done, max_tokens=left)
+            return await self._round_trip("/v1/completions", payload, from_completions_response)
+
+        budget = params.max_new_tokens
+        return await self._loop.call(self._requests.generate(segment, budget, request_id))
 
     def update_weights(self, named_tensors: Iterable[tuple[str, Any]]) -> None:
-        """Write a safetensors file into `weight_sync_dir` (which the server must see), ask
-        the server's workers to reload from it, drop cached prefixes, delete the file."""
+        """Write a safetensors file into `weight_sync_dir` (which the server must see), pause
+        the server's requests, have its workers reload from the file, drop cached prefixes,
+        resume, delete the file."""
         tensors = cpu_tensors(named_tensors)
         check_weights(tensors, self.expected_weights)
         path = self._save_weights(tensors.items())
         rpc = {"method": "agentrl_load_weights_file", "args": [path]}
 
-        async def call() -> None:
+        async def load() -> None:
             await self._post("/collective_rpc", rpc)
             await self._post("/reset_prefix_cache")
+
+        async def abort(_: list[str]) -> None:
+            await self._post("/abort_requests", {})  # all: the server's ids are not ours
+
+        async def call() -> None:
+            await self._requests.update(
+                pause=self._pause, abort=abort, load=load, resume=self._resume,
+                drain_timeout_s=self.timeout_s / 2,
+            )  # fmt: skip
 
         try:
             self._loop.admin(call, self.timeout_s, "vLLM server update_weights")
         finally:
             os.unlink(path)
+
+    async def _pause(self) -> None:
+        """`/pause?mode=abort`. A server without it (an older vLLM, or no dev mode) can still
+        take weights while nothing runs, as the synchronous loop does."""
+        resp = await self.client.post(f"{self.base_url}/pause", params={"mode": "abort"})
+        if resp.status_code == 404 and not self._requests.inflight:
+            return
+        if resp.status_code >= 400:
+            raise EngineError(
+                f"{self.base_url}/pause: HTTP {resp.status_code}: {resp.text[:300]} (a weight "
+                "update while requests run needs vLLM's /pause: VLLM_SERVER_DEV_MODE=1)"
+            )
+        self._paused = True
+
+    async def _resume(self) -> None:
+        if self._paused:
+            await self._post("/resume")
+            self._paused = False
 
     def sleep(self) -> None:
         if self.sleep_mode:

@@ -58,7 +58,7 @@ class AsyncCollector:
         if not producer.reports_versions:
             raise ValueError(
                 "trainer.async.max_staleness: the rollout engine does not report per-token "
-                "weight versions; use engine.kind: hf, or vllm in-process (no server_url)"
+                "weight versions; use engine.kind: hf or vllm"
             )
         self.producer, self.data, self.n, self.batch_size = producer, data, n, max(batch_size, 1)
         self.max_staleness, self.timeout_s = cfg.max_staleness, cfg.batch_timeout_s

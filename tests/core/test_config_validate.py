@@ -108,15 +108,18 @@ def test_packed_updates_get_traced_attention_and_host_packing(tiny_model_dir):
 
 
 def test_pipelined_steps_need_an_engine_that_stamps_versions():
-    """K >= 1 needs per-token weight versions: the hf engines and in-process vLLM (tested
-    for real in tests/engines/real_vllm/test_vllm_real_async_train.py) stamp them; a vLLM
-    server or SGLang does not."""
+    """K >= 1 needs per-token weight versions: the hf engines and vLLM, in-process or a
+    server (tested for real in tests/engines/real_vllm/test_vllm_real_async_train.py),
+    stamp them; SGLang does not."""
     k1 = ["trainer.async.max_staleness=1"]
-    for ok in (["engine.kind=hf"], ["engine.kind=vllm"]):
-        load_config(TrainConfig, None, [*k1, *ok])
-    for bad in (["engine.kind=vllm", "engine.server_url=http://x"], ["engine.kind=sglang"]):
-        with pytest.raises(ConfigError, match="other than hf or in-process vllm"):
-            load_config(TrainConfig, None, [*k1, *bad, "model.path=/m"])
+    for ok in (
+        ["engine.kind=hf"],
+        ["engine.kind=vllm"],
+        ["engine.kind=vllm", "engine.server_url=http://x"],
+    ):
+        load_config(TrainConfig, None, [*k1, *ok, "model.path=/m"])
+    with pytest.raises(ConfigError, match="other than hf or vllm"):
+        load_config(TrainConfig, None, [*k1, "engine.kind=sglang", "model.path=/m"])
 
 
 def test_process_producer_refuses_what_it_cannot_run():

@@ -1,12 +1,14 @@
-"""`agentrl train` with real in-process vLLM and `trainer.async.max_staleness: 1`: the
-rollout of the next batch runs while the current one trains, and each weight sync pauses
-vLLM's running requests between two steps (`VLLMEngine.update_weights`). The real CLI in a
-subprocess, 4 steps on `tiny:qwen2-small`: it finishes, no trained token is more than one
-version behind, some are behind (the pipeline overlapped), and every dumped sampled token
-carries the version that sampled it."""
+"""`agentrl train` with real vLLM, in-process and a server (split placement: the rollout
+engine is another process reached over HTTP, weights through a file), and
+`trainer.async.max_staleness: 1`: the rollout of the next batch runs while the current one
+trains, and each weight sync pauses vLLM's running requests between two steps
+(`engines/_versioned.py`). The real CLI in a subprocess, 4 steps on `tiny:qwen2-small`: it
+finishes, no trained token is more than one version behind, some are behind (the pipeline
+overlapped), and every dumped sampled token carries the version that sampled it."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import subprocess
@@ -25,7 +27,7 @@ model:
   cache_dir: {cache}
 engine:
   kind: vllm
-  extra: {{enforce_eager: true, max_model_len: 512}}
+{engine}
 data:
   env: math/calc-easy-v0
   batch_size: 4
@@ -49,12 +51,32 @@ trainer:
 """
 
 
-def test_pipelined_training_on_real_vllm(tmp_path: Path, small_path: str) -> None:
+IN_PROCESS = "  extra: {enforce_eager: true, max_model_len: 512}"
+SERVER = "  server_url: {url}\n  extra: {{weight_sync_dir: {sync}, served_model_name: {name}}}"
+
+
+@pytest.mark.parametrize("mode", ["in-process", "server"])
+def test_pipelined_training_on_real_vllm(tmp_path: Path, small_path: str, mode: str) -> None:
     from engine_helpers import CACHE
 
+    from agentrl.engines.vllm_server import LocalVLLMServer
+
+    with contextlib.ExitStack() as stack:
+        engine = IN_PROCESS
+        if mode == "server":
+            log = tmp_path / "server.log"
+            srv = LocalVLLMServer(
+                small_path, port=checks.free_port(), args=checks.SERVER_ARGS, log_path=log
+            )
+            stack.enter_context(srv)
+            engine = SERVER.format(url=srv.url, sync=tmp_path / "sync", name=small_path)
+        train_and_check(tmp_path, CONFIG.format(cache=CACHE, out=tmp_path / "run", engine=engine))
+
+
+def train_and_check(tmp_path: Path, config: str) -> None:
     out = tmp_path / "run"
     cfg = tmp_path / "async-vllm.yaml"
-    cfg.write_text(CONFIG.format(cache=CACHE, out=out))
+    cfg.write_text(config)
     env = os.environ | {"VLLM_CPU_KVCACHE_SPACE": os.environ.get("VLLM_CPU_KVCACHE_SPACE", "1")}
     proc = subprocess.run(
         [sys.executable, "-m", "agentrl.cli", "train", "--config", str(cfg)],

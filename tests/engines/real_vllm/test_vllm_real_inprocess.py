@@ -69,53 +69,7 @@ def test_update_weights_then_exact_logprobs(
 def test_update_mid_request_continues_with_exact_versions(
     engine: Any, small_model: Any, loop: Any, restore: None
 ) -> None:
-    """A pipelined trainer (`trainer.async`) updates the weights while requests run: vLLM
-    pauses them between two steps, and each continues under the new weights. Every token is
-    stamped with the update count of the weights that sampled it, and the stamps are exact:
-    each token's log-prob equals a transformers re-score under the weights of its stamp
-    (old and new weights far enough apart that the two re-scores differ)."""
-    import threading
-
-    model, tok = small_model
-    new = checks.perturbed(model, 6, scale=0.5)
-    params = [SamplingParams(max_new_tokens=400, temperature=1.0, seed=50 + i) for i in range(4)]
-    prompts = [tok.encode(f"Count to {i}:") for i in range(4)]
-    before = engine.weight_version
-    t0 = time.perf_counter()
-    checks.run(loop, engine.generate(prompts[0], params[0]))  # how long one request takes
-    alone = time.perf_counter() - t0
-    results: list[Any] = []
-
-    async def together() -> list[Any]:
-        calls = (engine.generate(p, s) for p, s in zip(prompts, params, strict=True))
-        return list(await asyncio.gather(*calls))
-
-    def requests() -> None:
-        results.extend(checks.run(loop, together()))
-
-    worker = threading.Thread(target=requests)
-    worker.start()
-    time.sleep(max(0.05, alone / 3))  # a third of the way in
-    engine.update_weights(new.state_dict().items())
-    worker.join(timeout=300)
-    assert engine.weight_version == before + 1 and len(results) == 4
-    spanning = 0
-    for prompt, r in zip(prompts, results, strict=True):
-        assert r.error is None and r.finish_reason in ("stop", "length"), r
-        assert len(r.weight_versions) == len(r.token_ids) == len(r.logprobs)
-        assert r.weight_versions == sorted(r.weight_versions)
-        assert set(r.weight_versions) <= {before, before + 1}
-        old_lp = checks.rescore(model, prompt, r.token_ids, 1.0)
-        new_lp = checks.rescore(new, prompt, r.token_ids, 1.0)
-        for v, lp, a, b in zip(r.weight_versions, r.logprobs, old_lp, new_lp, strict=True):
-            assert lp == pytest.approx(b if v == before + 1 else a, abs=2e-3), (v, lp, a, b)
-        apart = sum(abs(a - b) > 2e-2 for a, b in zip(old_lp, new_lp, strict=True))
-        assert apart > len(old_lp) // 2  # the check tells the two weights apart
-        spanning += len(set(r.weight_versions)) == 2
-    assert spanning >= 1, [len(r.token_ids) for r in results]
-    # Requests after the update run on the new weights from their first token.
-    after = checks.run(loop, engine.generate(prompts[1], SamplingParams(max_new_tokens=8)))
-    assert after.weight_versions == [before + 1] * len(after.token_ids)
+    checks.update_mid_request_keeps_exact_versions(loop, engine, *small_model)
 
 
 def test_update_weights_lora_merged(

@@ -7,7 +7,6 @@ with a recorded error instead of a hang (last: it kills the module's server)."""
 
 from __future__ import annotations
 
-import socket
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -18,13 +17,6 @@ import vllm_checks as checks
 from agentrl.config.schema import EngineConfig
 from agentrl.engines import SamplingParams, build_engine
 
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
 pytestmark = checks.MARKS
 
 
@@ -33,7 +25,9 @@ def server(small_path: str, tmp_path_factory: Any) -> Iterator[Any]:
     from agentrl.engines.vllm_server import LocalVLLMServer
 
     log = tmp_path_factory.mktemp("vllm-server") / "server.log"
-    srv = LocalVLLMServer(small_path, port=free_port(), args=checks.SERVER_ARGS, log_path=log)
+    srv = LocalVLLMServer(
+        small_path, port=checks.free_port(), args=checks.SERVER_ARGS, log_path=log
+    )
     with srv:
         yield srv
 
@@ -73,6 +67,12 @@ def test_update_weights_then_exact_logprobs(
     engine.update_weights(new.state_dict().items())  # tied embeddings: safetensors file
     checks.logprobs_under(loop, engine, new, small_model[1])
     assert not list(Path(engine.weight_sync_dir).iterdir())  # the file is removed after
+
+
+def test_update_mid_request_continues_with_exact_versions(
+    engine: Any, small_model: Any, loop: Any, restore: None
+) -> None:
+    checks.update_mid_request_keeps_exact_versions(loop, engine, *small_model)
 
 
 def test_update_weights_lora_merged(

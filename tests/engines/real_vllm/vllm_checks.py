@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import copy
 import importlib.util
+import socket
 from typing import Any
 
 import pytest
@@ -27,6 +28,13 @@ SAMPLED = SamplingParams(max_new_tokens=24, temperature=0.8, seed=0)
 TOL = 1e-5
 
 
+def free_port() -> int:
+    """A free loopback port (for a vLLM server)."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
 def run(loop: asyncio.AbstractEventLoop, coro: Any, timeout: float = 300) -> Any:
     return loop.run_until_complete(asyncio.wait_for(coro, timeout))
 
@@ -39,7 +47,9 @@ def token_in_token_out(loop: Any, engine: Engine, tok: Any) -> None:
     assert len(res.logprobs) == len(res.token_ids)
 
 
-def logprobs_match_rescore(loop: Any, engine: Engine, model: Any, tok: Any) -> None:
+def logprobs_match_rescore(
+    loop: Any, engine: Engine, model: Any, tok: Any, tol: float = TOL
+) -> None:
     prompts = [tok.encode(t) for t in TEXTS]
     params = [SamplingParams(24, temperature=0.8, seed=i) for i in range(len(prompts))]
 
@@ -51,7 +61,7 @@ def logprobs_match_rescore(loop: Any, engine: Engine, model: Any, tok: Any) -> N
     for prompt, res in zip(prompts, results, strict=True):
         assert res.error is None, res.error
         expected = rescore(model, prompt, res.token_ids, 0.8)
-        assert res.logprobs == pytest.approx(expected, abs=TOL)
+        assert res.logprobs == pytest.approx(expected, abs=tol)
 
 
 def greedy_matches_hf(loop: Any, engine: Engine, model: Any, tok: Any) -> None:
@@ -77,12 +87,12 @@ def perturbed(model: Any, seed: int, scale: float = 0.05) -> Any:
     return new
 
 
-def logprobs_under(loop: Any, engine: Engine, model: Any, tok: Any) -> None:
+def logprobs_under(loop: Any, engine: Engine, model: Any, tok: Any, tol: float = TOL) -> None:
     """The engine's sampled logprobs equal a re-score under `model` (its current weights)."""
     prompt = tok.encode(TEXTS[1])
     res = run(loop, engine.generate(prompt, SAMPLED))
     assert res.error is None, res.error
-    assert res.logprobs == pytest.approx(rescore(model, prompt, res.token_ids, 0.8), abs=TOL)
+    assert res.logprobs == pytest.approx(rescore(model, prompt, res.token_ids, 0.8), abs=tol)
 
 
 def lora_merged(model: Any, seed: int) -> tuple[Any, list[tuple[str, torch.Tensor]]]:
@@ -102,3 +112,101 @@ def lora_merged(model: Any, seed: int) -> tuple[Any, list[tuple[str, torch.Tenso
     weights = list(merged_weights(peft_model))
     merged = copy.deepcopy(peft_model).merge_and_unload().eval()
     return merged, weights
+
+
+def update_mid_request_keeps_exact_versions(
+    loop: Any, engine: Engine, model: Any, tok: Any
+) -> None:
+    """A pipelined trainer (`trainer.async`) updates the weights while requests run: vLLM
+    pauses them between two steps, and each continues under the new weights. Every token is
+    stamped with the update count of the weights that sampled it, and the stamps are exact:
+    each token's log-prob equals a transformers re-score under the weights of its stamp
+    (old and new weights far enough apart that the two re-scores differ). Two more requests
+    are sent just as the update starts (the race the update's drain closes: one that reaches
+    the paused engine late must not run under the new weights with the old stamp). Up to
+    three rounds (every round checked) until an update lands inside a running request: on
+    a loaded machine the timing of one round can miss."""
+    import time
+
+    prompts = [tok.encode(f"Count to {i}:") for i in range(6)]
+    t0 = time.perf_counter()
+    params = SamplingParams(max_new_tokens=400, temperature=1.0, seed=50)
+    first = run(loop, engine.generate(prompts[0], params))
+    alone = time.perf_counter() - t0  # how long one request takes
+    assert len(first.token_ids) == 400
+    old, spanning, seen = model, 0, []
+    for round_ in range(3):
+        new = perturbed(model, 6 + round_, scale=0.5)
+        spanning += _update_during_requests(loop, engine, old, new, prompts, alone, seen)
+        old = new
+        if spanning:
+            break
+    assert spanning >= 1, f"one request alone {alone:.2f}s; rounds: {seen}"
+    # Requests after the update run on the new weights from their first token.
+    after = run(loop, engine.generate(prompts[1], SamplingParams(max_new_tokens=8)))
+    assert after.weight_versions == [engine.weight_version] * len(after.token_ids)
+
+
+def _update_during_requests(
+    loop: Any,
+    engine: Engine,
+    old: Any,
+    new: Any,
+    prompts: list[list[int]],
+    alone: float,
+    seen: list[str],
+) -> int:
+    """One round of `update_mid_request_keeps_exact_versions`; how many requests spanned
+    both weights."""
+    import threading
+    import time
+
+    params = [SamplingParams(max_new_tokens=400, temperature=1.0, seed=50 + i) for i in range(6)]
+    before = engine.weight_version
+    results: dict[int, Any] = {}
+
+    def requests(which: range, delay: float) -> None:
+        async def together() -> list[Any]:
+            await asyncio.sleep(delay)
+            calls = (engine.generate(prompts[i], params[i]) for i in which)
+            return list(await asyncio.gather(*calls))
+
+        own = asyncio.new_event_loop()
+        try:
+            results.update(zip(which, run(own, together()), strict=True))
+        finally:
+            own.close()
+
+    workers = [
+        threading.Thread(target=requests, args=(range(4), 0.0)),
+        threading.Thread(target=requests, args=(range(4, 6), max(0.05, alone / 3))),
+    ]
+    for w in workers:
+        w.start()
+    time.sleep(max(0.05, alone / 3))  # a third of the way in
+    t0 = time.perf_counter()
+    engine.update_weights(new.state_dict().items())
+    took = time.perf_counter() - t0
+    for w in workers:
+        w.join(timeout=300)
+    assert engine.weight_version == before + 1 and len(results) == 6
+    spanning = 0
+    for i, r in sorted(results.items()):
+        assert r.error is None and r.finish_reason in ("stop", "length"), r
+        assert len(r.weight_versions) == len(r.token_ids) == len(r.logprobs)
+        assert r.weight_versions == sorted(r.weight_versions)
+        assert set(r.weight_versions) <= {before, before + 1}
+        old_lp = rescore(old, prompts[i], r.token_ids, 1.0)
+        new_lp = rescore(new, prompts[i], r.token_ids, 1.0)
+        for v, lp, a, b in zip(r.weight_versions, r.logprobs, old_lp, new_lp, strict=True):
+            assert lp == pytest.approx(b if v == before + 1 else a, abs=2e-3), (i, v, lp, a, b)
+        apart = sum(abs(a - b) > 2e-2 for a, b in zip(old_lp, new_lp, strict=True))
+        assert apart > len(old_lp) // 2  # the check tells the two weights apart
+        spanning += len(set(r.weight_versions)) == 2
+    print(
+        f"update during requests: versions {[sorted(set(r.weight_versions)) for r in results.values()]}"
+    )
+    seen.append(
+        f"versions {[sorted(set(r.weight_versions)) for r in results.values()]}, update {took:.2f}s"
+    )
+    return spanning

@@ -1,0 +1,135 @@
+"""Exact per-token weight versions for engines whose weight update aborts running requests:
+vLLM in-process (`AsyncLLM.pause_generation(mode="abort")`) and a vLLM server
+(`POST /pause?mode=abort`). Both vLLM modes share this one implementation.
+
+Why segments: a pause in abort mode stops every running request between two engine steps and
+returns what it sampled so far (`finish_reason` "abort"). Once the new weights are in, the
+request goes on as a new *segment* whose prompt is the original prompt plus the tokens sampled
+so far. Each segment's tokens are stamped with the weights' version at the segment's start,
+so `GenerateResult.weight_versions` says which weights sampled each token. A pipelined
+trainer (docs/async.md) needs exactly that. The continuation re-reads its prefix under the
+new weights (the old KV cache went with the old weights). Its sampler restarts from the
+request's seed. A stop string that straddles the interruption is not seen.
+
+Why a drain: a segment sent just before the pause can reach the engine just after it. The
+paused engine would queue it and run it under the *new* weights with the *old* stamp. So,
+once paused, `update` aborts the in-flight segments again and again (late ones keep
+arriving) until every segment started before the update has come back. Only then do the
+weights load. Segments that start later wait at the gate until the update is done.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+from collections.abc import Awaitable, Callable
+
+from agentrl.engines.base import EngineError, FinishReason, GenerateResult
+
+# One segment: (tokens sampled so far, tokens left, segment request id) -> its result.
+Segment = Callable[[list[int], int, str], Awaitable[GenerateResult]]
+
+
+class VersionedRequests:
+    """The weight version, the gate that holds new segments during an update, and the
+    segments in flight. Use it on the engine's own event loop only."""
+
+    def __init__(self, drain_poll_s: float = 0.2) -> None:
+        self.version = 0  # updates applied
+        self._epoch = 0  # updates started: a segment that saw another epoch was interrupted
+        self._inflight: set[str] = set()
+        self._open: asyncio.Event | None = None
+        self._empty: asyncio.Event | None = None
+        self.drain_poll_s = drain_poll_s
+
+    def _events(self) -> tuple[asyncio.Event, asyncio.Event]:
+        """The events are made lazily, on the engine loop that first uses them."""
+        if self._open is None or self._empty is None:
+            self._open, self._empty = asyncio.Event(), asyncio.Event()
+            self._open.set()
+            self._empty.set()
+        return self._open, self._empty
+
+    @property
+    def updating(self) -> bool:
+        return not self._events()[0].is_set()
+
+    @property
+    def inflight(self) -> frozenset[str]:
+        return frozenset(self._inflight)
+
+    async def generate(self, segment: Segment, budget: int, request_id: str) -> GenerateResult:
+        """Run one request of `budget` new tokens as segments (see the module docstring).
+        A segment that ends in "abort" without an error while an update started is continued.
+        Any other end (stop, length, error, timeout) is the request's end."""
+        ids: list[int] = []
+        logprobs: list[float] = []
+        versions: list[int] = []
+        gate, empty = self._events()
+        for part in itertools.count():
+            await gate.wait()
+            version, epoch, sid = self.version, self._epoch, f"{request_id}-{part}"
+            self._inflight.add(sid)  # no await between the gate check and this
+            empty.clear()
+            try:
+                res = await segment(ids, budget - len(ids), sid)
+            finally:
+                self._inflight.discard(sid)
+                if not self._inflight:
+                    empty.set()
+            interrupted = res.finish_reason == "abort" and res.error is None
+            interrupted = interrupted and epoch != self._epoch
+            ids += res.token_ids
+            logprobs += res.logprobs
+            versions += [version] * len(res.token_ids)
+            if interrupted and len(ids) < budget:
+                continue
+            reason: FinishReason = "length" if interrupted else res.finish_reason
+            return GenerateResult(ids, logprobs, reason, res.error, weight_versions=versions)
+        raise AssertionError("unreachable")
+
+    async def update(
+        self,
+        *,
+        pause: Callable[[], Awaitable[None]],
+        abort: Callable[[list[str]], Awaitable[None]],
+        load: Callable[[], Awaitable[None]],
+        resume: Callable[[], Awaitable[None]],
+        drain_timeout_s: float,
+    ) -> None:
+        """Close the gate, `pause` the engine, `abort` the in-flight segments until all have
+        come back, `load` the weights, count the version, `resume`, open the gate. The
+        version counts only if `load` succeeded; `resume` and the gate run whatever happens."""
+        gate, empty = self._events()
+        gate.clear()
+        self._epoch += 1
+        try:
+            await pause()
+            try:
+                await self._drain(abort, empty, drain_timeout_s)
+                await load()
+                self.version += 1
+            finally:
+                await resume()
+        finally:
+            gate.set()
+
+    async def _drain(
+        self,
+        abort: Callable[[list[str]], Awaitable[None]],
+        empty: asyncio.Event,
+        timeout_s: float,
+    ) -> None:
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + timeout_s
+        while self._inflight:
+            if loop.time() > deadline:
+                raise EngineError(
+                    f"weight update: {len(self._inflight)} request(s) still running "
+                    f"{timeout_s}s after the engine was paused and they were aborted"
+                )
+            await abort(sorted(self._inflight))
+            try:
+                await asyncio.wait_for(empty.wait(), self.drain_poll_s)
+            except asyncio.TimeoutError:
+                pass
