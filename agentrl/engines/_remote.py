@@ -107,24 +107,6 @@ async def _as_coro(make: Callable[[], Awaitable[Any]]) -> Any:
     return await make()
 
 
-async def post_json(
-    client: Any,
-    url: str,
-    payload: dict[str, Any] | None = None,
-    *,
-    params: Any = None,
-    timeout: float | None = None,
-) -> Any:
-    """POST and decode JSON; HTTP errors become EngineError with the server's message."""
-    kw: dict[str, Any] = {"json": payload, "params": params}
-    if timeout is not None:
-        kw["timeout"] = timeout
-    resp = await client.post(url, **kw)
-    if resp.status_code >= 400:
-        raise EngineError(f"{url}: HTTP {resp.status_code}: {resp.text[:500]}")
-    return resp.json() if resp.content else None
-
-
 def cpu_tensors(named_tensors: Iterable[tuple[str, Any]]) -> dict[str, Any]:
     """Detached contiguous CPU tensors, each with its own storage (a tied or otherwise
     shared tensor is cloned), ready for safetensors."""
@@ -182,12 +164,35 @@ class HTTPServerEngine(Engine):
         self._version = itertools.count()
 
     async def _make_client(self) -> Any:
+        """No cap on connections: `rollout.concurrency` bounds the requests, and httpx's
+        default of 100 would queue the rest in the client, unseen by the server. Idle
+        connections are dropped after 2 s, before the server's own keep-alive timeout (5 s in
+        vLLM and uvicorn), so that a request rarely goes out on one the server is closing."""
         import httpx
 
-        return httpx.AsyncClient(timeout=self.timeout_s)
+        limits = httpx.Limits(
+            max_connections=None, max_keepalive_connections=None, keepalive_expiry=2.0
+        )
+        return httpx.AsyncClient(timeout=self.timeout_s, limits=limits)
+
+    async def _send(self, path: str, payload: dict[str, Any] | None = None, **kw: Any) -> Any:
+        """POST; once more if a kept-alive connection turns out closed by the server
+        ("Server disconnected without sending a response": the request never ran there).
+        The `httpx.Response`, whatever its status."""
+        import httpx
+
+        url = f"{self.base_url}{path}"
+        try:
+            return await self.client.post(url, json=payload, **kw)
+        except httpx.RemoteProtocolError:
+            return await self.client.post(url, json=payload, **kw)
 
     async def _post(self, path: str, payload: dict[str, Any] | None = None, **kw: Any) -> Any:
-        return await post_json(self.client, f"{self.base_url}{path}", payload, **kw)
+        """POST and decode JSON; HTTP errors become EngineError with the server's message."""
+        resp = await self._send(path, payload, **kw)
+        if resp.status_code >= 400:
+            raise EngineError(f"{self.base_url}{path}: HTTP {resp.status_code}: {resp.text[:500]}")
+        return resp.json() if resp.content else None
 
     async def _generate_via(
         self,

@@ -8,8 +8,10 @@ request goes on as a new *segment* whose prompt is the original prompt plus the 
 so far. Each segment's tokens are stamped with the weights' version at the segment's start,
 so `GenerateResult.weight_versions` says which weights sampled each token. A pipelined
 trainer (docs/async.md) needs exactly that. The continuation re-reads its prefix under the
-new weights (the old KV cache went with the old weights). Its sampler restarts from the
-request's seed. A stop string that straddles the interruption is not seen.
+new weights (the old KV cache went with the old weights). A seeded request's continuation
+samples with a seed derived from the request's and the segment's index (`segment_seed`):
+the same seed would replay the random draws of the request's first tokens. A stop string
+that straddles the interruption is not seen.
 
 Why a drain: a segment sent just before the pause can reach the engine just after it. The
 paused engine would queue it and run it under the *new* weights with the *old* stamp. So,
@@ -26,8 +28,18 @@ from collections.abc import Awaitable, Callable
 
 from agentrl.engines.base import EngineError, FinishReason, GenerateResult
 
-# One segment: (tokens sampled so far, tokens left, segment request id) -> its result.
-Segment = Callable[[list[int], int, str], Awaitable[GenerateResult]]
+# One segment: (tokens sampled so far, tokens left, segment request id, segment index)
+# -> its result.
+Segment = Callable[[list[int], int, str, int], Awaitable[GenerateResult]]
+
+
+def segment_seed(seed: int | None, part: int) -> int | None:
+    """The sampling seed of segment `part` of a request seeded `seed`: the request's own for
+    the first segment (an uninterrupted request samples as without segments), a distinct
+    one derived from both for each continuation, so seeded runs stay reproducible."""
+    if seed is None or part == 0:
+        return seed
+    return (seed * 1_000_003 + part * 0x9E3779B1) % 2**31
 
 
 class VersionedRequests:
@@ -72,7 +84,7 @@ class VersionedRequests:
             self._inflight.add(sid)  # no await between the gate check and this
             empty.clear()
             try:
-                res = await segment(ids, budget - len(ids), sid)
+                res = await segment(ids, budget - len(ids), sid, part)
             finally:
                 self._inflight.discard(sid)
                 if not self._inflight:

@@ -33,7 +33,7 @@ from agentrl.engines._remote import (
     save_weights,
     weights_to_bytes,
 )
-from agentrl.engines._versioned import VersionedRequests
+from agentrl.engines._versioned import VersionedRequests, segment_seed
 from agentrl.engines._vllm_io import (
     from_completions_response,
     from_vllm_output,
@@ -106,11 +106,11 @@ class VLLMEngine(Engine):
         budget = int(kwargs.pop("max_tokens"))
         request_id = f"agentrl-{next(self._ids)}-{uuid.uuid4().hex[:8]}"
 
-        async def segment(done: list[int], left: int, sid: str) -> GenerateResult:
+        async def segment(done: list[int], left: int, sid: str, part: int) -> GenerateResult:
             seg_prompt = dict(prompt, prompt_token_ids=prompt["prompt_token_ids"] + done)
-            return await self._segment(
-                seg_prompt, self.sampling_cls(**kwargs, max_tokens=left), sid
-            )
+            seed = segment_seed(params.seed, part)
+            sampling = self.sampling_cls(**dict(kwargs, max_tokens=left, seed=seed))
+            return await self._segment(seg_prompt, sampling, sid)
 
         return await self._loop.call(self._requests.generate(segment, budget, request_id))
 
@@ -243,8 +243,10 @@ class VLLMServerEngine(HTTPServerEngine):
         body = to_completions_payload(self.model, prompt_ids, params)
         request_id = f"agentrl-{uuid.uuid4().hex}"
 
-        async def segment(done: list[int], left: int, sid: str) -> GenerateResult:
+        async def segment(done: list[int], left: int, sid: str, part: int) -> GenerateResult:
             payload = dict(body, prompt=body["prompt"] + done, max_tokens=left)
+            if params.seed is not None:
+                payload["seed"] = segment_seed(params.seed, part)
             return await self._round_trip("/v1/completions", payload, from_completions_response)
 
         budget = params.max_new_tokens
@@ -280,7 +282,7 @@ class VLLMServerEngine(HTTPServerEngine):
     async def _pause(self) -> None:
         """`/pause?mode=abort`. A server without it (an older vLLM, or no dev mode) can still
         take weights while nothing runs, as the synchronous loop does."""
-        resp = await self.client.post(f"{self.base_url}/pause", params={"mode": "abort"})
+        resp = await self._send("/pause", params={"mode": "abort"})
         if resp.status_code == 404 and not self._requests.inflight:
             return
         if resp.status_code >= 400:

@@ -83,7 +83,7 @@ def update(vr: VersionedRequests, eng: ScriptedPausableEngine, **kw: Any) -> Any
 
 
 def request(vr: VersionedRequests, eng: ScriptedPausableEngine, rid: str, transit: float) -> Any:
-    async def segment(done: list[int], left: int, sid: str) -> GenerateResult:
+    async def segment(done: list[int], left: int, sid: str, part: int) -> GenerateResult:
         return await eng.run(sid, left, transit)
 
     return vr.generate(segment, 40, rid)
@@ -113,7 +113,7 @@ def test_a_segment_that_never_returns_fails_the_update_and_the_engine_resumes() 
     async def main() -> tuple[VersionedRequests, ScriptedPausableEngine, str]:
         eng, vr = ScriptedPausableEngine(), VersionedRequests(drain_poll_s=0.01)
 
-        async def stuck(done: list[int], left: int, sid: str) -> GenerateResult:
+        async def stuck(done: list[int], left: int, sid: str, part: int) -> GenerateResult:
             await asyncio.sleep(3600)  # ignores aborts (a hung transport)
             raise AssertionError
 
@@ -148,10 +148,10 @@ def test_an_abort_with_an_error_or_without_an_update_ends_the_request() -> None:
     async def main() -> list[GenerateResult]:
         vr = VersionedRequests()
 
-        async def timed_out(done: list[int], left: int, sid: str) -> GenerateResult:
+        async def timed_out(done: list[int], left: int, sid: str, part: int) -> GenerateResult:
             return GenerateResult([7], [0.0], "abort", "timed out")
 
-        async def aborted(done: list[int], left: int, sid: str) -> GenerateResult:
+        async def aborted(done: list[int], left: int, sid: str, part: int) -> GenerateResult:
             return GenerateResult([7, 8], [0.0, 0.0], "abort")
 
         return [await vr.generate(timed_out, 4, "a"), await vr.generate(aborted, 4, "b")]
@@ -159,3 +159,12 @@ def test_an_abort_with_an_error_or_without_an_update_ends_the_request() -> None:
     timed_out, aborted = asyncio.run(main())
     assert (timed_out.finish_reason, timed_out.error) == ("abort", "timed out")
     assert aborted.finish_reason == "abort" and aborted.weight_versions == [0, 0]
+
+
+def test_continuations_sample_with_their_own_seed() -> None:
+    from agentrl.engines._versioned import segment_seed
+
+    assert segment_seed(None, 3) is None and segment_seed(7, 0) == 7
+    seeds = {segment_seed(7, part) for part in range(1, 50)} | {7}
+    assert len(seeds) == 50 and all(0 <= s < 2**31 for s in seeds)
+    assert segment_seed(7, 1) == segment_seed(7, 1) != segment_seed(8, 1)
