@@ -144,22 +144,45 @@ def check_gpu(cfg: Any) -> Finding:
     return Finding(level, "no CUDA GPU: CPU mode", "fine for tiny models, slow for real ones")
 
 
-def check_engine_server(url: str) -> Finding:
+def check_engine_server(url: str, kind: str = "") -> list[Finding]:
+    """The server answers; a vLLM one also has the RL endpoints that weight sync and
+    pipelined steps use (`/collective_rpc`, `/pause`: on with `VLLM_SERVER_DEV_MODE=1`)."""
     import httpx
 
     for path in ("/health", "/v1/models"):
         try:
             r = httpx.get(url.rstrip("/") + path, timeout=3.0)
             if r.status_code < 500:
-                return Finding("OK", f"engine server {url} answers ({path} → {r.status_code})")
+                up = Finding("OK", f"engine server {url} answers ({path} → {r.status_code})")
+                return [up] + ([check_vllm_rl_endpoints(url)] if kind == "vllm" else [])
         except httpx.HTTPError:
             continue
-    return Finding(
+    down = Finding(
         "FAIL",
         f"engine server {url} is not reachable",
         "rollouts would hang waiting for the first generation",
         "start the server (`python -m vllm.entrypoints.openai.api_server --model MODEL "
         "...`, see docs/engines.md) or clear engine.server_url for in-process",
+    )
+    return [down]
+
+
+def check_vllm_rl_endpoints(url: str) -> Finding:
+    import httpx
+
+    try:
+        status = httpx.get(url.rstrip("/") + "/is_paused", timeout=3.0).status_code
+    except httpx.HTTPError as e:
+        status, detail = 0, f"{type(e).__name__}: {e}"
+    if status == 200:
+        return Finding("OK", "vLLM server: RL endpoints on (weight sync, pause for trainer.async)")
+    detail = f"GET /is_paused → {status}" if status else detail  # 404: no dev mode
+    return Finding(
+        "FAIL",
+        "vLLM server without its RL endpoints: agentrl cannot sync weights into it",
+        detail,
+        "restart it with VLLM_SERVER_DEV_MODE=1 and agentrl's worker extension "
+        "(`agentrl.engines.vllm_server.LocalVLLMServer` does both; docs/engines.md)",
     )
 
 
@@ -252,7 +275,7 @@ def check_stack(cfg: Any) -> list[Finding]:
     if cfg.model.attn_implementation == "flash_attention_2":
         out.append(check_package("flash-attn", needed=True, why="for flash_attention_2"))
     if cfg.engine.server_url:
-        out.append(check_engine_server(cfg.engine.server_url))
+        out += check_engine_server(cfg.engine.server_url, kind)
     return out
 
 

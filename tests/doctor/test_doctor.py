@@ -136,3 +136,33 @@ def test_cli_exit_codes(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> N
     assert main(["doctor", "--no-sandbox", "--episodes", "1", "-q"]) == 0
     assert "0 fail" in capsys.readouterr().out
     assert main(["doctor", "--config", str(tmp_path / "missing.yaml")]) == 2
+
+
+def test_vllm_server_without_rl_endpoints_is_a_fail() -> None:
+    """A stand-in for a vLLM server started without `VLLM_SERVER_DEV_MODE=1` (a stdlib HTTP
+    server on loopback: `/health` answers, the RL endpoints are 404, as there); a real
+    server with them passes (tests/engines/real_vllm/test_vllm_real_server.py)."""
+    import threading
+    from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+    from agentrl.doctor.stack import check_engine_server
+
+    class NoDevMode(BaseHTTPRequestHandler):
+        def do_GET(self) -> None:  # noqa: N802 (http.server API)
+            self.send_response(200 if self.path == "/health" else 404)
+            self.end_headers()
+
+        def log_message(self, *args: object) -> None:
+            pass
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), NoDevMode)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    url = f"http://127.0.0.1:{server.server_address[1]}"
+    try:
+        found = check_engine_server(url, "vllm")
+    finally:
+        server.shutdown()
+    assert found[0].level == "OK"
+    fail = titled(found, "without its RL endpoints")
+    assert "VLLM_SERVER_DEV_MODE=1" in fail.fix and "/is_paused → 404" in fail.detail
+    assert titled(check_engine_server(url, "vllm"), "is not reachable")  # now stopped

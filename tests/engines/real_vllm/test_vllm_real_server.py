@@ -48,6 +48,14 @@ def restore(engine: Any, small_model: Any) -> Iterator[None]:
     engine.update_weights(small_model[0].state_dict().items())
 
 
+def test_doctor_sees_the_rl_endpoints(server: Any) -> None:
+    from agentrl.doctor.stack import check_engine_server
+
+    found = check_engine_server(server.url, "vllm")
+    assert [f.level for f in found] == ["OK", "OK"], found
+    assert "RL endpoints on" in found[1].title
+
+
 def test_token_in_token_out(engine: Any, small_model: Any, loop: Any) -> None:
     checks.token_in_token_out(loop, engine, small_model[1])
 
