@@ -29,6 +29,7 @@ from __future__ import annotations
 import importlib.metadata as md
 import json
 import os
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -123,6 +124,16 @@ def check_model(platform: VLLMPlatform, model_path: str) -> None:
             "use a model with a supported head size (e.g. model.path: tiny:qwen2-small, "
             "head_dim 32) or engine.kind: hf"
         )
+
+
+def server_args(platform: VLLMPlatform, args: Sequence[str]) -> list[str]:
+    """A server's command-line arguments with the platform's defaults added where `args`
+    leaves them open: chunked prefill off on CPU, as in-process (module docstring)."""
+    out = list(args)
+    chunked = ("--enable-chunked-prefill", "--no-enable-chunked-prefill")
+    if platform.is_cpu and not any(a.split("=")[0] in chunked for a in out):
+        out.append("--no-enable-chunked-prefill")
+    return out
 
 
 def engine_kwargs(

