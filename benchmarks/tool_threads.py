@@ -3,7 +3,7 @@
 Why: on the H200 the pipelined rollout's event loop spent 14% of its time blocked in
 `Thread.start()` (session 10's stack sampler): `start()` returns only once the new thread
 runs, which needs the interpreter lock, and beside a trainer thread running Python that
-takes a while. `agentrl/tools/core.py` now keeps its daemon workers for the next call.
+takes a while. `agentrl/tools/workers.py` now keeps its daemon workers for the next call.
 
 Measured: `--calls` sync tool calls (each sleeps `--tool-ms`) issued from one event loop, in
 waves of `--concurrency`, with `--busy` threads spinning in Python beside it (the pipelined

@@ -10,7 +10,7 @@ An agentrl env is a `gymnasium.Env`:
   (tool results, user feedback), never the whole history.
 
 `areset`/`astep` are the async forms the rollout awaits. The defaults run the sync methods in a
-daemon worker thread (`tools.core.in_daemon_thread`) so a slow env never blocks other episodes,
+daemon worker thread (`tools.workers.in_daemon_thread`) so a slow env never blocks other episodes,
 and one that hangs past the episode timeout never holds the process at exit; async envs
 override them instead.
 
@@ -35,7 +35,8 @@ import gymnasium as gym
 import numpy as np
 
 from agentrl.rows import Row, RowError
-from agentrl.tools.core import ToolSet, in_daemon_thread
+from agentrl.tools.core import ToolSet
+from agentrl.tools.workers import in_daemon_thread
 from agentrl.types import Message, ToolResult
 
 

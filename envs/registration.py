@@ -98,6 +98,11 @@ def register(
             f"env id {id!r} is already registered by {_where(taken.entry_point)}; register "
             f"{_where(entry_point)} under another id (`agentrl envs list` shows the ids taken)"
         )
+    if taken is not None and taken.kwargs != kwargs:
+        raise ValueError(
+            f"env id {id!r} is already registered with defaults {taken.kwargs}; register "
+            f"the defaults {kwargs} under another id (or pass them to make())"
+        )
     spec = EnvSpec(id, entry_point, kwargs, family or id.split("/")[0], description)
     registry[id] = spec
     _register_in_gymnasium(id)

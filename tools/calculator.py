@@ -12,6 +12,7 @@ from __future__ import annotations
 import ast
 import decimal
 import operator
+import sys
 from collections.abc import Callable
 from fractions import Fraction
 
@@ -85,7 +86,7 @@ def format_number(x: Fraction) -> str:
         approx = float(x)  # 0.0 below a float's range (x is not 0 here)
     except OverflowError:
         approx = 0.0
-    if approx:
+    if abs(approx) >= sys.float_info.min:  # a subnormal float keeps too few digits
         return f"{approx:.6g}"
     ctx = decimal.Context(prec=6)  # its exponent range covers MAX_BITS
     return f"{ctx.divide(decimal.Decimal(x.numerator), x.denominator).normalize(ctx):g}"

@@ -144,9 +144,10 @@ def check_gpu(cfg: Any) -> Finding:
     return Finding(level, "no CUDA GPU: CPU mode", "fine for tiny models, slow for real ones")
 
 
-def check_engine_server(url: str, kind: str = "") -> list[Finding]:
-    """The server answers; a vLLM one also has the RL endpoints that weight sync and
-    pipelined steps use (`/collective_rpc`, `/pause`: on with `VLLM_SERVER_DEV_MODE=1`)."""
+def check_engine_server(url: str, kind: str = "", pipelined: bool = False) -> list[Finding]:
+    """The server answers; a vLLM one also has the RL endpoints agentrl uses: weight sync
+    (`/collective_rpc`, on with `VLLM_SERVER_DEV_MODE=1`) and, for pipelined steps
+    (`pipelined`: `trainer.async.max_staleness` >= 1), `/pause`."""
     import httpx
 
     for path in ("/health", "/v1/models"):
@@ -154,7 +155,7 @@ def check_engine_server(url: str, kind: str = "") -> list[Finding]:
             r = httpx.get(url.rstrip("/") + path, timeout=3.0)
             if r.status_code < 500:
                 up = Finding("OK", f"engine server {url} answers ({path} → {r.status_code})")
-                return [up] + ([check_vllm_rl_endpoints(url)] if kind == "vllm" else [])
+                return [up] + (check_vllm_rl_endpoints(url, pipelined) if kind == "vllm" else [])
         except httpx.HTTPError:
             continue
     down = Finding(
@@ -167,23 +168,31 @@ def check_engine_server(url: str, kind: str = "") -> list[Finding]:
     return [down]
 
 
-def check_vllm_rl_endpoints(url: str) -> Finding:
+def _get_status(url: str) -> str | int:
+    """The status of a GET (405: a POST-only route exists; 404: it does not), or the error."""
     import httpx
 
     try:
-        status = httpx.get(url.rstrip("/") + "/is_paused", timeout=3.0).status_code
+        return httpx.get(url, timeout=3.0).status_code
     except httpx.HTTPError as e:
-        status, detail = 0, f"{type(e).__name__}: {e}"
-    if status == 200:
-        return Finding("OK", "vLLM server: RL endpoints on (weight sync, pause for trainer.async)")
-    detail = f"GET /is_paused → {status}" if status else detail  # 404: no dev mode
-    return Finding(
-        "FAIL",
-        "vLLM server without its RL endpoints: agentrl cannot sync weights into it",
-        detail,
-        "restart it with VLLM_SERVER_DEV_MODE=1 and agentrl's worker extension "
-        "(`agentrl.engines.vllm_server.LocalVLLMServer` does both; docs/engines.md)",
-    )
+        return f"{type(e).__name__}: {e}"
+
+
+def check_vllm_rl_endpoints(url: str, pipelined: bool) -> list[Finding]:
+    dev_mode = "restart it with VLLM_SERVER_DEV_MODE=1 and agentrl's worker extension "
+    dev_mode += "(`agentrl.engines.vllm_server.LocalVLLMServer` does both; docs/engines.md)"
+    sync, pause = (_get_status(url.rstrip("/") + p) for p in ("/collective_rpc", "/pause"))
+    if sync == 404:
+        why = "GET /collective_rpc → 404: started without VLLM_SERVER_DEV_MODE=1"
+        return [Finding("FAIL", "vLLM server: no weight-sync endpoint", why, dev_mode)]
+    if not isinstance(sync, int) or sync >= 500:
+        return [Finding("FAIL", "vLLM server: /collective_rpc fails", str(sync), dev_mode)]
+    if pause == 404 or not isinstance(pause, int) or pause >= 500:
+        detail = f"GET /pause → {pause}: a weight update while requests run needs it"
+        fix = "use a vLLM with /pause (0.32 has it), or trainer.async.max_staleness: 0"
+        level: Level = "FAIL" if pipelined else "WARN"
+        return [Finding(level, "vLLM server: no /pause (pipelined steps need it)", detail, fix)]
+    return [Finding("OK", "vLLM server: RL endpoints on (weight sync, pause)")]
 
 
 def check_vllm(cfg: Any) -> list[Finding]:
@@ -275,7 +284,8 @@ def check_stack(cfg: Any) -> list[Finding]:
     if cfg.model.attn_implementation == "flash_attention_2":
         out.append(check_package("flash-attn", needed=True, why="for flash_attention_2"))
     if cfg.engine.server_url:
-        out += check_engine_server(cfg.engine.server_url, kind)
+        pipelined = cfg.trainer.async_.max_staleness >= 1
+        out += check_engine_server(cfg.engine.server_url, kind, pipelined)
     return out
 
 

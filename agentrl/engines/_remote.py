@@ -184,7 +184,9 @@ class HTTPServerEngine(Engine):
         url = f"{self.base_url}{path}"
         try:
             return await self.client.post(url, json=payload, **kw)
-        except httpx.RemoteProtocolError:
+        except httpx.RemoteProtocolError as exc:
+            if "without sending a response" not in str(exc):  # it may have run: no resend
+                raise
             return await self.client.post(url, json=payload, **kw)
 
     async def _post(self, path: str, payload: dict[str, Any] | None = None, **kw: Any) -> Any:

@@ -23,6 +23,7 @@ weights load. Segments that start later wait at the gate until the update is don
 from __future__ import annotations
 
 import asyncio
+import functools
 import itertools
 from collections.abc import Awaitable, Callable
 
@@ -53,6 +54,7 @@ class VersionedRequests:
         self._open: asyncio.Event | None = None
         self._empty: asyncio.Event | None = None
         self.drain_poll_s = drain_poll_s
+        self.unknown_weights: str | None = None  # set while a load may or may not have landed
 
     def _events(self) -> tuple[asyncio.Event, asyncio.Event]:
         """The events are made lazily, on the engine loop that first uses them."""
@@ -80,6 +82,12 @@ class VersionedRequests:
         gate, empty = self._events()
         for part in itertools.count():
             await gate.wait()
+            if self.unknown_weights:
+                error = (
+                    f"{self.unknown_weights}: the engine's weights are unknown, so no token "
+                    "could be stamped with its version; call update_weights again"
+                )
+                return GenerateResult(ids, logprobs, "error", error, weight_versions=versions)
             version, epoch, sid = self.version, self._epoch, f"{request_id}-{part}"
             self._inflight.add(sid)  # no await between the gate check and this
             empty.clear()
@@ -110,19 +118,33 @@ class VersionedRequests:
         drain_timeout_s: float,
     ) -> None:
         """Close the gate, `pause` the engine, `abort` the in-flight segments until all have
-        come back, `load` the weights, count the version, `resume`, open the gate. The
-        version counts only if `load` succeeded; `resume` and the gate run whatever happens."""
+        come back, `load` the weights, count the version, `resume`, open the gate.
+
+        Whatever happens after the pause was sent (an error, a timeout, a cancelled call),
+        `resume` runs, shielded from the cancellation, and the gate opens: a paused engine
+        would queue every later request forever. A `load` that did not finish leaves the
+        weights unknown (the backend may still apply them): `unknown_weights` says why, and
+        `generate` fails every request until an update succeeds. Each engine call is
+        bounded by `drain_timeout_s`."""
         gate, empty = self._events()
         gate.clear()
         self._epoch += 1
+        bounded = functools.partial(asyncio.wait_for, timeout=drain_timeout_s)
         try:
-            await pause()
             try:
+                await bounded(pause())
                 await self._drain(abort, empty, drain_timeout_s)
-                await load()
+                self.unknown_weights = "a weight update did not finish"
+                await bounded(load())
+                self.unknown_weights = None
                 self.version += 1
-            finally:
-                await resume()
+            except BaseException as exc:
+                try:
+                    await asyncio.shield(bounded(resume()))
+                except Exception as again:  # keep the first error; say resume failed too
+                    exc.add_note(f"and resuming the engine failed: {again!r}")
+                raise
+            await bounded(resume())
         finally:
             gate.set()
 
@@ -135,12 +157,13 @@ class VersionedRequests:
         loop = asyncio.get_running_loop()
         deadline = loop.time() + timeout_s
         while self._inflight:
-            if loop.time() > deadline:
+            left = deadline - loop.time()
+            if left <= 0:
                 raise EngineError(
                     f"weight update: {len(self._inflight)} request(s) still running "
                     f"{timeout_s}s after the engine was paused and they were aborted"
                 )
-            await abort(sorted(self._inflight))
+            await asyncio.wait_for(abort(sorted(self._inflight)), left)
             try:
                 await asyncio.wait_for(empty.wait(), self.drain_poll_s)
             except asyncio.TimeoutError:

@@ -281,16 +281,20 @@ class VLLMServerEngine(HTTPServerEngine):
 
     async def _pause(self) -> None:
         """`/pause?mode=abort`. A server without it (an older vLLM, or no dev mode) can still
-        take weights while nothing runs, as the synchronous loop does."""
-        resp = await self._send("/pause", params={"mode": "abort"})
-        if resp.status_code == 404 and not self._requests.inflight:
-            return
-        if resp.status_code >= 400:
-            raise EngineError(
-                f"{self.base_url}/pause: HTTP {resp.status_code}: {resp.text[:300]} (a weight "
-                "update while requests run needs vLLM's /pause: VLLM_SERVER_DEV_MODE=1)"
-            )
+        take weights while nothing runs, as the synchronous loop does. Counted as paused
+        from the moment it is sent, so that `_resume` undoes a pause whose answer was lost."""
         self._paused = True
+        resp = await self._send("/pause", params={"mode": "abort"})
+        if resp.status_code in (404, 405):
+            self._paused = False
+            if not self._requests.inflight:
+                return
+            raise EngineError(
+                f"{self.base_url}/pause: HTTP {resp.status_code}: a weight update while "
+                "requests run needs vLLM's /pause (a recent vLLM, VLLM_SERVER_DEV_MODE=1)"
+            )
+        if resp.status_code >= 400:
+            raise EngineError(f"{self.base_url}/pause: HTTP {resp.status_code}: {resp.text[:300]}")
 
     async def _resume(self) -> None:
         if self._paused:

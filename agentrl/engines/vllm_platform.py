@@ -131,7 +131,8 @@ def server_args(platform: VLLMPlatform, args: Sequence[str]) -> list[str]:
     leaves them open: chunked prefill off on CPU, as in-process (module docstring)."""
     out = list(args)
     chunked = ("--enable-chunked-prefill", "--no-enable-chunked-prefill")
-    if platform.is_cpu and not any(a.split("=")[0] in chunked for a in out):
+    given = {a.split("=")[0].replace("_", "-") for a in out}  # vLLM takes both spellings
+    if platform.is_cpu and not given & set(chunked):
         out.append("--no-enable-chunked-prefill")
     return out
 

@@ -67,18 +67,23 @@ class LocalVLLMServer:
         log_path: str | os.PathLike[str] | None = None,
         start_timeout_s: float = 600.0,
     ) -> None:
-        from agentrl.engines import vllm_platform as vp
-
-        platform = vp.probe()  # this interpreter runs the server: its vLLM is the server's
-        vp.check_model(platform, model)  # a head size it cannot run: refused before start
         self.model = model
         self.url = f"http://127.0.0.1:{port}"
-        self.cmd = server_command(model, port=port, args=vp.server_args(platform, args))
+        self.args = list(args)
+        self.port = port
+        self.cmd: list[str] = []  # set by start(), with the platform's defaults
         self.log_path = Path(log_path) if log_path else None
         self.start_timeout_s = start_timeout_s
         self.proc: subprocess.Popen[bytes] | None = None
 
     def start(self) -> LocalVLLMServer:
+        from agentrl.engines import vllm_platform as vp
+
+        platform = vp.probe()  # this interpreter runs the server: its vLLM is the server's
+        vp.check_model(platform, self.model)  # a head size it cannot run: refused here
+        self.cmd = server_command(
+            self.model, port=self.port, args=vp.server_args(platform, self.args)
+        )
         log: Any = open(self.log_path, "wb") if self.log_path else subprocess.DEVNULL  # noqa: SIM115
         self.proc = subprocess.Popen(
             self.cmd, env=server_env(), stdout=log, stderr=subprocess.STDOUT, start_new_session=True

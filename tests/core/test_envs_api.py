@@ -372,3 +372,7 @@ def test_registering_a_taken_id_names_where_the_existing_env_is(tmp_path, monkey
         ValueError, match=r"'twice/reverse-v0' is already registered by .*twice_env"
     ):
         load_env_module(second)
+    # The built-in's class with other defaults under its id would change it as silently.
+    with pytest.raises(ValueError, match=r"'math/calc-v0' is already registered with defaults"):
+        register("math/calc-v0", builtin.entry_point, n_operands=5)
+    assert spec("math/calc-v0") is builtin

@@ -5,7 +5,7 @@ from typing import Literal, Optional
 import pytest
 from transformers.utils import get_json_schema
 
-from agentrl.tools import ToolSet, build_schema, tool
+from agentrl.tools import ToolSet, build_schema, tool, workers
 from agentrl.tools.calculator import calculator
 from agentrl.types import ToolCall
 
@@ -199,14 +199,12 @@ def test_a_forked_child_starts_its_own_tool_workers():
     one, not wait for a thread that was never copied."""
     import multiprocessing
 
-    from agentrl.tools import core
-
     ts = ToolSet.of(calculator)
     ts.call(ToolCall("calculator", {"expression": "1+1"}))
     deadline = time.monotonic() + 10
-    while core._WORKERS._idle == 0 and time.monotonic() < deadline:  # the worker is back
+    while workers._WORKERS._idle == 0 and time.monotonic() < deadline:  # the worker is back
         time.sleep(0.01)
-    assert core._WORKERS._idle > 0  # the parent now has an idle worker
+    assert workers._WORKERS._idle > 0  # the parent now has an idle worker
 
     def child(q: "multiprocessing.Queue[str]") -> None:
         q.put(ts.call(ToolCall("calculator", {"expression": "2+3"})).content)
@@ -226,9 +224,7 @@ def test_a_worker_that_cannot_start_leaves_no_call_queued(monkeypatch):
     later worker to pick up unpromised (which would miscount idle workers)."""
     import threading
 
-    from agentrl.tools import core
-
-    monkeypatch.setattr(core, "_WORKERS", core._DaemonWorkers())  # no idle worker yet
+    monkeypatch.setattr(workers, "_WORKERS", workers._DaemonWorkers())  # no idle worker yet
     start = threading.Thread.start
 
     def refuse(self: threading.Thread) -> None:
@@ -241,5 +237,26 @@ def test_a_worker_that_cannot_start_leaves_no_call_queued(monkeypatch):
     failed = ts.call(ToolCall("calculator", {"expression": "1+1"}))
     assert failed.is_error and "can't start new thread" in failed.content
     monkeypatch.setattr(threading.Thread, "start", start)
-    assert core._WORKERS._idle == 0 and core._WORKERS._jobs.empty()
+    assert workers._WORKERS._idle == 0 and workers._WORKERS._jobs.empty()
     assert ts.call(ToolCall("calculator", {"expression": "2+3"})).content == "5"
+
+
+def test_daemon_workers_keep_context_variables_and_deliver_stop_iteration() -> None:
+    """As `asyncio.to_thread` does, a sync tool or env hook sees the caller's context
+    variables (tracing spans, logging context); a `StopIteration` it raises reaches the
+    caller as a RuntimeError instead of leaving the await hanging (a future cannot hold it)."""
+    import asyncio
+    import contextvars
+
+    span: contextvars.ContextVar[str] = contextvars.ContextVar("span", default="none")
+
+    def stop() -> None:
+        raise StopIteration
+
+    async def main() -> str:
+        span.set("episode-7")
+        with pytest.raises(RuntimeError, match="stop raised StopIteration"):
+            await asyncio.wait_for(workers.in_daemon_thread(stop), 10)
+        return await asyncio.wait_for(workers.in_daemon_thread(span.get), 10)
+
+    assert asyncio.run(main()) == "episode-7"

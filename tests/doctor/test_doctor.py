@@ -139,30 +139,42 @@ def test_cli_exit_codes(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> N
 
 
 def test_vllm_server_without_rl_endpoints_is_a_fail() -> None:
-    """A stand-in for a vLLM server started without `VLLM_SERVER_DEV_MODE=1` (a stdlib HTTP
-    server on loopback: `/health` answers, the RL endpoints are 404, as there); a real
-    server with them passes (tests/engines/real_vllm/test_vllm_real_server.py)."""
+    """Stand-ins for vLLM servers (stdlib HTTP servers on loopback; a real server with the
+    endpoints passes in tests/engines/real_vllm/test_vllm_real_server.py): without
+    `VLLM_SERVER_DEV_MODE=1` (`/health` answers, the RL routes are 404) agentrl cannot sync
+    weights: FAIL; a dev-mode server of a vLLM without `/pause` (POST-only routes answer
+    GET with 405) serves the synchronous loop: WARN, and FAIL for pipelined steps."""
     import threading
     from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
     from agentrl.doctor.stack import check_engine_server
 
-    class NoDevMode(BaseHTTPRequestHandler):
-        def do_GET(self) -> None:  # noqa: N802 (http.server API)
-            self.send_response(200 if self.path == "/health" else 404)
-            self.end_headers()
+    def serve(routes: set[str]) -> ThreadingHTTPServer:
+        class Handler(BaseHTTPRequestHandler):
+            def do_GET(self) -> None:  # noqa: N802 (http.server API)
+                code = 200 if self.path == "/health" else 405 if self.path in routes else 404
+                self.send_response(code)
+                self.end_headers()
 
-        def log_message(self, *args: object) -> None:
-            pass
+            def log_message(self, *args: object) -> None:
+                pass
 
-    server = ThreadingHTTPServer(("127.0.0.1", 0), NoDevMode)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    url = f"http://127.0.0.1:{server.server_address[1]}"
+        server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        threading.Thread(target=server.serve_forever, daemon=True).start()
+        return server
+
+    no_dev, old = serve(set()), serve({"/collective_rpc"})
+    urls = [f"http://127.0.0.1:{s.server_address[1]}" for s in (no_dev, old)]
     try:
-        found = check_engine_server(url, "vllm")
+        found = check_engine_server(urls[0], "vllm")
+        old_sync = check_engine_server(urls[1], "vllm")
+        old_async = check_engine_server(urls[1], "vllm", pipelined=True)
     finally:
-        server.shutdown()
+        no_dev.shutdown()
+        old.shutdown()
     assert found[0].level == "OK"
-    fail = titled(found, "without its RL endpoints")
-    assert "VLLM_SERVER_DEV_MODE=1" in fail.fix and "/is_paused → 404" in fail.detail
-    assert titled(check_engine_server(url, "vllm"), "is not reachable")  # now stopped
+    fail = titled(found, "no weight-sync endpoint")
+    assert "VLLM_SERVER_DEV_MODE=1" in fail.fix and "/collective_rpc → 404" in fail.detail
+    assert [f.level for f in old_sync] == ["OK", "WARN"] and "no /pause" in old_sync[1].title
+    assert titled(old_async, "no /pause")
+    assert titled(check_engine_server(urls[0], "vllm"), "is not reachable")  # now stopped

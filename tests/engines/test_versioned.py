@@ -129,8 +129,11 @@ def test_a_segment_that_never_returns_fails_the_update_and_the_engine_resumes() 
     assert vr.version == 0 and not vr.updating
 
 
-def test_a_failed_load_does_not_count_a_version_and_requests_go_on() -> None:
-    async def main() -> tuple[VersionedRequests, GenerateResult]:
+def test_a_failed_load_leaves_the_weights_unknown_until_an_update_succeeds() -> None:
+    """The backend may have applied part or all of a load that failed, so no version can be
+    stamped: requests fail, naming why, until the next update succeeds."""
+
+    async def main() -> tuple[VersionedRequests, ScriptedPausableEngine, list[GenerateResult]]:
         eng, vr = ScriptedPausableEngine(), VersionedRequests(drain_poll_s=0.01)
 
         async def broken() -> None:
@@ -138,10 +141,35 @@ def test_a_failed_load_does_not_count_a_version_and_requests_go_on() -> None:
 
         with pytest.raises(RuntimeError, match="bad weights"):
             await update(vr, eng, load=broken)
-        return vr, await request(vr, eng, "after", 0.0)
+        refused = await request(vr, eng, "refused", 0.0)
+        await update(vr, eng)
+        return vr, eng, [refused, await request(vr, eng, "after", 0.0)]
 
-    vr, res = asyncio.run(main())
-    assert vr.version == 0 and res.weight_versions == [0] * 40
+    vr, eng, (refused, after) = asyncio.run(main())
+    assert refused.finish_reason == "error" and "weights are unknown" in (refused.error or "")
+    assert eng.calls == ["pause", "resume", "pause", "load", "resume"]  # resumed after both
+    assert vr.version == 1 and after.weight_versions == [1] * 40 and not vr.updating
+
+
+def test_a_cancelled_update_still_resumes_the_engine() -> None:
+    """The admin timeout cancels the update mid-load: the engine must not stay paused."""
+
+    async def main() -> tuple[VersionedRequests, ScriptedPausableEngine]:
+        eng, vr = ScriptedPausableEngine(), VersionedRequests(drain_poll_s=0.01)
+
+        async def slow() -> None:
+            await asyncio.sleep(3600)
+
+        task = asyncio.ensure_future(update(vr, eng, load=slow))
+        await asyncio.sleep(0.05)
+        task.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+        return vr, eng
+
+    vr, eng = asyncio.run(main())
+    assert eng.calls == ["pause", "resume"] and not eng.paused and not vr.updating
+    assert vr.unknown_weights and vr.version == 0
 
 
 def test_an_abort_with_an_error_or_without_an_update_ends_the_request() -> None:

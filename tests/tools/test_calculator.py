@@ -56,7 +56,13 @@ def test_runaway_power_is_a_tool_error_in_an_episode() -> None:
 
 @pytest.mark.parametrize(
     "expression",
-    ["(2**62)**64 / 3", "-(2**62)**64 / 3", "1 / (3 * (2**62)**64)", "(2**62)**64 / 7 + 1/2"],
+    [
+        "(2**62)**64 / 3",
+        "-(2**62)**64 / 3",
+        "1 / (3 * (2**62)**64)",
+        "(2**62)**64 / 7 + 1/2",
+        "1 / (3 * (2**62)**17 * 2**16)",  # 2**-1070: a subnormal float, too few digits
+    ],
 )
 def test_non_integers_beyond_floats_are_formatted(expression: str) -> None:
     """A non-integer too large (or too small) for a float: 6 significant digits, not an
