@@ -171,4 +171,5 @@ def test_servers_agentrl_starts_get_the_platform_defaults() -> None:
         "--dtype", "float32", "--no-enable-chunked-prefill"
     ]  # fmt: skip
     assert server_args(cpu, ["--enable-chunked-prefill"]) == ["--enable-chunked-prefill"]
+    assert server_args(cpu, ["--enable_chunked_prefill=true"]) == ["--enable_chunked_prefill=true"]
     assert server_args(gpu, []) == []
