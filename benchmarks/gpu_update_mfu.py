@@ -138,6 +138,7 @@ def build_actor(
     from agentrl.config import AlgorithmConfig, ModelConfig, OptimConfig, TrainerConfig
     from agentrl.models.load import load_model
     from agentrl.trainer.actor import Actor
+    from agentrl.trainer.threads import apply_cpu_threads
 
     on_gpu = args.device == "cuda"
     trainer = TrainerConfig(
@@ -146,6 +147,7 @@ def build_actor(
         update_path=path, device=args.device, tensorboard=False,  # type: ignore[arg-type]
     )  # fmt: skip
     backend = build_backend("torch", args.device, trainer)
+    apply_cpu_threads(args.cpu_threads, backend.device, log=False)  # as the assembly does
     if sync_norm:
         clip = backend.clip_grad_norm
         backend.clip_grad_norm = lambda model, max_norm: float(clip(model, max_norm))  # type: ignore[method-assign]
@@ -447,6 +449,12 @@ def parse(argv: list[str] | None = None) -> argparse.Namespace:
                    help="variants not started by then are skipped")  # fmt: skip
     p.add_argument("--gc-every", type=int, default=50,
                    help="full collections every N rounds, as trainer.gc_every (0: Python's)")  # fmt: skip
+    p.add_argument(
+        "--cpu-threads",
+        type=int,
+        default=0,
+        help="trainer.cpu_threads (0: the trainer's auto; one on CUDA)",
+    )
     p.add_argument("--json", type=Path, default=None)
     return p.parse_args(argv)
 

@@ -396,8 +396,9 @@ class TrainerConfig:
     dump_rollouts_every: int = 0
     tensorboard: bool = True
     wandb: bool = False
-    # Torch intra-op threads on CPU runs; 0 = auto (the cores idle at start, see
-    # agentrl/trainer/threads.py: busy cores make every extra thread a stall).
+    # Torch intra-op threads; 0 = auto: on CPU the cores idle at start (busy cores make every
+    # extra thread a stall), on CUDA one (a pool's workers delay the kernel launches); see
+    # agentrl/trainer/threads.py.
     cpu_threads: int = 0
     # Python's full garbage collections at step boundaries: the heap frozen after the first
     # step (the automatic passes inside a step then skip the compilers' long-lived objects),

@@ -12,16 +12,20 @@ logits; agentrl's contract is temperature-scaled. `build_vllm` therefore starts 
 with `logprobs_mode="processed_logprobs"` (identical to ours whenever top-k/top-p are off).
 
 Weight sync: vLLM workers get `WeightSyncExtension` (see `vllm_worker`) via
-`worker_extension_cls`; `update_weights` calls its methods through `collective_rpc` with the
-weights as safetensors bytes (in-process) or a safetensors file path (server mode, or
-in-process with `engine.extra.weight_sync_dir`), never as tensors (see `_remote`).
+`worker_extension_cls`; `update_weights` calls its method through `collective_rpc` with the
+path of a safetensors file, never with tensors or bytes (see `_remote`): in-process, a
+private directory in /dev/shm (`weights_scratch_dir`) unless `engine.extra.weight_sync_dir`
+names one; a server always needs `weight_sync_dir`, which it must see. The file is removed
+once loaded.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import itertools
 import os
+import shutil
 import uuid
 from collections.abc import Iterable, Sequence
 from typing import Any
@@ -31,7 +35,7 @@ from agentrl.engines._remote import (
     HTTPServerEngine,
     cpu_tensors,
     save_weights,
-    weights_to_bytes,
+    weights_scratch_dir,
 )
 from agentrl.engines._versioned import VersionedRequests, segment_seed
 from agentrl.engines._vllm_io import (
@@ -146,17 +150,21 @@ class VLLMEngine(Engine):
         under the new weights (see `_versioned`); new ones wait until the weights are in."""
         tensors = cpu_tensors(named_tensors)
         check_weights(tensors, self.expected_weights)
-        arg: str | bytes
-        if self.weight_sync_dir:
-            path = save_weights(
-                tensors.items(), self.weight_sync_dir, "agentrl-weights.safetensors"
-            )
-            method, arg = "agentrl_load_weights_file", path
-        else:
-            method, arg = "agentrl_load_weights_bytes", weights_to_bytes(tensors.items())
+        nbytes = sum(t.numel() * t.element_size() for t in tensors.values())
+        directory = self.weight_sync_dir or weights_scratch_dir(nbytes)
+        try:
+            path = save_weights(tensors.items(), directory, "agentrl-weights.safetensors")
+            self._load_file(path)
+        finally:
+            if self.weight_sync_dir:
+                with contextlib.suppress(FileNotFoundError):
+                    os.unlink(os.path.join(directory, "agentrl-weights.safetensors"))
+            else:
+                shutil.rmtree(directory, ignore_errors=True)
 
+    def _load_file(self, path: str) -> None:
         async def load() -> None:
-            await self.llm.collective_rpc(method, args=(arg,))
+            await self.llm.collective_rpc("agentrl_load_weights_file", args=(path,))
             await self.llm.reset_prefix_cache()
 
         async def call() -> None:

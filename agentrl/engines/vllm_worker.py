@@ -3,7 +3,7 @@
 vLLM mixes the class named by `worker_extension_cls` into its worker (GPU or CPU), so
 `self.model_runner` is the worker's model runner and `collective_rpc("<method>", args=...)`
 calls these methods on every worker. Arguments cross a process boundary (msgpack; tensors
-would arrive as nested lists), so weights come as safetensors bytes or a file path.
+would arrive as nested lists), so weights come as a safetensors file's path.
 
 Loading goes through `model_runner.reload_weights(weights_iterator=...)`, not
 `model.load_weights`: vLLM post-processes weights after loading (on CPU it repacks linear
@@ -24,12 +24,6 @@ class WeightSyncExtension:
     """Methods reachable through `collective_rpc`; no vLLM import at module level."""
 
     model_runner: Any  # provided by the vLLM worker this class is mixed into
-
-    def agentrl_load_weights_bytes(self, blob: bytes) -> int:
-        """Load a safetensors blob made by `_remote.weights_to_bytes`; how many tensors."""
-        from safetensors.torch import load
-
-        return self._agentrl_reload(load(bytes(blob)))
 
     def agentrl_load_weights_file(self, path: str) -> int:
         """Load a safetensors file written by `update_weights`; how many tensors."""

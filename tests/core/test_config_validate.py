@@ -83,8 +83,12 @@ def test_auto_cpu_threads_uses_idle_cores(monkeypatch):
     assert auto_threads(2, 16.0) == 1  # busy: never fewer than one
     assert auto_threads(64, 10.0) == 54
     assert choose_cpu_threads(3) == (3, "trainer.cpu_threads")
+    monkeypatch.delenv("OMP_NUM_THREADS", raising=False)
+    assert choose_cpu_threads(0, "cuda")[0] == 1  # a CUDA run's host thread only launches
+    assert choose_cpu_threads(4, "cuda") == (4, "trainer.cpu_threads")
     monkeypatch.setenv("OMP_NUM_THREADS", "1")
     assert choose_cpu_threads(0)[1] == "OMP_NUM_THREADS"
+    assert choose_cpu_threads(0, "cuda")[1] == "OMP_NUM_THREADS"
 
 
 def test_packed_updates_get_traced_attention_and_host_packing(tiny_model_dir):

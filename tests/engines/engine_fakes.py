@@ -54,6 +54,7 @@ class FakeAsyncLLM:
 
     calls: list[tuple[str, Any]] = field(default_factory=list)
     fail: bool = False
+    loaded: dict[str, Any] = field(default_factory=dict)
 
     async def generate(
         self, prompt: dict[str, Any], sampling: Any, request_id: str
@@ -77,7 +78,13 @@ class FakeAsyncLLM:
         self.calls.append(("abort", request_id))
 
     async def collective_rpc(self, method: str, args: tuple[Any, ...] = ()) -> list[Any]:
+        """Records the call; a weights file is read now (as the worker would), since the
+        engine deletes it once the call returns: its tensors land in `loaded`."""
         self.calls.append(("collective_rpc", (method, args)))
+        if method == "agentrl_load_weights_file":
+            from safetensors.torch import load_file
+
+            self.loaded = load_file(args[0])
         return [None]
 
     async def reset_prefix_cache(self) -> None:

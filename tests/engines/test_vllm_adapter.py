@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import importlib.util
+import os
 from types import SimpleNamespace
 from typing import Any
 
@@ -77,11 +78,10 @@ def test_completions_translation_both_id_formats() -> None:
         assert res.finish_reason == "length"
 
 
-def test_fake_gpu_engine_sleep_mode_and_weight_bytes() -> None:
+def test_fake_gpu_engine_sleep_mode_and_weight_file() -> None:
     """FAKE: a GPU AsyncLLM with sleep mode (CPU vLLM has none): sleep/wake reach vLLM,
-    weights cross as one safetensors blob, requests run on the engine's own loop."""
-    from safetensors.torch import load
-
+    weights cross as a safetensors file in a private scratch directory that is gone once
+    loaded, requests run on the engine's own loop."""
     llm = FakeAsyncLLM()
     engine = VLLMEngine(llm, FakeVLLMSamplingParams, sleep_mode=True)
 
@@ -112,8 +112,10 @@ def test_fake_gpu_engine_sleep_mode_and_weight_bytes() -> None:
     ]
     assert llm.calls[0][1][0]["multi_modal_data"] == {"image": "img"}
     method, args = llm.calls[2][1]
-    assert method == "agentrl_load_weights_bytes" and isinstance(args[0], bytes)
-    assert sorted(load(args[0])) == ["embed.weight", "lm_head.weight"]
+    assert method == "agentrl_load_weights_file"
+    assert os.path.basename(os.path.dirname(args[0])).startswith(f"agentrl-weights-{os.getpid()}-")
+    assert not os.path.exists(os.path.dirname(args[0]))  # removed once loaded
+    assert sorted(llm.loaded) == ["embed.weight", "lm_head.weight"]
 
 
 def test_no_sleep_mode_means_sleep_is_a_noop() -> None:

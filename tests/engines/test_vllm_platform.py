@@ -5,6 +5,7 @@ weights, and the engine-owned loop's admin gating and timeouts."""
 from __future__ import annotations
 
 import asyncio
+import os
 import time
 from typing import Any
 
@@ -13,7 +14,12 @@ import torch
 from engine_helpers import CACHE
 
 from agentrl.engines import EngineError
-from agentrl.engines._remote import EngineLoop, cpu_tensors, save_weights, weights_to_bytes
+from agentrl.engines._remote import (
+    EngineLoop,
+    cpu_tensors,
+    save_weights,
+    weights_scratch_dir,
+)
 from agentrl.engines.vllm_platform import (
     DEFAULT_CPU_KV_GIB,
     VLLMPlatform,
@@ -64,17 +70,46 @@ def test_head_dim_16_refused_on_cpu_only() -> None:
 
 def test_tied_weights_serialise(tmp_path: Any) -> None:
     """safetensors refuses shared storage (bug 4): a tied tensor is written once per name."""
-    from safetensors.torch import load, load_file
+    from safetensors.torch import load_file
 
     emb = torch.randn(5, 3)
     named = [("embed.weight", emb), ("lm_head.weight", emb), ("view", emb[1:3])]
     tensors = cpu_tensors(named)
     ptrs = {t.untyped_storage().data_ptr() for t in tensors.values()}
     assert len(ptrs) == 3
-    back = load(weights_to_bytes(named))
-    path = save_weights(named, str(tmp_path), "w.safetensors")
-    for loaded in (back, load_file(path)):
-        assert torch.equal(loaded["embed.weight"], emb) and torch.equal(loaded["view"], emb[1:3])
+    loaded = load_file(save_weights(named, str(tmp_path), "w.safetensors"))
+    assert torch.equal(loaded["embed.weight"], emb) and torch.equal(loaded["view"], emb[1:3])
+
+
+def test_weights_scratch_dir_is_private_and_removes_dead_runs_orphans() -> None:
+    """In-process weight files go to /dev/shm when it has room (else the temp dir), in a
+    directory named after this process; one left by a killed process is removed by the next
+    run's first update (memory in /dev/shm is not freed until the file is deleted)."""
+    import shutil
+    import subprocess
+    import sys
+
+    dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"],
+                          capture_output=True, text=True, check=True).stdout.strip()  # fmt: skip
+    shm = "/dev/shm"
+    orphan = None
+    if os.path.isdir(shm) and os.access(shm, os.W_OK):
+        orphan = os.path.join(shm, f"agentrl-weights-{dead}-x")
+        os.makedirs(orphan)
+    first, second = weights_scratch_dir(1024), weights_scratch_dir(1024)
+    try:
+        assert first != second
+        for d in (first, second):
+            assert os.path.basename(d).startswith(f"agentrl-weights-{os.getpid()}-")
+        if orphan:
+            assert os.path.dirname(first) == shm and not os.path.exists(orphan)
+            assert os.path.exists(first)  # a live process's directory stays
+        huge = weights_scratch_dir(1 << 62)  # no room in /dev/shm: the temp dir
+        assert os.path.dirname(huge) != shm
+        os.rmdir(huge)
+    finally:
+        for d in (first, second):
+            shutil.rmtree(d, ignore_errors=True)
 
 
 def test_engine_loop_gates_requests_behind_admin_calls() -> None:
