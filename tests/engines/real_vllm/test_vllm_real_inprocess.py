@@ -6,6 +6,8 @@ sleep mode, timeouts, and a clear refusal of head sizes CPU attention cannot run
 from __future__ import annotations
 
 import asyncio
+import glob
+import os
 import time
 from collections.abc import Iterator
 from typing import Any
@@ -64,6 +66,8 @@ def test_update_weights_then_exact_logprobs(
         engine.update_weights(new.state_dict().items())  # tied: both names, one storage
         assert time.perf_counter() - t0 < 120
         checks.logprobs_under(loop, engine, new, tok)
+        # The weights went through a scratch file (in /dev/shm), deleted once loaded.
+        assert not glob.glob(f"/dev/shm/agentrl-weights-{os.getpid()}-*")
 
 
 def test_update_mid_request_continues_with_exact_versions(
