@@ -25,9 +25,9 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
-import itertools
 import os
 import threading
+import uuid
 from collections.abc import Awaitable, Callable, Coroutine, Iterable
 from pathlib import Path
 from typing import Any
@@ -145,6 +145,13 @@ def weights_scratch_dir(nbytes: int) -> str:
 SCRATCH_PREFIX = "agentrl-weights-"
 
 
+def weights_file_name() -> str:
+    """A weights file name no other sync uses: two runs may share one `weight_sync_dir` (one
+    path set for every run on a node), and a fixed or per-run numbered name would let one
+    run's workers load the other's weights, or delete them before they are read."""
+    return f"agentrl-weights-{uuid.uuid4().hex}.safetensors"
+
+
 def _remove_orphans(parent: str) -> None:
     """Delete scratch directories whose process is gone (killed mid-update): memory in
     /dev/shm is not freed until someone deletes the file."""
@@ -152,11 +159,11 @@ def _remove_orphans(parent: str) -> None:
 
     for entry in os.scandir(parent):
         pid = entry.name[len(SCRATCH_PREFIX) :].split("-")[0]
-        if not (entry.name.startswith(SCRATCH_PREFIX) and pid.isdigit()):
-            continue
+        if not (entry.name.startswith(SCRATCH_PREFIX) and pid.isdigit() and entry.is_dir()):
+            continue  # weights files (`weights_file_name`) are never directories
         try:
             os.kill(int(pid), 0)
-        except ProcessLookupError:
+        except (ProcessLookupError, OverflowError):
             shutil.rmtree(entry.path, ignore_errors=True)
         except PermissionError:
             pass  # another user's live process
@@ -194,7 +201,6 @@ class HTTPServerEngine(Engine):
         self.request_timeout_s = request_timeout_s or timeout_s
         self._loop = EngineLoop(f"agentrl-{type(self).__name__}")
         self.client = client or self._loop.run(self._make_client, 60, "http client")
-        self._version = itertools.count()
 
     async def _make_client(self) -> Any:
         """No cap on connections: `rollout.concurrency` bounds the requests, and httpx's
@@ -262,11 +268,10 @@ class HTTPServerEngine(Engine):
 
     def _save_weights(self, named_tensors: Iterable[tuple[str, Any]], name: str = "") -> str:
         """Write a weights file into `weight_sync_dir`; its path. Without `name`, a new
-        numbered name per sync (`agentrl-weights-N.safetensors`)."""
+        name per sync (`weights_file_name`)."""
         if not self.weight_sync_dir:
             raise EngineError("server-mode weight sync needs engine.extra.weight_sync_dir")
-        name = name or f"agentrl-weights-{next(self._version)}.safetensors"
-        return save_weights(named_tensors, self.weight_sync_dir, name)
+        return save_weights(named_tensors, self.weight_sync_dir, name or weights_file_name())
 
     async def close(self) -> None:
         if self._loop.loop.is_closed():

@@ -35,6 +35,7 @@ from agentrl.engines._remote import (
     HTTPServerEngine,
     cpu_tensors,
     save_weights,
+    weights_file_name,
     weights_scratch_dir,
 )
 from agentrl.engines._versioned import VersionedRequests, segment_seed
@@ -152,13 +153,14 @@ class VLLMEngine(Engine):
         check_weights(tensors, self.expected_weights)
         nbytes = sum(t.numel() * t.element_size() for t in tensors.values())
         directory = self.weight_sync_dir or weights_scratch_dir(nbytes)
+        path = os.path.join(directory, weights_file_name())
         try:
-            path = save_weights(tensors.items(), directory, "agentrl-weights.safetensors")
+            save_weights(tensors.items(), directory, os.path.basename(path))
             self._load_file(path)
         finally:
             if self.weight_sync_dir:
                 with contextlib.suppress(FileNotFoundError):
-                    os.unlink(os.path.join(directory, "agentrl-weights.safetensors"))
+                    os.unlink(path)
             else:
                 shutil.rmtree(directory, ignore_errors=True)
 

@@ -118,6 +118,27 @@ def test_fake_gpu_engine_sleep_mode_and_weight_file() -> None:
     assert sorted(llm.loaded) == ["embed.weight", "lm_head.weight"]
 
 
+def test_two_engines_sharing_a_weight_sync_dir_load_their_own_weights(tmp_path: Any) -> None:
+    """FAKE engines, real files: two runs given one `weight_sync_dir` (one path for every run
+    on a node) update at the same time. B's whole update runs inside A's, between A writing
+    its file and A's worker reading it; each must load its own weights, and both files go."""
+    engine_b = VLLMEngine(FakeAsyncLLM(), FakeVLLMSamplingParams, weight_sync_dir=str(tmp_path))
+
+    class Interleaved(FakeAsyncLLM):
+        async def collective_rpc(self, method: str, args: tuple[Any, ...] = ()) -> list[Any]:
+            engine_b.update_weights([("w", torch.full((2,), 2.0))])  # on B's own loop
+            return await super().collective_rpc(method, args)
+
+    llm_a = Interleaved()
+    engine_a = VLLMEngine(llm_a, FakeVLLMSamplingParams, weight_sync_dir=str(tmp_path))
+    engine_a.update_weights([("w", torch.full((2,), 1.0))])
+    assert torch.equal(llm_a.loaded["w"], torch.full((2,), 1.0))
+    assert torch.equal(engine_b.llm.loaded["w"], torch.full((2,), 2.0))
+    assert not list(tmp_path.iterdir())
+    for engine in (engine_a, engine_b):
+        asyncio.run(engine.close())
+
+
 def test_no_sleep_mode_means_sleep_is_a_noop() -> None:
     llm = FakeAsyncLLM()
     engine = VLLMEngine(llm, FakeVLLMSamplingParams, sleep_mode=False)
