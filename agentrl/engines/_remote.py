@@ -15,8 +15,8 @@ Weights cross into backend processes as a safetensors file, never as tensors: vL
 core is another process and tensors sent through `collective_rpc` arrive there as nested
 lists. Not as one safetensors blob through `collective_rpc` either: vLLM serialises and
 copies the blob on its way to the worker, and for SmolLM2-135M in float32 (0.54 GB) on this
-project's 2-core CPU an update took 6.9-9.1 s that way against 1.0-1.35 s through a file in
-/dev/shm (`weights_scratch_dir`). Tensors that share memory (tied embeddings:
+project's 2-core CPU an update took 5.8-9.0 s that way against 0.88-1.05 s through a file in
+/dev/shm (`weights_scratch_dir`; benchmarks/vllm_weight_sync_cpu.py). Tensors that share memory (tied embeddings:
 `lm_head.weight` is `embed_tokens.weight`) are written once per name, since safetensors
 refuses shared storage.
 """
@@ -26,6 +26,8 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 import os
+import shutil
+import tempfile
 import threading
 import uuid
 from collections.abc import Awaitable, Callable, Coroutine, Iterable
@@ -126,13 +128,13 @@ def cpu_tensors(named_tensors: Iterable[tuple[str, Any]]) -> dict[str, Any]:
     return out
 
 
+SCRATCH_PREFIX = "agentrl-weights-"
+
+
 def weights_scratch_dir(nbytes: int) -> str:
     """A new private directory for one weights file of about `nbytes` that an engine on this
     machine reads: in /dev/shm (memory, no disk write) when it has room for the file twice
     over (a container's /dev/shm is often 64 MB), else the system's temporary directory."""
-    import shutil
-    import tempfile
-
     shm = "/dev/shm"
     parent = None
     if os.path.isdir(shm) and os.access(shm, os.W_OK):
@@ -142,21 +144,16 @@ def weights_scratch_dir(nbytes: int) -> str:
     return tempfile.mkdtemp(prefix=f"{SCRATCH_PREFIX}{os.getpid()}-", dir=parent)
 
 
-SCRATCH_PREFIX = "agentrl-weights-"
-
-
 def weights_file_name() -> str:
     """A weights file name no other sync uses: two runs may share one `weight_sync_dir` (one
     path set for every run on a node), and a fixed or per-run numbered name would let one
     run's workers load the other's weights, or delete them before they are read."""
-    return f"agentrl-weights-{uuid.uuid4().hex}.safetensors"
+    return f"{SCRATCH_PREFIX}{uuid.uuid4().hex}.safetensors"
 
 
 def _remove_orphans(parent: str) -> None:
     """Delete scratch directories whose process is gone (killed mid-update): memory in
     /dev/shm is not freed until someone deletes the file."""
-    import shutil
-
     for entry in os.scandir(parent):
         pid = entry.name[len(SCRATCH_PREFIX) :].split("-")[0]
         if not (entry.name.startswith(SCRATCH_PREFIX) and pid.isdigit() and entry.is_dir()):

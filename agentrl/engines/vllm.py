@@ -153,9 +153,10 @@ class VLLMEngine(Engine):
         check_weights(tensors, self.expected_weights)
         nbytes = sum(t.numel() * t.element_size() for t in tensors.values())
         directory = self.weight_sync_dir or weights_scratch_dir(nbytes)
-        path = os.path.join(directory, weights_file_name())
+        name = weights_file_name()
+        path = os.path.join(directory, name)
         try:
-            save_weights(tensors.items(), directory, os.path.basename(path))
+            save_weights(tensors.items(), directory, name)
             self._load_file(path)
         finally:
             if self.weight_sync_dir:
