@@ -9,7 +9,7 @@ process of its own), `rollout.concurrency` = `engine.max_batch_size` (default: t
 every episode of a step in flight, as the synchronous loop runs them), and config
 `key=value` overrides as `agentrl train` takes them (`engine.hf.own_stream=false`),
 `python.switchinterval=S`, or `bench.stack_sample` (sample every thread's stack over the
-timed steps, `_stack_sampler.py`; `--stack-sample` does it in every mode). Each mode builds fresh components from the same SFT'd checkpoint,
+timed steps, `diagnostics/stack_sampler.py`; `--stack-sample` does it in every mode). Each mode builds fresh components from the same SFT'd checkpoint,
 runs `--warmup` steps, then `--steps` timed steps through the real `Trainer.train_step` with
 the pipeline started as `Trainer.train` starts it. Reported per
 mode: end-to-end sampled tok/s (trained tokens / wall of the timed steps) and its ratio to
@@ -29,8 +29,15 @@ from pathlib import Path
 from typing import Any
 
 import torch
-from _gpu_update_diag import GcPauses, NvmlProbe, host_counters, thread_cpu_ms, top_threads
-from _stack_sampler import StackSampler, ThreadedProbe
+from _gpu_update_diag import (
+    GcPauses,
+    NvmlProbe,
+    ThreadedProbe,
+    host_counters,
+    thread_cpu_ms,
+    top_threads,
+)
+from diagnostics.stack_sampler import StackSampler
 
 HERE = Path(__file__).resolve().parent
 
@@ -318,8 +325,8 @@ def one_k(args: Any, sft: Path, out_dir: Path, mode: dict[str, Any], sync: Any) 
 
 def trace_one_step(trainer: Any, args: Any, mode: dict[str, Any]) -> dict[str, Any]:
     """One more (untimed) step under the profiler: its phases and the trace's summary
-    (`_gpu_step_trace.py`), the Chrome trace under `--trace-dir`."""
-    from _gpu_step_trace import traced
+    (`diagnostics/gpu_step_trace.py`), the Chrome trace under `--trace-dir`."""
+    from diagnostics.gpu_step_trace import traced
 
     def step() -> dict[str, Any]:
         trainer.step += 1

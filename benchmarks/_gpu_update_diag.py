@@ -1,7 +1,8 @@
 """What `gpu_update_mfu.py` records beside each timed update, to explain a slow one: dynamo's
 counters (graph breaks, frames compiled, recompiles), Python garbage collections and the
 caching allocator's calls to the driver during the update, the host's scheduling of the
-process's threads and the GPU's SM clock during it, and a failing variant's error."""
+process's threads and the GPU's SM clock during it, and a failing variant's error; and the
+threaded-probe base the async sweep's probes share."""
 
 from __future__ import annotations
 
@@ -9,10 +10,35 @@ import os
 import threading
 import time
 import traceback
-from typing import Any
+from typing import Any, TypeVar
 
 import torch
-from _stack_sampler import ThreadedProbe
+
+P = TypeVar("P", bound="ThreadedProbe")
+
+
+class ThreadedProbe:
+    """A context manager that runs `_run` on a daemon thread until exit (the samplers and
+    probes of the async sweep share it); `_stop` tells `_run` to end."""
+
+    active = True  # False: nothing to sample here (the thread is not started)
+
+    def __init__(self, name: str) -> None:
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True, name=name)
+
+    def _run(self) -> None:
+        raise NotImplementedError
+
+    def __enter__(self: P) -> P:
+        if self.active:
+            self._thread.start()
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self._stop.set()
+        if self.active:
+            self._thread.join()
 
 
 def dynamo_snapshot() -> dict[str, Any]:

@@ -408,7 +408,7 @@ def parse() -> argparse.Namespace:
     p.add_argument(
         "--stack-sample",
         action="store_true",
-        help="sweep: sample every thread's Python stack over the timed steps (_stack_sampler.py)",
+        help="sweep: sample every thread's Python stack over the timed steps (diagnostics/stack_sampler.py)",
     )
     p.add_argument("--ckpt", type=Path, default=None, help="trl part: the SFT'd checkpoint")
     p.add_argument("--json", type=Path, default=None)

@@ -58,7 +58,7 @@ part grpo-async-prefill 480 python3 "$B/gpu_grpo.py" --micro 128 --packing --ste
   --tool-latency 0.02 0.5 --json "$OUT/gpu_grpo_async_prefill.json"
 # One more step per mode under torch.profiler (session 9): is the update slowed beside the
 # engine waiting on the GPU (another stream's kernels) or on its host thread (device idle)?
-# (_gpu_step_trace.py: per CUDA stream, kernel time, overlap, and gaps with the device idle.)
+# (diagnostics/gpu_step_trace.py: per CUDA stream, kernel time, overlap, and gaps with the device idle.)
 # And the compiled update (trainer.compile) in both loops. The SFT'd weights are kept in
 # /tmp/sftc for the warm host's next call.
 TC=trainer.compile=true
@@ -82,7 +82,7 @@ part grpo-async-compiled-2 590 python3 "$B/gpu_grpo.py" --micro 128 --packing --
 # times (the first synchronous run is the burn-in; the sweep also reports against the
 # synchronous runs after it), with joins every 4 decode steps (engine.hf.join_every: fewer
 # prefill calls) twice, and one synchronous and one pipelined mode under the stack sampler
-# (_stack_sampler.py: where each thread's wall time goes).
+# (diagnostics/stack_sampler.py: where each thread's wall time goes).
 part grpo-async-settle 560 python3 "$B/gpu_grpo.py" --micro 128 --packing --steps 12 \
   --max-staleness "0,$ALL" "2:thread:384,$ALL" "0,$ALL" "2:thread:384,$ALL,engine.hf.join_every=4" \
   "2:thread:384,$ALL" "0,$ALL" "2:thread:384,$ALL,engine.hf.join_every=4" "2:thread:384,$ALL" \
@@ -139,7 +139,7 @@ part grpo-async-process-compiled 590 python3 "$B/gpu_grpo.py" --micro 128 --pack
 part async-learning 540 python3 "$B/gpu_async_learning.py" --out "$OUT/async_learning" \
   --seeds 0 1 2 --producer process --timeout 140 --json "$OUT/gpu_async_learning.json"
 part update-mfu 400 python3 "$B/gpu_update_mfu.py" --profile --json "$OUT/gpu_update_mfu.json"
-part prefill 90 python3 "$B/gpu_prefill_attention.py" --json "$OUT/gpu_prefill_attention.json"
+part prefill 90 python3 "$B/diagnostics/gpu_prefill_attention.py" --json "$OUT/gpu_prefill_attention.json"
 part weight-sync 60 python3 "$B/gpu_weight_sync.py" --json "$OUT/gpu_weight_sync.json"
 part megatron 90 python3 "$B/gpu_megatron.py" --json "$OUT/gpu_megatron.json"
 # SmolLM2-135M-Instruct learns the calculator (gpu_smollm2.py): the GGUF file (or HF dir) in

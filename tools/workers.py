@@ -57,7 +57,7 @@ class _DaemonWorkers:
     Why not a thread per call: `Thread.start()` waits until the new thread runs, which needs
     the interpreter lock; beside a pipelined update's thread (`trainer.async`) that wait held
     the rollout's event loop for 14% of its time (H200, `bench.stack_sample`, session 10;
-    `benchmarks/tool_threads.py`). Why not a bounded pool: a hung tool keeps its worker
+    `benchmarks/diagnostics/tool_threads.py`). Why not a bounded pool: a hung tool keeps its worker
     forever, and a call must never queue behind it. So each call is promised an idle worker
     or starts a new one with the call as its first job: the queue never holds more calls than
     idle workers. A worker counts itself idle before it hands its result over, so a caller's

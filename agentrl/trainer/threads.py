@@ -4,7 +4,7 @@ Why not torch's default (one per core): its intra-op parallelism splits each mat
 all threads and waits for the slowest. On a machine whose cores are busy with other work,
 some thread is always descheduled, and every op waits for it. Measured on the 2-core box
 this project runs CI-like checks on, at load 16-21, quickstart SFT steps took a median of
-17.0 s with 2 threads and 2.1 s with 1 (8.1x; BENCHMARKS.md, benchmarks/sft_threads.py).
+17.0 s with 2 threads and 2.1 s with 1 (8.1x; BENCHMARKS.md, benchmarks/diagnostics/sft_threads.py).
 
 Auto therefore uses the cores that are idle when the run starts: the core count minus the
 1-minute load average (rounded), at least 1 and at most torch's default. A quiet machine

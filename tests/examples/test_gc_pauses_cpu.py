@@ -1,4 +1,4 @@
-"""`benchmarks/gc_pauses.py` runs (one compiled pass), and its two measurements are what they
+"""`benchmarks/diagnostics/gc_pauses.py` runs (one compiled pass), and its two measurements are what they
 claim: the boundary froze the compiled heap, and the pass after it walks almost nothing."""
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-SCRIPT = Path(__file__).parents[2] / "benchmarks" / "gc_pauses.py"
+SCRIPT = Path(__file__).parents[2] / "benchmarks" / "diagnostics" / "gc_pauses.py"
 
 
 @pytest.mark.timeout(600)

@@ -44,7 +44,7 @@ def test_gpu_grpo_agentrl_half_on_cpu(tmp_path: Path) -> None:
 
 def test_gpu_prefill_attention_on_cpu(tmp_path: Path) -> None:
     args = ["--device", "cpu", "--shape", "qwen2-small", "--calls", "2"]
-    result = _run("gpu_prefill_attention.py", args, tmp_path / "prefill.json")
+    result = _run("diagnostics/gpu_prefill_attention.py", args, tmp_path / "prefill.json")
     for name in ("torch_default", "agentrl_pinned"):
         assert len(result[name]["fresh_ms"]) == 2
     assert result["speedup_fresh_shape_ms_median"] > 0
@@ -82,7 +82,7 @@ def test_gpu_grpo_staleness_sweep_on_cpu(tmp_path: Path) -> None:
 def test_tool_threads_on_cpu(tmp_path: Path) -> None:
     """`tool_threads.py`: kept tool workers against a thread per call, beside a busy thread."""
     args = ["--calls", "40", "--concurrency", "10", "--tool-ms", "1"]
-    out = _run("tool_threads.py", args, tmp_path / "tools.json")
+    out = _run("diagnostics/tool_threads.py", args, tmp_path / "tools.json")
     assert set(out["variants"]) == {"thread_per_call", "kept_workers"}
     assert out["wall_ratio_old_over_new"] > 0
 
@@ -90,7 +90,7 @@ def test_tool_threads_on_cpu(tmp_path: Path) -> None:
 def test_host_build_on_cpu(tmp_path: Path) -> None:
     """`host_build.py`: the batch and prefill builds against their per-row peers."""
     args = ["--episodes", "16", "--rows", "8", "--reps", "1"]
-    out = _run("host_build.py", args, tmp_path / "host.json")
+    out = _run("diagnostics/host_build.py", args, tmp_path / "host.json")
     assert len(out) == 4 and all(v["alone_ms"] > 0 for v in out.values())
 
 

@@ -8,8 +8,8 @@ call releases the interpreter lock and takes it back, so code making many small 
 engine's prefill took 29-38 ms a call pipelined against 11-16 ms in the synchronous loop,
 and the trainer's untimed host work 0.07 s a step against 0.02 s.
 
-    python benchmarks/host_build.py            # this checkout
-    python benchmarks/host_build.py --json F   # also write the numbers
+    python benchmarks/diagnostics/host_build.py            # this checkout
+    python benchmarks/diagnostics/host_build.py --json F   # also write the numbers
 
 Reported: milliseconds per call, alone and beside one thread that spins in Python (the lock's
 default 5 ms switch interval), for agentrl's builds and, as the named peer, the per-row torch

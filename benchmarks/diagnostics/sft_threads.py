@@ -6,7 +6,7 @@ every setting sees the same machine load. The peer is torch's default thread cou
 core); the other settings are printed as ratios against it, with the spread of step times
 (a loaded machine makes oversubscribed threads stall, which shows as a long tail).
 
-    python benchmarks/sft_threads.py [--threads 1 2] [--rounds 4] [--steps 5]
+    python benchmarks/diagnostics/sft_threads.py [--threads 1 2] [--rounds 4] [--steps 5]
 """
 
 from __future__ import annotations

@@ -14,7 +14,7 @@ This builds the heap a compiled run has (the `tiny` qwen2 model, compiled as
 leaves the heap, and as it is after the schedule's first boundary (a freeze), and what the
 boundaries themselves cost. Prints the objects each walks and the ratio.
 
-    python benchmarks/gc_pauses.py --json benchmarks/results/gc_pauses.json
+    python benchmarks/diagnostics/gc_pauses.py --json benchmarks/results/gc_pauses.json
 """
 
 from __future__ import annotations

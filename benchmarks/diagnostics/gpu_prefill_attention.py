@@ -8,7 +8,7 @@ memory-efficient kernel instead. This times `StaticDecoder.prefill` on a random-
 Qwen2.5-0.5B-shaped model (bf16) for fresh shapes and for the same shapes again, under both
 choices, and prints the ratio against the default ("peer": torch's own backend choice).
 
-    python benchmarks/gpu_prefill_attention.py --json benchmarks/results/gpu_prefill.json
+    python benchmarks/diagnostics/gpu_prefill_attention.py --json benchmarks/results/gpu_prefill.json
 """
 
 from __future__ import annotations
@@ -16,16 +16,19 @@ from __future__ import annotations
 import argparse
 import random
 import statistics
+import sys
 import time
 from pathlib import Path
 from typing import Any
 
 import torch
-from gpu_engine import SHAPES, build_model  # benchmarks/ is sys.path[0] as a script
-from gpu_grpo import sync, write
 from torch.nn.attention import SDPBackend
 
 import agentrl.engines._static_model as sm
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # benchmarks/: the shared builders
+from gpu_engine import SHAPES, build_model  # noqa: E402
+from gpu_grpo import sync, write  # noqa: E402
 
 ALL_BACKENDS = [
     SDPBackend.CUDNN_ATTENTION,

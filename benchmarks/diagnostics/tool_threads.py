@@ -11,7 +11,7 @@ update's thread stands in for them). Reported per variant: wall time, and the ev
 time inside the dispatch call (how long the loop is held per call). The peer is the old
 code: a new daemon thread per call.
 
-    python benchmarks/tool_threads.py            # JSON to stdout; --json PATH to keep it
+    python benchmarks/diagnostics/tool_threads.py            # JSON to stdout; --json PATH to keep it
 """
 
 from __future__ import annotations
@@ -25,7 +25,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # the checkout's agentrl
 
 from agentrl.tools import ToolSet, tool  # noqa: E402
 from agentrl.tools import core as tool_core  # noqa: E402

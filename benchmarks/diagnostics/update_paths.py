@@ -10,7 +10,7 @@ the variants alternate `--reps` times. All must move the weights identically (ch
 path's recomputed product costs the most. The GPU comparison (time, MFU, peak memory) is
 `gpu_grpo.py --compare-update-paths`.
 
-    taskset -c 0 python benchmarks/update_paths.py [--preset qwen2-small] [--rows 32]
+    taskset -c 0 python benchmarks/diagnostics/update_paths.py [--preset qwen2-small] [--rows 32]
 """
 
 from __future__ import annotations
@@ -18,17 +18,21 @@ from __future__ import annotations
 import argparse
 import os
 import statistics
+import sys
 import time
+from pathlib import Path
 
 import torch
-from _gpu_update_paths import VARIANTS  # benchmarks/ is sys.path[0] when run as a script
-from packing_update import episodes
 
 from agentrl.backends import TorchBackend
 from agentrl.config import AlgorithmConfig, ModelConfig, OptimConfig, TrainerConfig
 from agentrl.models.load import load_model
 from agentrl.trainer.actor import Actor
 from agentrl.trainer.batch import collate
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # benchmarks/: the shared pieces
+from _gpu_update_paths import VARIANTS  # noqa: E402
+from packing_update import episodes  # noqa: E402
 
 
 def actor(variant: str, args: argparse.Namespace) -> Actor:

@@ -17,34 +17,11 @@ import collections
 import re
 import sys
 import threading
-from typing import Any, TypeVar
+from typing import Any
 
-P = TypeVar("P", bound="ThreadedProbe")
+from _gpu_update_diag import ThreadedProbe
+
 OURS = ("/agentrl/", "/benchmarks/", "/envs/", "/tools/")
-
-
-class ThreadedProbe:
-    """A context manager that runs `_run` on a daemon thread until exit (the samplers and
-    probes of the async sweep share it); `_stop` tells `_run` to end."""
-
-    active = True  # False: nothing to sample here (the thread is not started)
-
-    def __init__(self, name: str) -> None:
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._run, daemon=True, name=name)
-
-    def _run(self) -> None:
-        raise NotImplementedError
-
-    def __enter__(self: P) -> P:
-        if self.active:
-            self._thread.start()
-        return self
-
-    def __exit__(self, *exc: Any) -> None:
-        self._stop.set()
-        if self.active:
-            self._thread.join()
 
 
 class StackSampler(ThreadedProbe):
