@@ -5,8 +5,9 @@ tool calls. Calling `model.generate` per episode would decode them one by one; i
 request joins one running batch between decode steps and leaves it as soon as it finishes.
 
 This is the text layer over `_hf_core.HFCore` (which owns the request queue, the worker
-thread, admission, stops, timeouts, sessions' lifetime, weight updates and failures). What is
-here is the batch state and the forward:
+thread, admission, stops, timeouts, sessions' lifetime, weight updates and failures), through
+`_kv_rows.KVBatchRows` (finished rows leave the batch, shared with the vision engine). What is
+here is the batch's forward and sampling:
 
 - The KV cache is a single left-padded tensor per layer (see `_kvbatch`); rows are copied
   only when they join or leave.
@@ -23,10 +24,11 @@ import torch
 
 from agentrl.engines import _kvbatch as kvb
 from agentrl.engines import _sampling as smp
-from agentrl.engines._hf_core import HFCore, Request
+from agentrl.engines._hf_core import Request
+from agentrl.engines._kv_rows import KVBatchRows
 
 
-class HFEngine(HFCore):
+class HFEngine(KVBatchRows):
     """Continuous-batching generation over a transformers causal LM (CPU or GPU)."""
 
     calls_transformers_modules = True  # its forward is the model's own
@@ -54,9 +56,6 @@ class HFEngine(HFCore):
             self._batch = kvb.merge(self._runner, self._batch, new)
             self._rows = self._rows + admitted
         return self._retire()
-
-    def _reset_rows(self) -> None:
-        self._batch = None
 
     def _plan_prefill(self, reqs: list[Request]) -> tuple[list[list[int]], list[kvb.KV | None]]:
         """Per request: the suffix to prefill and the cached prefix KV it extends (if any)."""
@@ -101,20 +100,3 @@ class HFEngine(HFCore):
             if error:
                 self._mark(req, "error", error)
         return tokens
-
-    def _retire(self) -> list[Request]:
-        """Remove finished rows from the batch, keeping their KV for their session."""
-        keep, done = [], []
-        for i, req in enumerate(self._rows):
-            if req.finish is None:
-                keep.append(i)
-                continue
-            done.append(req)
-            if self._keeps_session(req) and self._batch is not None:
-                kv = kvb.extract_row(self._runner, self._batch, i)
-                assert req.session_id is not None
-                self._store_session(req.session_id, req.prompt_ids + req.output_ids, kv)
-        if self._batch is not None:
-            self._batch = kvb.select(self._runner, self._batch, keep)
-        self._rows = [self._rows[i] for i in keep]
-        return done

@@ -26,11 +26,12 @@ import torch
 
 from agentrl.engines import _kvbatch as kvb
 from agentrl.engines import _vision_batch as vb
-from agentrl.engines._hf_core import HFCore, Request, Session
+from agentrl.engines._hf_core import Request, Session
+from agentrl.engines._kv_rows import KVBatchRows
 from agentrl.engines.base import EngineError, SamplingParams
 
 
-class HFVisionEngine(HFCore):
+class HFVisionEngine(KVBatchRows):
     """Per-request prefill + batched decode over a transformers VLM (CPU or GPU)."""
 
     calls_transformers_modules = True  # its forward is the model's own
@@ -101,9 +102,6 @@ class HFVisionEngine(HFCore):
             self._rows = self._rows + [req]
         return failed + self._retire()
 
-    def _reset_rows(self) -> None:
-        self._batch = None
-
     def _record(self, rows: list[Request], logits: torch.Tensor) -> list[int]:
         tokens, lps = vb.sample_rows(rows, logits, self._banned)
         for req, tok, lp in zip(rows, tokens, lps, strict=True):
@@ -116,21 +114,9 @@ class HFVisionEngine(HFCore):
         return tokens
 
     def _retire(self) -> list[Request]:
-        """Finished (or cancelled) rows leave the batch, keeping their KV for their session."""
-        keep, done = [], []
-        for i, req in enumerate(self._rows):
-            if req.finish is None:
-                keep.append(i)
-                continue
-            done.append(req)
-            self.stats["requests"] += 1
-            if self._keeps_session(req) and self._batch is not None:
-                kv = kvb.extract_row(self._runner, self._batch, i)
-                assert req.session_id is not None
-                self._store_session(req.session_id, req.prompt_ids + req.output_ids, kv)
-        if self._batch is not None:
-            self._batch = kvb.select(self._runner, self._batch, keep) if keep else None
-        self._rows = [self._rows[i] for i in keep]
+        """The shared retire (`_kv_rows`), counting the requests it finished."""
+        done = super()._retire()
+        self.stats["requests"] += len(done)
         return done
 
     # ---------------------------------------------------------------- one request's prefill
