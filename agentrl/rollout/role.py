@@ -20,11 +20,8 @@ import torch
 from agentrl.chat import ChatFormat
 from agentrl.config import RolloutConfig, SamplingConfig
 from agentrl.engines import Engine
-from agentrl.rollout.runner import RolloutRunner, summarize
-from agentrl.types import Trajectory, TrajectoryGroup
-
-# Called with each finished episode (the trainer's progress bars count them).
-EpisodeHook = Callable[[Trajectory], None] | None
+from agentrl.rollout.runner import EpisodeHook, RolloutRunner, summarize
+from agentrl.types import TrajectoryGroup
 
 
 class Rollout:

@@ -29,7 +29,9 @@ from agentrl.types import Trajectory, TrajectoryGroup
 # An env seed, a dataset row (reset(options={"row": row}), seed = its dataset index), or raw
 # reset options.
 TaskSpec = int | Row | dict[str, Any]
-EpisodeCallback = Callable[[Trajectory], None]
+# Called with each finished episode (progress bars count them); None when nobody listens. The
+# one definition: the Rollout role, the trainer's role Protocols and the workers take it from here.
+EpisodeHook = Callable[[Trajectory], None] | None
 
 
 def sampling_params(
@@ -79,7 +81,7 @@ async def run_groups(
     sampling: SamplingParams,
     cfg: RolloutConfig,
     group_prefix: str = "",
-    on_episode: EpisodeCallback | None = None,
+    on_episode: EpisodeHook = None,
     sem: asyncio.Semaphore | None = None,
     first_index: int = 0,
 ) -> list[TrajectoryGroup]:
@@ -188,7 +190,7 @@ class RolloutRunner:
         sampling_cfg: SamplingConfig,
         *,
         seed: int | None = None,
-        on_episode: EpisodeCallback | None = None,
+        on_episode: EpisodeHook = None,
     ) -> None:
         if rollout_cfg.tool_format != "auto" and rollout_cfg.tool_format != chat.tool_format:
             chat = ChatFormat(

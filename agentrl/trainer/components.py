@@ -14,18 +14,17 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol
 
+from agentrl.rollout.runner import EpisodeHook  # re-exported: the role Protocols' hook type
+
 if TYPE_CHECKING:
     import torch
 
     from agentrl.backends import TrainingBackend
     from agentrl.chat import ChatFormat
-    from agentrl.types import Trajectory, TrajectoryGroup
+    from agentrl.types import TrajectoryGroup
 
     from .batch import TrainBatch
     from .data import TaskSource
-
-# Called with each finished episode (progress bars count them); None when nobody listens.
-EpisodeHook = Callable[["Trajectory"], None] | None
 
 
 class ActorRole(Protocol):
