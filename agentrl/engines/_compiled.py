@@ -51,8 +51,9 @@ def compile_prefill_logits(fn: PrefillFn) -> PrefillFn:
     eager-shaped prefill forward) compiled with n, width and L dynamic.
 
     Why: eager prefill is bound by the host, not the GPU: ~60 small ops a layer, so on an
-    H200 a call took 20-40 ms whatever its size (`benchmarks/gpu_prefill_attention.py`), and
-    a pipelined multi-turn rollout spent most of its engine time there. Inductor fuses the
+    H200 a call took 20-40 ms whatever its size
+    (`benchmarks/diagnostics/gpu_prefill_attention.py`), and a pipelined multi-turn rollout
+    spent most of its engine time there. Inductor fuses the
     elementwise chains; the caller pads every call to at least 2 rows x 2 columns, and
     duck sizing is off (two sizes that happen to be equal must not become one symbol), so one
     graph serves every call: no recompile as shapes change. Prefill stays outside CUDA graphs

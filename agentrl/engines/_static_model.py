@@ -39,7 +39,7 @@ INPUT_ROWS = 9
 # Prefill shapes (rows, new tokens, attended length) differ on almost every call. cuDNN's SDPA,
 # which torch picks for masked bf16 attention on Hopper, builds an execution plan per new
 # shape: on an H200, 0.5B bf16, a fresh-shape prefill took 97 ms (median) that way and 35 ms
-# on the memory-efficient kernel (`benchmarks/gpu_prefill_attention.py`).
+# on the memory-efficient kernel (`benchmarks/diagnostics/gpu_prefill_attention.py`).
 # The memory-efficient kernel has no per-shape setup. Flash stays allowed: on CUDA it takes no
 # mask, so it is never picked here; on CPU it is the fastest masked kernel. (Decode keeps the
 # default: its shapes are fixed per captured graph, so a plan is built once.)
@@ -219,7 +219,7 @@ class StaticDecoder:
         # Built in numpy, handed to torch in two calls: each torch call releases and retakes
         # the interpreter lock, and beside a pipelined update's thread (trainer.async) a
         # per-row build of small tensors waited for the lock on every one of them
-        # (`benchmarks/host_build.py`).
+        # (`benchmarks/diagnostics/host_build.py`).
         # ids, positions, write slot, write position; per row: slot, last index
         inp = np.zeros((4, n_in, w_in), np.int64)
         inp[2] = self.scratch  # padding writes into the scratch slot, never a live sequence
