@@ -17,8 +17,13 @@ task's workdir, e.g. `/app`) are rewritten in the instruction, the tests and the
 Verification (`verify`): a *fresh* sandbox of the same backend gets the episode's final tree in
 `/work/repo` and the tests in `/work/tests` (never shipped before), runs `bash test.sh` from the
 working directory with the task's verifier env and `[verifier] timeout_sec`, and reads
-`/work/logs/verifier/reward.json` (preferred, as Harbor does) or `reward.txt`. Trust is
-Harbor's: the tests run next to the agent's code, so a reward is as sound as the task's tests.
+`/work/logs/verifier/reward.json` (preferred, as Harbor does) or `reward.txt`, and only when
+`test.sh` ended on its own (a timeout or a kill by signal earns 0: the agent's code, run by the
+tests, could write a reward file and kill the script before it wrote its own), and only a
+reward file that the task's test files name (when they name one of the two: else Harbor's rule
+holds, json first), so a `reward.json` forged beside a task's `reward.txt` is not read. Beyond that,
+trust is Harbor's: the tests run next to the agent's code, as the same user, so a reward is as
+sound as the task's tests (Harbor's own rule: test.sh writes the reward last, on every path).
 """
 
 from __future__ import annotations
@@ -38,6 +43,7 @@ from agentrl.sandboxes.workspace import ROOT, command_env
 
 from .tasks import HarborTask, TaskError
 
+REWARD_FILES = ("reward.json", "reward.txt")
 MAPPED = {"/tests": "/work/tests", "/solution": "/work/solution", "/logs": "/work/logs"}
 
 
@@ -185,6 +191,13 @@ def verify(task: HarborTask, env: Environment, tree: dict[str, bytes]) -> Verdic
         why = f"verifier sandbox ended with {res.status}: {res.stderr[-400:]}"
         return Verdict(0.0, {}, res.exit_code, res.stdout[-2000:], why)
     report = json.loads(tail.splitlines()[0])
+    rc = report["rc"]
+    if rc is None or rc < 0:  # a reward file counts only if test.sh ran to its own end
+        why = "timed out" if rc is None else f"was killed by signal {-rc}"
+        return Verdict(0.0, {}, rc, report["log"], f"the tests {why}; no reward")
+    named = [n for n in REWARD_FILES if any(n.encode() in b for b in task.tests.values())]
+    for name in set(REWARD_FILES) - set(named or REWARD_FILES):
+        report.pop(name, None)  # a file no test names is not the tests' (the agent's code?)
     rewards, error = _parse_rewards(report)
     reward = rewards.get("reward", next(iter(rewards.values()), 0.0)) if rewards else 0.0
     if len(rewards) > 1 and "reward" not in rewards:

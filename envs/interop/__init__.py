@@ -67,7 +67,7 @@ PREFIXES: dict[str, Prefix] = {
             f"{_HERE}.gym_env:GymTextEnv",
             "",
             ("gymnasium",),
-            "a Gymnasium id with an 'ansi' render mode (FrozenLake-v1, Taxi-v3, ...)",
+            "a Gymnasium id with an 'ansi' render mode (FrozenLake-v1, Taxi-v4, ...)",
             "in-process (gymnasium is an agentrl dependency)",
         ),
         Prefix(
@@ -140,7 +140,7 @@ def resolve(env_id: str) -> EnvSpec | None:
     prefix = lookup(name)
     if prefix is None:
         known = ", ".join(f"{p}:" for p in [*PREFIXES, *ALIASES])
-        raise KeyError(f"env id {env_id!r}: unknown prefix {name!r}:; known prefixes: {known}")
+        raise KeyError(f"env id {env_id!r}: unknown prefix '{name}:'; known prefixes: {known}")
     if not target:
         raise KeyError(f"env id {env_id!r}: give {prefix.target} after '{name}:'")
 

@@ -1,4 +1,4 @@
-"""Gymnasium's own envs as chat envs: `gym:FrozenLake-v1`, `gym:Taxi-v3`, `gym:CliffWalking-v1`.
+"""Gymnasium's own envs as chat envs: `gym:FrozenLake-v1`, `gym:Taxi-v4`, `gym:CliffWalking-v1`.
 
 Any id in Gymnasium's registry whose env renders as text (`render_mode="ansi"`) and takes a
 `Discrete` action can be played by a language model: the rendered board is the user message,
