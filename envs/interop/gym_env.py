@@ -63,9 +63,14 @@ class GymTextEnv(AgentEnv):
         **gym_kwargs: Any,
     ) -> None:
         try:
-            self.env = gymnasium.make(env_id, render_mode="ansi", **gym_kwargs)
+            entry = gymnasium.spec(env_id).entry_point
+            creator = entry if callable(entry) else gymnasium.envs.registration.load_env_creator(entry)
+            modes = getattr(creator, "metadata", {})
         except gymnasium.error.Error as e:
             raise KeyError(f"gym:{env_id}: {e}") from None
+        if "ansi" not in (modes or {}).get("render_modes", []):
+            raise TypeError(f"gym:{env_id}: no 'ansi' render mode, so no text to show a model")
+        self.env = gymnasium.make(env_id, render_mode="ansi", **gym_kwargs)
         space = self.env.action_space
         if not isinstance(space, gymnasium.spaces.Discrete):
             raise TypeError(
