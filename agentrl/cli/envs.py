@@ -50,15 +50,16 @@ def cmd_list(args: argparse.Namespace) -> int:
     ]
     for msg in plugin_errors.values():  # a broken plugin is skipped; say so once, on stderr
         Console(stderr=True).print(f"[yellow]skipped plugin:[/] {escape(msg)}", highlight=False)
-    prefixes = _prefixes() if args.all else []
+    show_all = vars(args).get("all", False)  # a Namespace built by hand may lack it
+    prefixes = _prefixes() if show_all else []
     if args.json:
-        print(json.dumps({"envs": rows, "prefixes": prefixes} if args.all else rows, indent=2))
+        print(json.dumps({"envs": rows, "prefixes": prefixes} if show_all else rows, indent=2))
         return 0
     table = Table("id", "family", "rows", "description", title=f"{len(rows)} environments")
     for r in rows:
         table.add_row(r["id"], r["family"], "yes" if r["rows"] else "", r["description"])
     Console().print(table)
-    if args.all:
+    if show_all:
         ptable = Table("prefix", "installed", "reaches here", "id after the prefix", "runs")
         for p in prefixes:
             have = "yes" if p["installed"] else f"no: {p['install']}"

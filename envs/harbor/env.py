@@ -55,7 +55,9 @@ class HarborTools(ToolSet):
         """
         if self.budget_s is not None and self.budget_s <= 0:
             return "Error: the task's time budget is spent; no more commands run."
-        limit = _COMMAND_TIMEOUT_S if self.budget_s is None else min(self.budget_s, _COMMAND_TIMEOUT_S)
+        limit = (
+            _COMMAND_TIMEOUT_S if self.budget_s is None else min(self.budget_s, _COMMAND_TIMEOUT_S)
+        )
         t0 = time.monotonic()
         res = await self._ws.arun(command, limit)
         if self.budget_s is not None:

@@ -109,8 +109,12 @@ def _docker_image(task: HarborTask) -> tuple[str, dict[str, bytes]]:
     except docker.errors.ImageNotFound:
         try:
             client.images.build(
-                path=str(task.path / "environment"), tag=tag, rm=True, pull=False,
-                network_mode="none", labels={"agentrl.harbor": task.name},
+                path=str(task.path / "environment"),
+                tag=tag,
+                rm=True,
+                pull=False,
+                network_mode="none",
+                labels={"agentrl.harbor": task.name},
             )
         except docker.errors.BuildError as e:
             log = "".join(str(c.get("stream", c.get("error", ""))) for c in e.build_log)[-800:]

@@ -23,10 +23,15 @@ from __future__ import annotations
 
 import re
 import shlex
-import tomllib
+import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # pragma: no cover - 3.10: the tomli backport (an agentrl dependency there)
+    import tomli as tomllib
 
 DATA = Path(__file__).parent / "data"
 DEFAULT_WORKDIR = "/app"  # Harbor's template task and its exec defaults
@@ -74,7 +79,7 @@ def plan_dockerfile(text: str) -> DockerfilePlan:
             if words and "=" not in words[0]:  # legacy `ENV KEY value`
                 plan.env[words[0]] = " ".join(words[1:])
             else:
-                plan.env.update(w.split("=", 1) for w in words if "=" in w)
+                plan.env.update(dict(w.split("=", 1) for w in words if "=" in w))
         elif op in ("COPY", "ADD") and not rest.startswith("--"):
             *srcs, dest = shlex.split(rest)
             dest = dest if dest.startswith("/") else f"{plan.workdir}/{dest}"
@@ -183,8 +188,9 @@ class HarborTask:
         """The working directory's files as the Dockerfile's COPY/ADD lines put them."""
         blocker = self.local_blocker()
         if blocker:
-            raise TaskError(f"{self.path}: the local backend cannot build it ({blocker}); "
-                            "use backend='docker'")
+            raise TaskError(
+                f"{self.path}: the local backend cannot build it ({blocker}); use backend='docker'"
+            )
         context, tree = self.path / "environment", {}
         root = self.workdir.rstrip("/")
         for src, dest in self.plan.copies:

@@ -50,7 +50,7 @@ PREFIXES: dict[str, Prefix] = {
             "harbor",
             "agentrl.envs.harbor.env:HarborEnv",
             "",
-            ("tomllib",),
+            (),
             "a Harbor task folder, a folder of them, or `bundled[/NAME]`",
             "in-process; the task's commands and tests run in sandboxes (local or docker)",
         ),

@@ -64,7 +64,8 @@ class GymTextEnv(AgentEnv):
     ) -> None:
         try:
             entry = gymnasium.spec(env_id).entry_point
-            creator = entry if callable(entry) else gymnasium.envs.registration.load_env_creator(entry)
+            load = gymnasium.envs.registration.load_env_creator
+            creator = entry if callable(entry) else load(str(entry))
             modes = getattr(creator, "metadata", {})
         except gymnasium.error.Error as e:
             raise KeyError(f"gym:{env_id}: {e}") from None

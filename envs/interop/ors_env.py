@@ -24,7 +24,7 @@ from __future__ import annotations
 import asyncio
 import importlib
 import json
-from typing import Any
+from typing import Any, cast
 
 from agentrl.tools.core import run_sync
 from agentrl.types import Message
@@ -67,13 +67,16 @@ class ORSEnv(AgentEnv):
         entry = BUNDLED.get(target, target)
         module, _, attr = entry.partition(":")
         if not attr:
-            raise ValueError(f"ors:{target}: expected 'module:EnvironmentClass' or {sorted(BUNDLED)}")
-        cls = getattr(importlib.import_module(module), attr)
-        if not (isinstance(cls, type) and issubclass(cls, Environment)):
-            raise TypeError(f"ors:{target}: {cls!r} is not an openreward Environment class")
-        self.cls, self.target, self.secrets = cls, target, dict(secrets or {})
+            raise ValueError(
+                f"ors:{target}: expected 'module:EnvironmentClass' or {sorted(BUNDLED)}"
+            )
+        found = getattr(importlib.import_module(module), attr)
+        if not (isinstance(found, type) and issubclass(found, Environment)):
+            raise TypeError(f"ors:{target}: {found!r} is not an openreward Environment class")
+        self.env_class: Any = cast(Any, found)  # an openreward Environment subclass
+        self.target, self.secrets = target, dict(secrets or {})
         self.split = self._split(split)
-        self.tasks = list(_await(cls.list_tasks(self.split)))
+        self.tasks = list(_await(self.env_class.list_tasks(self.split)))
         if not self.tasks:
             raise ValueError(f"ors:{target}: split {self.split!r} has no tasks")
         if max_turns is not None:
@@ -83,7 +86,9 @@ class ORSEnv(AgentEnv):
         self.turn = 0
 
     def _split(self, wanted: str) -> str:
-        splits = [(s, s) if isinstance(s, str) else (s.name, s.type) for s in self.cls.list_splits()]
+        splits = [
+            (s, s) if isinstance(s, str) else (s.name, s.type) for s in self.env_class.list_splits()
+        ]
         names = [n for n, _ in splits]
         if wanted in names:
             return wanted
@@ -102,12 +107,10 @@ class ORSEnv(AgentEnv):
         options = options or {}
         index = int(options.get("index", int(self.np_random.integers(len(self.tasks)))))
         spec = self.tasks[index % len(self.tasks)]
-        self.instance = self.cls(task_spec=spec, secrets=self.secrets)
+        self.instance = self.env_class(task_spec=spec, secrets=self.secrets)
         _await(self.instance.setup())
-        messages = [
-            Message(m.role, _text(m.blocks)) for m in _await(self.instance.get_messages())
-        ]
-        listed = [*self.cls.list_tools().tools, *self.instance.list_task_tools().tools]
+        messages = [Message(m.role, _text(m.blocks)) for m in _await(self.instance.get_messages())]
+        listed = [*self.env_class.list_tools().tools, *self.instance.list_task_tools().tools]
         schemas = [
             {
                 "type": "function",
@@ -130,12 +133,14 @@ class ORSEnv(AgentEnv):
             raise RuntimeError("step() before reset()")
         self.turn += 1
         if not action.tool_calls:
-            if self.cls.terminal_tool() is None:
+            if self.env_class.terminal_tool() is None:
                 return Observation([]), 0.0, True, False, {"ended": "reply without a tool call"}
             out = (await self.instance.call_terminal_tool(action.content or "")).root
             reward, _, text, info = self._absorb(out)
             return Observation([]), reward, True, False, {**info, "terminal": text}
-        messages, reward, finished, infos = [], 0.0, False, []
+        messages: list[Message] = []
+        infos: list[dict[str, Any]] = []
+        reward, finished = 0.0, False
         for call in action.tool_calls:
             if call.parse_error:
                 text, r, done, info = f"Error: {call.parse_error}", 0.0, False, {"error": "parse"}

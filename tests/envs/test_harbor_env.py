@@ -150,7 +150,9 @@ def test_reward_json_wins_and_several_rewards_need_a_reward_key(tmp_path: Path) 
 def test_task_toml_timeouts_apply(tmp_path: Path) -> None:
     if _local_reason():
         pytest.skip(_local_reason() or "")
-    task = _task(tmp_path, test="sleep 30\necho 1 > /logs/verifier/reward.txt\n", agent_s=2, verifier_s=2)
+    task = _task(
+        tmp_path, test="sleep 30\necho 1 > /logs/verifier/reward.txt\n", agent_s=2, verifier_s=2
+    )
     env = envs.make(f"harbor:{task}")
     env.reset(seed=0)
     obs, _, _, truncated, info = env.step(_bash("sleep 10; echo never"))
@@ -159,7 +161,11 @@ def test_task_toml_timeouts_apply(tmp_path: Path) -> None:
 
 
 def test_a_dockerfile_with_run_is_docker_only(tmp_path: Path) -> None:
-    task = _task(tmp_path, "true\n", dockerfile="FROM ubuntu:24.04\nRUN apt-get install -y jq\nWORKDIR /app\n")
+    task = _task(
+        tmp_path,
+        "true\n",
+        dockerfile="FROM ubuntu:24.04\nRUN apt-get install -y jq\nWORKDIR /app\n",
+    )
     with pytest.raises(TaskError, match="line 2: 'RUN apt-get"):
         envs.make(f"harbor:{task}").reset(seed=0)
 

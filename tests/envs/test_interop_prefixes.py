@@ -76,4 +76,3 @@ def test_gym_frozenlake_played_by_text_reaches_the_goal() -> None:
 def test_gym_ids_without_a_text_rendering_are_refused() -> None:
     with pytest.raises(TypeError, match="no 'ansi' render mode"):
         envs.make("gym:Pendulum-v1")  # rgb_array only (and Box actions)
-
