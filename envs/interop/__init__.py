@@ -2,7 +2,7 @@
 
     agentrl train --env harbor:path/to/task-or-dataset      # Harbor task folders
     agentrl envs check ors:my_pkg.envs:MyEnvironment         # an OpenReward Environment class
-    agentrl envs check gym:FrozenLake-v1                     # Gymnasium's registry, as text
+    agentrl envs check gym:FrozenLake-v1                     # Gymnasium's registry, as chat
     agentrl envs check textarena:GuessTheNumber-v0
     agentrl train --env skyrl:gsm8k data.path=rows.parquet
     agentrl envs check vf:my_pkg.tasks:MyTaskset             # a verifiers Taskset (or vf.Env)
@@ -64,10 +64,10 @@ PREFIXES: dict[str, Prefix] = {
         ),
         Prefix(
             "gym",
-            f"{_HERE}.gym_env:GymTextEnv",
+            "agentrl.envs.games.adapter:GymTextEnv",  # the one Gymnasium-as-chat adapter
             "",
             ("gymnasium",),
-            "a Gymnasium id with an 'ansi' render mode (FrozenLake-v1, Taxi-v4, ...)",
+            "a Gymnasium id with a Discrete or Text action space (FrozenLake-v1, Taxi-v4, ...)",
             "in-process (gymnasium is an agentrl dependency)",
         ),
         Prefix(
@@ -177,9 +177,7 @@ def reachable(prefix: Prefix, limit: int = 6) -> tuple[int | None, list[str]]:
 
         ids = ["bundled", *(f"bundled/{n}" for n in bundled_names())]
     elif prefix.name == "gym":
-        from .gym_env import text_ids
-
-        ids = text_ids()
+        ids = _gym_text_ids()
     elif prefix.name == "ors":
         from .ors_env import BUNDLED
 
@@ -195,3 +193,17 @@ def reachable(prefix: Prefix, limit: int = 6) -> tuple[int | None, list[str]]:
     if ids is None:
         return None, []
     return len(ids), [f"{prefix.name}:{i}" for i in ids[:limit]]
+
+
+def _gym_text_ids() -> list[str]:
+    """Gymnasium's own toy-text ids (Discrete actions, an ansi render; they need nothing more).
+    Other registered ids with a Discrete or Text action space work too, when their packages
+    are installed; telling which would mean building each one."""
+    import gymnasium
+
+    return sorted(
+        env_id
+        for env_id, spec in gymnasium.registry.items()
+        if isinstance(spec.entry_point, str)
+        and spec.entry_point.startswith("gymnasium.envs.toy_text")
+    )

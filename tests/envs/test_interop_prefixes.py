@@ -11,7 +11,7 @@ import pytest
 import agentrl.envs as envs
 from agentrl.cli import main
 from agentrl.envs.interop import PREFIXES, Prefix, install_hint, missing_modules, resolve
-from agentrl.types import Message
+from agentrl.types import Message, ToolCall
 
 
 def test_every_prefix_in_the_table_resolves_to_its_family() -> None:
@@ -55,24 +55,22 @@ def test_envs_list_all_shows_every_prefix(capsys: pytest.CaptureFixture[str]) ->
         assert p["installed"] or p["install"].startswith("pip install 'agentrl[")
 
 
-def test_gym_frozenlake_played_by_text_reaches_the_goal() -> None:
-    env = envs.make("gym:FrozenLake-v1", is_slippery=False)
+def test_gym_frozenlake_played_through_the_games_adapter_reaches_the_goal() -> None:
+    from agentrl.envs.games.adapter import GymTextEnv
+
+    env = envs.make("gym:FrozenLake-v1", env_kwargs={"is_slippery": False})
+    assert isinstance(env, GymTextEnv) and env.spec_id == "gym:FrozenLake-v1"
     obs, _ = env.reset(seed=0)
-    assert "reply with one action number from 0 to 3" in obs.messages[0].content
-    assert "S" in obs.messages[1].content  # the ansi board
+    assert [t["function"]["name"] for t in obs.tools] == ["act"]
     total, done = 0.0, False
     # 4x4 map SFFF/FHFH/FFFH/HFFG: down, down, right, right, down, right (1=down, 2=right)
-    for move in ["1", "I go [1]", "2", "action: 2", "1", "2"]:
-        obs, reward, done, truncated, info = env.step(Message("assistant", move))
+    for move in [1, 1, 2, 2, 1, 2]:
+        call = ToolCall("act", {"action": move}, id=f"c{move}")
+        obs, reward, done, truncated, info = env.step(Message("assistant", "", tool_calls=[call]))
         total += reward
     assert done and total == 1.0
-    env.reset(seed=0)
-    obs, reward, done, _, info = env.step(Message("assistant", "up and away"))
-    assert not done and reward == 0.0 and info["invalid"] == "no action number"
-    obs, *_ = env.step(Message("assistant", "7"))
-    assert "out of range" in obs.messages[0].content
 
 
-def test_gym_ids_without_a_text_rendering_are_refused() -> None:
-    with pytest.raises(TypeError, match="no 'ansi' render mode"):
-        envs.make("gym:Pendulum-v1")  # rgb_array only (and Box actions)
+def test_gym_ids_with_continuous_actions_are_refused() -> None:
+    with pytest.raises(TypeError, match="Discrete or Text action space"):
+        envs.make("gym:Pendulum-v1")
