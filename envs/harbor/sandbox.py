@@ -35,6 +35,7 @@ import math
 import re
 import secrets
 import tarfile
+import threading
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -74,7 +75,25 @@ class Environment:
     env: dict[str, str] = field(default_factory=dict)
 
 
+_BUILT: dict[tuple[str, str, str], Environment] = {}
+_BACKENDS: dict[tuple[Any, ...], SandboxBackend] = {}
+_LOCK = threading.Lock()
+
+
 def build(task: HarborTask, backend: str) -> Environment:
+    """The task's environment, built once per process: the trainer makes an env per episode,
+    and a backend with its own limits (a sandbox pool) or an image must not be made per
+    episode. Keyed by the environment folder's content, so an edited task is rebuilt."""
+    if backend not in ("local", "docker"):
+        raise ValueError(f"harbor: unknown backend {backend!r} (local or docker)")
+    key = (str(task.path), backend, _digest(task))
+    with _LOCK:
+        if key not in _BUILT:
+            _BUILT[key] = _build(task, backend)
+        return _BUILT[key]
+
+
+def _build(task: HarborTask, backend: str) -> Environment:
     knobs: dict[str, Any] = {}
     if task.cpus is not None:
         knobs["cpus"] = float(task.cpus)
@@ -82,12 +101,29 @@ def build(task: HarborTask, backend: str) -> Environment:
         knobs["disk_mb"] = task.storage_mb
     plan_env = task.plan.env if task.dockerfile else {}
     if backend == "local":
-        tree = task.local_tree()
-        return Environment(get_backend("local", **knobs), tree, plan_env)
-    if backend == "docker":
-        tag, tree = _docker_image(task)
-        return Environment(get_backend("docker", image=tag, pool_size=0, **knobs), tree, plan_env)
-    raise ValueError(f"harbor: unknown backend {backend!r} (local or docker)")
+        return Environment(_backend("local", **knobs), task.local_tree(), plan_env)
+    tag, tree = _docker_image(task)
+    return Environment(_backend("docker", image=tag, pool_size=0, **knobs), tree, plan_env)
+
+
+def _backend(name: str, **knobs: Any) -> SandboxBackend:
+    """One backend per (kind, limits), shared by every task that asks for the same ones; the
+    shared default when the task sets none."""
+    if not knobs:
+        return get_backend(name)
+    key = (name, *sorted(knobs.items()))
+    if key not in _BACKENDS:
+        _BACKENDS[key] = get_backend(name, **knobs)
+    return _BACKENDS[key]
+
+
+def _digest(task: HarborTask) -> str:
+    digest = hashlib.sha1(task.dockerfile.encode() if task.dockerfile else b"")
+    for p in sorted((task.path / "environment").rglob("*")):
+        if p.is_file():
+            digest.update(p.relative_to(task.path).as_posix().encode() + b"\0" + p.read_bytes())
+    digest.update(repr(sorted(task.section("environment").items())).encode())
+    return digest.hexdigest()[:12]
 
 
 def _docker_image(task: HarborTask) -> tuple[str, dict[str, bytes]]:
@@ -97,11 +133,7 @@ def _docker_image(task: HarborTask) -> tuple[str, dict[str, bytes]]:
 
     if task.dockerfile is None:
         raise TaskError(f"{task.path}: no environment/Dockerfile to build")
-    digest = hashlib.sha1()
-    for p in sorted((task.path / "environment").rglob("*")):
-        if p.is_file():
-            digest.update(p.relative_to(task.path).as_posix().encode() + b"\0" + p.read_bytes())
-    tag = f"agentrl-harbor-{re.sub(r'[^a-z0-9_.-]', '-', task.name.lower())}:{digest.hexdigest()[:12]}"
+    tag = f"agentrl-harbor-{re.sub(r'[^a-z0-9_.-]', '-', task.name.lower())}:{_digest(task)}"
     timeout = float(task.section("environment").get("build_timeout_sec", 600.0))
     client = docker.from_env(timeout=max(30, int(timeout)))
     try:
