@@ -74,3 +74,14 @@ def test_gym_frozenlake_played_through_the_games_adapter_reaches_the_goal() -> N
 def test_gym_ids_with_continuous_actions_are_refused() -> None:
     with pytest.raises(TypeError, match="Discrete or Text action space"):
         envs.make("gym:Pendulum-v1")
+
+
+def test_train_names_a_missing_extra_before_it_starts(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    fake = Prefix("nopkg", "x:Y", "nopkg", ("agentrl_no_such_module",), "anything", "in-process")
+    monkeypatch.setitem(PREFIXES, "nopkg", fake)
+    assert main(["train", "--env", "nopkg:thing", "trainer.steps=1"]) != 0
+    err = capsys.readouterr().err
+    assert "data.env: 'nopkg:thing' needs agentrl_no_such_module (not installed)" in err
+    assert "pip install 'agentrl[nopkg]'" in err and "Traceback" not in err
