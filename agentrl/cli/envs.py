@@ -20,6 +20,11 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     lst = s.add_parser("list", help="list registered env ids", formatter_class=RichHelpFormatter)
     lst.add_argument("--json", action="store_true", help="print JSON")
     lst.add_argument("--env-module", action="append", default=[], help="also load this file")
+    lst.add_argument(
+        "--all",
+        action="store_true",
+        help="also list the id prefixes (harbor:, ors:, gym:, ...) and what each reaches here",
+    )
     lst.set_defaults(func=cmd_list)
     chk = s.add_parser("check", help="run check_env on envs", formatter_class=RichHelpFormatter)
     chk.add_argument("ids", nargs="*", help="env ids to check")
@@ -45,14 +50,49 @@ def cmd_list(args: argparse.Namespace) -> int:
     ]
     for msg in plugin_errors.values():  # a broken plugin is skipped; say so once, on stderr
         Console(stderr=True).print(f"[yellow]skipped plugin:[/] {escape(msg)}", highlight=False)
+    show_all = vars(args).get("all", False)  # a Namespace built by hand may lack it
+    prefixes = _prefixes() if show_all else []
     if args.json:
-        print(json.dumps(rows, indent=2))
+        print(json.dumps({"envs": rows, "prefixes": prefixes} if show_all else rows, indent=2))
         return 0
     table = Table("id", "family", "rows", "description", title=f"{len(rows)} environments")
     for r in rows:
         table.add_row(r["id"], r["family"], "yes" if r["rows"] else "", r["description"])
     Console().print(table)
+    if show_all:
+        ptable = Table("prefix", "installed", "reaches here", "id after the prefix", "runs")
+        for p in prefixes:
+            have = "yes" if p["installed"] else f"no: {p['install']}"
+            count = "open-ended" if p["count"] is None else str(p["count"])
+            reach = ", ".join([count, *p["examples"][:3]]) if p["installed"] else ""
+            cells = (f"{p['prefix']}:", have, reach, p["target"], p["process"])
+            ptable.add_row(*map(escape, cells))
+        Console().print(ptable)
     return 0
+
+
+def _prefixes() -> list[dict[str, Any]]:
+    """Each id prefix: installed or not (and the extra to install), what it reaches here."""
+    from agentrl.envs.interop import PREFIXES, install_hint, missing_modules, reachable
+
+    out = []
+    for p in PREFIXES.values():
+        try:
+            count, examples = reachable(p)
+        except Exception as e:  # noqa: BLE001 - a broken foreign registry is reported, not fatal
+            count, examples = 0, [f"(listing failed: {type(e).__name__}: {e})"]
+        out.append(
+            {
+                "prefix": p.name,
+                "installed": not missing_modules(p),
+                "install": install_hint(p),
+                "count": count,
+                "examples": examples,
+                "target": p.target,
+                "process": p.process,
+            }
+        )
+    return out
 
 
 def cmd_check(args: argparse.Namespace) -> int:
@@ -63,7 +103,7 @@ def cmd_check(args: argparse.Namespace) -> int:
     if not ids:
         print("agentrl envs check: give env ids or --all")
         return 2
-    console, failed = Console(), 0
+    console, failed = Console(emoji=False), 0  # ids like `openenv:m:x` are not emoji codes
     for env_id in ids:
         try:
             env = make(env_id)
@@ -72,9 +112,10 @@ def cmd_check(args: argparse.Namespace) -> int:
             finally:
                 env.close()
             oracle = "oracle ok" if report["oracle"] else "no oracle"
-            console.print(f"[green]PASS[/] {env_id} ({oracle}; tools: {report['tools']})")
+            tools = escape(str(report["tools"]))
+            console.print(f"[green]PASS[/] {escape(env_id)} ({oracle}; tools: {tools})")
         except (EnvCheckError, Exception) as e:  # noqa: BLE001 - report every env
             failed += 1
-            console.print(f"[red]FAIL[/] {env_id}: {type(e).__name__}: {e}")
+            console.print(f"[red]FAIL[/] {escape(env_id)}: {type(e).__name__}: {escape(str(e))}")
     console.print(f"{len(ids) - failed} passed, {failed} failed")
     return 1 if failed else 0

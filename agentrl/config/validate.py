@@ -224,8 +224,17 @@ def check_env(cfg: Any, src: str) -> None:
         foreign = resolve(env_id)  # `textarena:NAME`, `skyrl:...`: other stacks' envs
     except KeyError as e:
         raise ConfigError(f"{src}: data.env: {e.args[0]}") from None
-    if foreign is not None:
-        return  # built (and its arguments checked) by its own package when the env is made
+    if foreign is not None:  # built (its arguments checked) by its own package when made
+        from agentrl.envs.interop import install_hint, lookup, missing_modules
+
+        prefix = lookup(foreign.family)
+        gone = missing_modules(prefix) if prefix is not None else []
+        if prefix is not None and gone:
+            raise ConfigError(
+                f"{src}: data.env: {env_id!r} needs {', '.join(gone)} (not installed); "
+                f"install it with: {install_hint(prefix)}"
+            )
+        return
     if env_id not in registry:
         hint = did_you_mean(env_id, registry) or " (no close match)"
         raise ConfigError(

@@ -1,0 +1,6 @@
+"""Harbor task folders as agentrl envs, reached by the `harbor:` id prefix
+(`agentrl.envs.interop`): `harbor:path/to/task`, `harbor:path/to/dataset`, `harbor:bundled`.
+
+Nothing registers here: a task folder is named by its path, so the prefix resolves it.
+`data/` holds five small offline tasks with oracle solutions (`harbor:bundled/NAME`).
+"""
