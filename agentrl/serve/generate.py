@@ -12,6 +12,7 @@ event loop only moves bytes, so one huge prompt cannot stall the other clients.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import dataclasses
 import functools
 import uuid
@@ -217,9 +218,10 @@ class Server:
     ) -> AsyncIterator[str]:
         """SSE events of one streamed completion (see `stream`); errors are an error event."""
         session = self.recorder.session(sid)
-        try:
-            async for event in self._stream(req, prep, sid, model, session):
-                yield event
+        try:  # closed explicitly: a client that leaves must fail its choices now, not at GC
+            async with contextlib.aclosing(self._stream(req, prep, sid, model, session)) as events:
+                async for event in events:
+                    yield event
         finally:
             self.recorder.release(session)
 

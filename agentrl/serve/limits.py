@@ -98,16 +98,17 @@ async def read_json(request: Request, limits: ServeLimits) -> Any:
         raise HTTPError(400, f"request body is not JSON: {e}") from e
 
 
-_LONGEST: dict[int, int] = {}
+_LONGEST: dict[int, tuple[Any, int]] = {}
 
 
 def longest_token_chars(tokenizer: Any) -> int:
-    """Characters in the vocabulary's longest token (computed once per tokenizer)."""
+    """Characters in the vocabulary's longest token (computed once per tokenizer; a token's
+    vocabulary string is never shorter than the text it decodes to)."""
     key = id(tokenizer)
-    if key not in _LONGEST:
-        vocab = tokenizer.get_vocab()
-        _LONGEST[key] = max((len(t) for t in vocab), default=1) or 1
-    return _LONGEST[key]
+    if key not in _LONGEST or _LONGEST[key][0] is not tokenizer:
+        longest = max((len(t) for t in tokenizer.get_vocab()), default=1) or 1
+        _LONGEST[key] = (tokenizer, longest)
+    return _LONGEST[key][1]
 
 
 def cheap_token_floor(chars: int, tokenizer: Any) -> int:
