@@ -16,7 +16,7 @@ import contextlib
 import dataclasses
 import functools
 import uuid
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncGenerator, AsyncIterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -227,7 +227,7 @@ class Server:
 
     async def _stream(
         self, req: ChatRequest, prep: Prepared, sid: str, model: str, session: Session
-    ) -> AsyncIterator[str]:
+    ) -> AsyncGenerator[str, None]:
         writer = ChunkWriter(model, req.logprobs, self.chat)
         loop = asyncio.get_running_loop()
         queue: asyncio.Queue[tuple[int, Any, float, Any]] = asyncio.Queue()
