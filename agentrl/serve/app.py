@@ -163,9 +163,9 @@ def create_app(
         if isinstance(result, Exception):
             return _error(500, f"engine failed: {result}", "server_error")
         assert isinstance(result, Completion)
-        return completion(
-            model, choices_json(chat, req, result), result.prompt_tokens, result.completion_tokens
-        )
+        # n x max_tokens logprob entries decode token by token: off the loop too
+        choices = await asyncio.to_thread(choices_json, chat, req, result)
+        return completion(model, choices, result.prompt_tokens, result.completion_tokens)
 
     @app.get("/v1/models")
     async def models() -> Any:
