@@ -20,6 +20,8 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from agentrl.chat import bounded_json
+
 HEADER = (
     "# Tools\n\nYou may call one or more functions to assist with the user query.\n\n"
     "You are provided with function signatures within <tools></tools> XML tags:\n<tools>"
@@ -59,7 +61,7 @@ def call_text(call: dict[str, Any]) -> str:
     fn = call.get("function", call)
     args = fn.get("arguments", {})
     if isinstance(args, str):
-        args = json.loads(args) if args.strip() else {}
+        args = bounded_json.loads(args) if args.strip() else {}
     body = json.dumps({"name": fn["name"], "arguments": args}, ensure_ascii=False)
     return f"<tool_call>\n{body}\n</tool_call>"
 

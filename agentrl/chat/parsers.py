@@ -36,6 +36,7 @@ import json
 import re
 from typing import Any, Literal
 
+from agentrl.chat import bounded_json
 from agentrl.types import ToolCall
 
 ToolFormat = Literal[
@@ -48,7 +49,7 @@ FORMATS: tuple[str, ...] = (
 _HERMES = re.compile(r"<tool_call>(.*?)(</tool_call>|\Z)", re.S)
 _THINK = re.compile(r"^\s*(?:<think>)?(.*?)</think>\s*", re.S)
 _PYTHON_TAG = "<|python_tag|>"
-_DECODER = json.JSONDecoder()
+_RAW_CHARS = 2000  # of the text kept on a call whose parser failed outright
 
 
 def split_reasoning(text: str) -> tuple[str, str]:
@@ -69,7 +70,7 @@ def call_from_obj(obj: Any, raw: str) -> ToolCall:
     args = obj.get("arguments", obj.get("parameters", {}))
     if isinstance(args, str):  # some models emit arguments as a JSON string
         try:
-            args = json.loads(args) if args.strip() else {}
+            args = bounded_json.loads(args) if args.strip() else {}
         except json.JSONDecodeError as e:
             return ToolCall(name, raw=raw, parse_error=f"arguments string is not JSON: {e}")
     if not isinstance(args, dict):
@@ -79,7 +80,7 @@ def call_from_obj(obj: Any, raw: str) -> ToolCall:
 
 def _loads_call(raw: str) -> ToolCall:
     try:
-        obj = json.loads(raw)
+        obj = bounded_json.loads(raw)
     except json.JSONDecodeError as e:
         return ToolCall("", raw=raw, parse_error=f"invalid JSON: {e}")
     return call_from_obj(obj, raw)
@@ -98,12 +99,17 @@ def parse_hermes(text: str) -> tuple[str, list[ToolCall]]:
 
 
 def _json_objects(text: str, start: int = 0) -> list[tuple[int, int, Any]]:
-    """Every top-level JSON object in `text`: (start, end, value)."""
+    """Every top-level JSON object in `text`: (start, end, value); an object nested past the
+    bound is (start, where it crossed it, the `TooDeep` error)."""
     found: list[tuple[int, int, Any]] = []
     i = text.find("{", start)
     while i != -1:
         try:
-            obj, end = _DECODER.raw_decode(text, i)
+            obj, end = bounded_json.raw_decode(text, i)
+        except bounded_json.TooDeep as e:
+            found.append((i, e.pos, e))
+            i = text.find("{", e.pos + 1)  # past the stretch: rescanning it would be quadratic
+            continue
         except json.JSONDecodeError:
             i = text.find("{", i + 1)
             continue
@@ -125,7 +131,7 @@ def parse_llama3(text: str) -> tuple[str, list[ToolCall]]:
     pos = 0
     while pos < len(body):
         try:
-            obj, end = _DECODER.raw_decode(body, pos)
+            obj, end = bounded_json.raw_decode(body, pos)
         except json.JSONDecodeError as e:
             if calls or tagged or '"name"' in body:
                 calls.append(ToolCall("", raw=body[pos:], parse_error=f"invalid JSON: {e}"))
@@ -143,15 +149,21 @@ def parse_llama3(text: str) -> tuple[str, list[ToolCall]]:
 def parse_json(text: str) -> tuple[str, list[ToolCall]]:
     """Fallback: JSON objects anywhere in the text that look like calls."""
     calls: list[ToolCall] = []
-    spans: list[tuple[int, int]] = []
+    kept: list[str] = []
+    at = 0
     for start, end, obj in _json_objects(text):
-        if isinstance(obj, dict) and "name" in obj and ("arguments" in obj or "parameters" in obj):
+        if isinstance(obj, bounded_json.TooDeep):
+            if '"name"' in text[start:end]:  # an attempted call, too deep to decode
+                raw = text[start : start + _RAW_CHARS]
+                calls.append(ToolCall("", raw=raw, parse_error=f"invalid JSON: {obj}"))
+        elif (
+            isinstance(obj, dict) and "name" in obj and ("arguments" in obj or "parameters" in obj)
+        ):
             calls.append(call_from_obj(obj, text[start:end]))
-            spans.append((start, end))
-    content = text
-    for start, end in reversed(spans):
-        content = content[:start] + content[end:]
-    return content.strip(), calls
+            kept.append(text[at:start])
+            at = end
+    kept.append(text[at:])
+    return "".join(kept).strip(), calls
 
 
 _XML_FUNCTION = re.compile(r"^\s*<function=([^>\n]*)>(.*?)(</function>\s*$|\Z)", re.S)
@@ -221,7 +233,7 @@ def _cast(raw: str, schema: Any) -> Any:
         if not ({"null"} & set(types) and raw.strip() in ("null", "None")):
             return raw
     try:
-        value = json.loads(raw)
+        value = bounded_json.loads(raw)
     except json.JSONDecodeError:
         lowered = raw.strip()
         if "boolean" in types and lowered in ("True", "False"):  # jinja's `true | string`
@@ -251,7 +263,7 @@ def parse_mistral(text: str) -> tuple[str, list[ToolCall]]:
         body = chunk.strip()
         if body.startswith("["):  # v3: a JSON list of {"name", "arguments"[, "id"]}
             try:
-                items, _ = _DECODER.raw_decode(body)
+                items, _ = bounded_json.raw_decode(body)
             except json.JSONDecodeError as e:
                 calls.append(ToolCall("", raw=body, parse_error=f"invalid JSON: {e}"))
                 continue
@@ -270,7 +282,7 @@ def parse_mistral(text: str) -> tuple[str, list[ToolCall]]:
                 calls.append(ToolCall("", raw=body[pos:], parse_error="expected NAME[ARGS]{...}"))
                 break
             try:
-                args, end = _DECODER.raw_decode(body, m.end())
+                args, end = bounded_json.raw_decode(body, m.end())
             except json.JSONDecodeError as e:
                 calls.append(ToolCall(m.group(1), raw=body[pos:], parse_error=f"invalid JSON: {e}"))
                 break
@@ -319,12 +331,32 @@ def parse(
 
     `tools` (the schemas the prompt showed) let formats whose arguments are text cast them;
     `response_template`/`fallback` serve the `response_template` format (without a template,
-    or on text it cannot parse, `fallback` parses)."""
+    or on text it cannot parse, `fallback` parses).
+
+    Never raises on `text`: a parser that fails outright (a bug, a malformed tool schema)
+    gives the whole text as content plus one call whose `parse_error` says so."""
+    for fmt in (format, fallback) if format == "response_template" else (format,):
+        if fmt not in FORMATS:
+            raise ValueError(f"unknown tool format {fmt!r}; known: {', '.join(FORMATS)}")
+    try:
+        return _parse(text, format, tools, response_template, fallback)
+    except Exception as e:  # noqa: BLE001 - model output must never crash the rollout
+        error = f"tool-call parser {format!r} failed: {type(e).__name__}: {str(e)[:200]}"
+        return text.strip(), [ToolCall("", raw=text[:_RAW_CHARS], parse_error=error)]
+
+
+def _parse(
+    text: str,
+    format: str,
+    tools: list[dict[str, Any]] | None,
+    response_template: dict[str, Any] | None,
+    fallback: str,
+) -> tuple[str, list[ToolCall]]:
     if format == "response_template":
         parsed = None
         if response_template is not None:
             parsed = parse_response_template(text, response_template, tools)
-        return parsed if parsed is not None else parse(text, fallback, tools)
+        return parsed if parsed is not None else _parse(text, fallback, tools, None, fallback)
     if format == "qwen3_coder":
         return parse_qwen3_coder(text, tools)
     if format == "mistral":

@@ -1,14 +1,19 @@
 """`agentrl serve`: an OpenAI-compatible endpoint that records token-exact trajectories.
 
 agentrl serve --model tiny:qwen2 --port 8000 --out served.jsonl
-# then: OpenAI(base_url="http://127.0.0.1:8000/v1"), header X-Session-Id per episode
+# then: OpenAI(base_url="http://127.0.0.1:8000/v1"), header X-Session-Id per episode;
+# the trainer reads and rewards with the admin token (served.jsonl.token), the agent never
 """
 
 from __future__ import annotations
 
 import argparse
+import os
+from pathlib import Path
 
 from rich_argparse import RichHelpFormatter
+
+TOKEN_ENV = "AGENTRL_SERVE_TOKEN"  # the admin token to use instead of a fresh one
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
@@ -38,7 +43,47 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--temperature", type=float, default=1.0, help="default temperature")
     p.add_argument("--max-batch-size", type=int, default=64)
     p.add_argument("--device", default=None)
+    p.add_argument(
+        "--max-body-mb", type=float, default=8.0, help="largest request body (default 8 MiB)"
+    )
+    p.add_argument(
+        "--max-prompt-tokens",
+        type=int,
+        default=None,
+        help="largest rendered prompt, history included (default: the model's context "
+        "less one, at most 32768)",
+    )
+    p.add_argument(
+        "--token-file",
+        default=None,
+        help="write the per-run admin token here (mode 0600; default: <--out>.token). "
+        f"${TOKEN_ENV} sets the token instead of a fresh one",
+    )
     p.set_defaults(func=cmd_serve)
+
+
+def model_context(model: str) -> int | None:
+    """The checkpoint's context length (`max_position_embeddings`), None if it has none."""
+    from transformers import AutoConfig
+
+    from agentrl.models.tiny import resolve_model_path
+
+    try:
+        cfg = AutoConfig.from_pretrained(resolve_model_path(model))
+    except (OSError, ValueError):
+        return None
+    value = cfg.to_dict().get("max_position_embeddings")
+    return value if isinstance(value, int) and value > 1 else None
+
+
+def write_token(path: Path, token: str) -> None:
+    """The admin token, readable by its owner only (the agent must not read it: run the
+    agent as another user or in a sandbox without this path)."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "w") as f:
+        f.write(token + "\n")
+    os.chmod(path, 0o600)
 
 
 def cmd_serve(args: argparse.Namespace) -> int:
@@ -51,6 +96,17 @@ def cmd_serve(args: argparse.Namespace) -> int:
         return 2
     from agentrl.cli.rollout import build_engine
     from agentrl.config.schema import SamplingConfig
+    from agentrl.serve.limits import MIB, ServeLimits, new_token
+
+    prompt_cap = args.max_prompt_tokens or min(32768, (model_context(args.model) or 32769) - 1)
+    try:
+        limits = ServeLimits(
+            max_body_bytes=int(args.max_body_mb * MIB), max_prompt_tokens=prompt_cap
+        )
+    except ValueError as e:
+        print(f"agentrl serve: {e}")
+        return 2
+    token = os.environ.get(TOKEN_ENV) or new_token()
 
     fast: bool | str = "auto" if args.fast == "auto" else args.fast == "on"
     engine, chat = build_engine(args.model, args.device, args.max_batch_size, fast=fast)
@@ -63,10 +119,16 @@ def cmd_serve(args: argparse.Namespace) -> int:
         out=args.out,
         tokenizer_name=args.model,
         fsync=args.fsync,
+        limits=limits,
+        admin_token=token,
     )
+    token_file = args.token_file or (f"{args.out}.token" if args.out else None)
+    if token_file:
+        write_token(Path(token_file), token)
     print(
         f"serving {args.model} at http://{args.host}:{args.port}/v1 (tool format "
-        f"{chat.tool_format}); trajectories at /v1/trajectories"
+        f"{chat.tool_format}); trajectories at /v1/trajectories with "
+        f"'Authorization: Bearer {token}'" + (f" (also in {token_file})" if token_file else "")
     )
     uvicorn.run(app, host=args.host, port=args.port, log_level="warning")
     return 0

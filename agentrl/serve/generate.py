@@ -5,15 +5,18 @@ both prepare the session's ids under its lock, run the `n` choices concurrently 
 segment branch, its own grammar state and seed), parse each turn the same way and record it
 the moment it finishes. A choice that fails, times out or whose client disconnects closes its
 segment as `engine_error` with the reason, so a half-done turn is never mistaken for one.
+Rendering, tokenising and grammar compiling run in worker threads (`check`, `_start`): the
+event loop only moves bytes, so one huge prompt cannot stall the other clients.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import dataclasses
 import functools
 import uuid
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncGenerator, AsyncIterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -21,6 +24,7 @@ from agentrl.chat.format import ChatFormat
 from agentrl.chat.parsers import parse, split_reasoning
 from agentrl.engines.base import Engine, GenerateResult, SamplingParams
 from agentrl.serve.constrain import GrammarConstraint, check_grammar, request_grammar
+from agentrl.serve.limits import ServeLimits, cheap_token_floor
 from agentrl.serve.messages import choice_json, from_openai, logprob_entries, usage
 from agentrl.serve.recorder import Session, SessionRecorder
 from agentrl.serve.request import ChatRequest, RequestError
@@ -87,12 +91,37 @@ class Server:
     """The request path shared by the routes."""
 
     def __init__(
-        self, engine: Engine, chat: ChatFormat, recorder: SessionRecorder, timeout_s: float
+        self,
+        engine: Engine,
+        chat: ChatFormat,
+        recorder: SessionRecorder,
+        timeout_s: float,
+        limits: ServeLimits | None = None,
     ) -> None:
         self.engine, self.chat, self.recorder, self.timeout_s = engine, chat, recorder, timeout_s
+        self.limits = limits or ServeLimits()
+
+    def _budget(self, tokens: int, what: str) -> None:
+        cap = self.limits.max_prompt_tokens
+        if tokens > cap:
+            raise RequestError(f"{what} of {tokens} tokens is over the cap of {cap} tokens")
+
+    def precheck(self, req: ChatRequest) -> None:
+        """The token budget from the text's length alone (no rendering, no tokenising):
+        cheap enough for the event loop, and it refuses a hopeless prompt before any work."""
+        floor, cap = (
+            cheap_token_floor(req.text_chars, self.chat.tokenizer),
+            self.limits.max_prompt_tokens,
+        )
+        if floor > cap:
+            raise RequestError(
+                f"the prompt's {req.text_chars} characters make at least {floor} tokens, "
+                f"over the cap of {cap} tokens"
+            )
 
     def check(self, req: ChatRequest) -> Prepared:
-        """Everything that can be refused before touching the session (400s)."""
+        """Everything that can be refused before touching the session (400s). Renders,
+        tokenises and compiles grammars: call it in a worker thread."""
         feats = self.engine.features
         if req.top_logprobs and "top_logprobs" not in feats:
             raise RequestError(f"top_logprobs: the {type(self.engine).__name__} engine has none")
@@ -101,9 +130,10 @@ class Server:
         except (ValueError, TypeError, AttributeError) as e:
             raise RequestError(f"messages: unsupported content: {e}") from e
         try:
-            self.chat.prompt_ids(messages, req.tools)
+            ids = self.chat.prompt_ids(messages, req.tools)
         except Exception as e:  # noqa: BLE001 - a template that cannot render this request
             raise RequestError(f"cannot render messages: {e}") from e
+        self._budget(len(ids), "the prompt")
         grammar = request_grammar(req, self.chat)
         field = "response_format" if req.response_format else "tool_choice"
         if grammar is not None:
@@ -126,13 +156,18 @@ class Server:
         constraint = GrammarConstraint(prep.grammar, self.chat) if prep.grammar else None
         return dataclasses.replace(req.params, seed=seed, constraint=constraint, on_token=on_token)
 
-    def _start(
+    async def _start(
         self, req: ChatRequest, prep: Prepared, session: Session
     ) -> tuple[list[int], list[Trajectory]]:
+        """Plan in a worker thread (render, tokenise), then record on the loop; a request
+        refused here (cannot render, over the budget with its history) records nothing."""
         try:
-            ids, traj = self.recorder.prepare(session, prep.messages, req.tools)
+            plan = await asyncio.to_thread(self.recorder.plan, session, prep.messages, req.tools)
         except Exception as e:  # noqa: BLE001 - e.g. an observation the template rejects
             raise RequestError(f"cannot render messages: {e}") from e
+        history = len(plan.traj.input_ids) if plan.traj is not None else 0
+        self._budget(history + len(plan.ids), "the session's prompt")
+        ids, traj = self.recorder.apply(session, plan, req.tools)
         return ids, self.recorder.branch(session, traj, req.n)
 
     def _commit(self, traj: Trajectory, result: GenerateResult, prep: Prepared, i: int) -> Choice:
@@ -143,9 +178,17 @@ class Server:
 
     async def complete(self, req: ChatRequest, prep: Prepared, sid: str) -> Completion | Exception:
         session = self.recorder.session(sid)
+        try:
+            return await self._complete(req, prep, sid, session)
+        finally:
+            self.recorder.release(session)
+
+    async def _complete(
+        self, req: ChatRequest, prep: Prepared, sid: str, session: Session
+    ) -> Completion | Exception:
         async with session.lock:  # a session's turns are sequential by nature
             try:
-                ids, trajs = self._start(req, prep, session)
+                ids, trajs = await self._start(req, prep, session)
             except RequestError as e:
                 return e
             runs = [
@@ -174,14 +217,24 @@ class Server:
         self, req: ChatRequest, prep: Prepared, sid: str, model: str
     ) -> AsyncIterator[str]:
         """SSE events of one streamed completion (see `stream`); errors are an error event."""
+        session = self.recorder.session(sid)
+        try:  # closed explicitly: a client that leaves must fail its choices now, not at GC
+            async with contextlib.aclosing(self._stream(req, prep, sid, model, session)) as events:
+                async for event in events:
+                    yield event
+        finally:
+            self.recorder.release(session)
+
+    async def _stream(
+        self, req: ChatRequest, prep: Prepared, sid: str, model: str, session: Session
+    ) -> AsyncGenerator[str, None]:
         writer = ChunkWriter(model, req.logprobs, self.chat)
         loop = asyncio.get_running_loop()
         queue: asyncio.Queue[tuple[int, Any, float, Any]] = asyncio.Queue()
         live = "stream" in self.engine.features
-        session = self.recorder.session(sid)
         async with session.lock:
             try:
-                ids, trajs = self._start(req, prep, session)
+                ids, trajs = await self._start(req, prep, session)
             except RequestError as e:
                 yield sse({"error": {"message": str(e), "type": "invalid_request_error"}})
                 return

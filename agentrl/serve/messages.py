@@ -7,6 +7,7 @@ import time
 import uuid
 from typing import Any
 
+from agentrl.chat import bounded_json
 from agentrl.types import Message, ToolCall
 
 
@@ -28,7 +29,7 @@ def _arguments(raw: Any) -> dict[str, Any]:
     if isinstance(raw, dict):
         return raw
     try:
-        value = json.loads(raw) if raw else {}
+        value = bounded_json.loads(raw) if raw else {}
     except (TypeError, json.JSONDecodeError):
         return {"_raw": raw}
     return value if isinstance(value, dict) else {"_raw": raw}

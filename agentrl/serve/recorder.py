@@ -14,11 +14,17 @@ sampled. Each session (keyed by the client) holds trajectory segments. On a new 
 `n > 1` branches the segment: every choice is its own segment (a copy up to the prompt), so
 the client may continue any of them and each stays token-exact. Every change is handed to the
 `Journal` as it happens (see `journal`), so a crash loses nothing that finished.
+
+Rendering and tokenising (`plan`) change nothing, so the server runs them in a worker thread
+and applies the result (`apply`) on the event loop: a long prompt never stalls other clients,
+and a reader of the trajectories never sees a half-extended segment. A session exists only
+while a request uses it or once it holds a segment: a refused request leaves nothing behind.
 """
 
 from __future__ import annotations
 
 import asyncio
+import math
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -36,6 +42,18 @@ class Session:
     id: str
     segments: list[Trajectory] = field(default_factory=list)
     lock: asyncio.Lock = field(default_factory=asyncio.Lock)
+    users: int = 0  # requests holding it (see SessionRecorder.session / release)
+
+
+@dataclass
+class Plan:
+    """What `prepare` will do: extend `traj` by the observation `ids` (`how` is "messages"
+    or "tokens"), or start a new segment from the prompt `ids` (`traj` None)."""
+
+    how: str
+    traj: Trajectory | None
+    ids: list[int]
+    new: list[Message]
 
 
 def is_open(t: Trajectory) -> bool:
@@ -73,14 +91,22 @@ class SessionRecorder:
         self.sessions: dict[str, Session] = {}
 
     def session(self, session_id: str) -> Session:
+        """The session (made if new), held until `release`."""
         if session_id not in self.sessions:
             self.sessions[session_id] = Session(session_id)
-        return self.sessions[session_id]
+        s = self.sessions[session_id]
+        s.users += 1
+        return s
 
-    def prepare(
-        self, s: Session, messages: list[Message], tools: list[dict[str, Any]] | None
-    ) -> tuple[list[int], Trajectory]:
-        """The ids to generate from, with the observation already recorded (mask 0)."""
+    def release(self, s: Session) -> None:
+        """A request is done with `s`; a session no request recorded anything in goes."""
+        s.users -= 1
+        if s.users <= 0 and not s.segments and self.sessions.get(s.id) is s:
+            del self.sessions[s.id]
+
+    def plan(self, s: Session, messages: list[Message], tools: list[dict[str, Any]] | None) -> Plan:
+        """Render and tokenise what the request adds; changes nothing (thread-safe under the
+        session's lock)."""
         same_tools = [t for t in s.segments if is_open(t) and t.metadata["tools"] == (tools or [])]
         for cur in reversed(same_tools):  # newest first: the branch the client continued
             n = len(cur.messages)
@@ -90,7 +116,7 @@ class SessionRecorder:
             if prefix:
                 new = messages[n:]
                 obs = self.chat.observation_ids(new, tools, sampled_ids=last_sampled(cur))
-                return self._extend(cur, obs, new, "messages"), cur
+                return Plan("messages", cur, obs, new)
         prompt = self.chat.prompt_ids(messages, tools)
         last = same_tools[-1] if same_tools and same_tools[-1] is s.segments[-1] else None
         if last is not None:
@@ -100,11 +126,24 @@ class SessionRecorder:
             ):
                 n = len(last.messages)
                 new = messages[n:] if len(messages) > n else []
-                obs = prompt[len(last.input_ids) :]
-                return self._extend(last, obs, new, "tokens"), last
-        traj = Trajectory(prompt_ids=prompt, messages=list(messages), group_id=s.id)
+                return Plan("tokens", last, prompt[len(last.input_ids) :], new)
+        return Plan("new", None, prompt, list(messages))
+
+    def apply(
+        self, s: Session, plan: Plan, tools: list[dict[str, Any]] | None
+    ) -> tuple[list[int], Trajectory]:
+        """Carry out `plan`: the ids to generate from, the observation recorded (mask 0)."""
+        if plan.traj is not None:
+            return self._extend(plan.traj, plan.ids, plan.new, plan.how), plan.traj
+        traj = Trajectory(prompt_ids=plan.ids, messages=plan.new, group_id=s.id)
         self._register(s, traj, tools)
-        return list(prompt), traj
+        return list(plan.ids), traj
+
+    def prepare(
+        self, s: Session, messages: list[Message], tools: list[dict[str, Any]] | None
+    ) -> tuple[list[int], Trajectory]:
+        """The ids to generate from, with the observation already recorded (mask 0)."""
+        return self.apply(s, self.plan(s, messages, tools), tools)
 
     def _register(self, s: Session, traj: Trajectory, tools: list[dict[str, Any]] | None) -> None:
         seg = len(s.segments)
@@ -185,7 +224,10 @@ class SessionRecorder:
         return [t for s in sessions for t in s.segments]
 
     def set_reward(self, session_id: str, reward: float) -> int:
-        """Reward every segment of a session (the client scores the episode it ran)."""
+        """Reward every segment of a session (the trainer scores the episode; the server
+        takes it only with the admin token, so the agent cannot score itself)."""
+        if not math.isfinite(reward):
+            raise ValueError(f"reward must be a finite number, got {reward!r}")
         segs = self.trajectories(session_id)
         for t in segs:
             t.reward = reward

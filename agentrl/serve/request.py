@@ -2,17 +2,21 @@
 
 Why: a field we silently ignore is a wrong answer the client cannot see (a `tool_choice` that
 does nothing, a `response_format` that is not enforced). Every field is either honoured,
-accepted because its value is the neutral default, or rejected with a 400 naming it.
+accepted because its value is the neutral default, or rejected with a 400 naming it. Every
+field's type is checked here too (a wrongly typed one was a 500 from deep in the server), and
+the sizes against `ServeLimits`.
 """
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass, field
 from typing import Any
 
 from agentrl.chat.format import ChatFormat
 from agentrl.config.schema import SamplingConfig
 from agentrl.engines.base import SamplingParams
+from agentrl.serve.limits import ServeLimits
 
 # Fields honoured as the OpenAI API (and vLLM's server) define them.
 SUPPORTED = frozenset(
@@ -57,6 +61,7 @@ NEUTRAL: dict[str, tuple[Any, ...]] = {
 }
 MAX_N = 64
 MAX_TOP_LOGPROBS = 20
+ROLES = frozenset({"system", "developer", "user", "assistant", "tool"})
 
 
 class RequestError(ValueError):
@@ -79,6 +84,7 @@ class ChatRequest:
     response_format: dict[str, Any] | None = None  # {"schema": {...}} when constrained
     user: str | None = None
     raw: dict[str, Any] = field(default_factory=dict)
+    text_chars: int = 0  # characters of message text, tool arguments and schemas
 
     @property
     def named_tool(self) -> str | None:
@@ -116,8 +122,9 @@ def _tool_choice(body: dict[str, Any], tools: list[dict[str, Any]] | None) -> st
             raise RequestError("tool_choice='required' needs a non-empty tools list")
         return choice
     if isinstance(choice, dict) and choice.get("type") == "function":
-        name = (choice.get("function") or {}).get("name")
-        if name not in names:
+        fn = choice.get("function")
+        name = fn.get("name") if isinstance(fn, dict) else None
+        if not isinstance(name, str) or name not in names:
             raise RequestError(f"tool_choice names function {name!r}, not among tools {names}")
         return {"name": name}
     raise RequestError(
@@ -136,17 +143,124 @@ def _response_format(body: dict[str, Any]) -> dict[str, Any] | None:
         return {"schema": {"type": "object"}}
     if kind == "json_schema":
         spec = fmt.get("json_schema") or {}
+        if not isinstance(spec, dict):
+            raise RequestError("response_format.json_schema must be an object")
         schema = spec.get("schema")
         if not isinstance(schema, dict):
             raise RequestError("response_format.json_schema.schema must be a JSON schema object")
-        return {"schema": schema, "name": spec.get("name")}
+        name = spec.get("name")
+        if name is not None and not isinstance(name, str):
+            raise RequestError(f"response_format.json_schema.name must be a string, got {name!r}")
+        return {"schema": schema, "name": name}
     raise RequestError(
         f"response_format.type must be 'text', 'json_object' or 'json_schema', got {kind!r}"
     )
 
 
-def parse_request(body: Any, chat: ChatFormat, cfg: SamplingConfig) -> ChatRequest:
+def _bool(body: dict[str, Any], key: str) -> bool:
+    value = body.get(key)
+    if value is not None and not isinstance(value, bool):
+        raise RequestError(f"{key} must be true or false, got {value!r}")
+    return bool(value)
+
+
+def _str(value: Any, where: str, limit: int | None = None) -> str | None:
+    if value is not None and not isinstance(value, str):
+        raise RequestError(f"{where} must be a string, got {type(value).__name__}")
+    if value is not None and limit is not None and len(value) > limit:
+        raise RequestError(f"{where} has {len(value)} characters, over the cap of {limit}")
+    return value
+
+
+def _content_chars(content: Any, where: str) -> int:
+    """Characters of one message's content; its shape is checked (`messages.from_openai`
+    reads it after this)."""
+    if content is None or isinstance(content, str):
+        return len(content or "")
+    if not isinstance(content, list):
+        raise RequestError(f"{where}.content must be a string, null or a list of parts")
+    chars = 0
+    for j, part in enumerate(content):
+        if not isinstance(part, dict) or not isinstance(part.get("type"), str):
+            raise RequestError(f"{where}.content[{j}] must be an object with a 'type'")
+        chars += len(_str(part.get("text"), f"{where}.content[{j}].text") or "")
+    return chars
+
+
+def _tool_call_chars(call: Any, where: str, limits: ServeLimits) -> int:
+    if not isinstance(call, dict) or not isinstance(call.get("function"), dict):
+        raise RequestError(f"{where} must be an object with a 'function' object")
+    fn = call["function"]
+    name = _str(fn.get("name"), f"{where}.function.name", limits.max_id_chars) or ""
+    _str(call.get("id"), f"{where}.id", limits.max_id_chars)
+    args = fn.get("arguments")
+    if isinstance(args, dict):
+        return len(name) + len(json.dumps(args))
+    return len(name) + len(_str(args, f"{where}.function.arguments (a JSON string)") or "")
+
+
+def _messages(body: dict[str, Any], limits: ServeLimits) -> tuple[list[dict[str, Any]], int]:
+    """The messages, every field's type checked; and their characters of text."""
+    messages = body.get("messages")
+    if not isinstance(messages, list) or not messages:
+        raise RequestError("messages must be a non-empty list")
+    if len(messages) > limits.max_messages:
+        raise RequestError(f"{len(messages)} messages, over the cap of {limits.max_messages}")
+    chars = 0
+    for i, m in enumerate(messages):
+        where = f"messages[{i}]"
+        if not isinstance(m, dict):
+            raise RequestError(f"{where} must be an object")
+        role = m.get("role", "user")
+        if not isinstance(role, str) or role not in ROLES:
+            raise RequestError(f"{where}.role must be one of {sorted(ROLES)}, got {role!r}")
+        chars += _content_chars(m.get("content"), where)
+        for key in ("name", "tool_call_id"):
+            _str(m.get(key), f"{where}.{key}", limits.max_id_chars)
+        calls = m.get("tool_calls")
+        if calls is not None and not isinstance(calls, list):
+            raise RequestError(f"{where}.tool_calls must be a list")
+        for j, call in enumerate(calls or []):
+            chars += _tool_call_chars(call, f"{where}.tool_calls[{j}]", limits)
+    return messages, chars
+
+
+def _tools(body: dict[str, Any], limits: ServeLimits) -> tuple[list[dict[str, Any]] | None, int]:
+    tools = body.get("tools") or None
+    if tools is None:
+        return None, 0
+    if not isinstance(tools, list):
+        raise RequestError("tools must be a list")
+    if len(tools) > limits.max_tools:
+        raise RequestError(f"{len(tools)} tools, over the cap of {limits.max_tools}")
+    for i, t in enumerate(tools):
+        fn = t.get("function") if isinstance(t, dict) else None
+        if not isinstance(fn, dict):
+            raise RequestError(f"tools[{i}] must be an object with a 'function' object")
+        _str(fn.get("name"), f"tools[{i}].function.name", limits.max_id_chars)
+        if not isinstance(fn.get("name"), str):
+            raise RequestError(f"tools[{i}].function.name must be a string")
+        params = fn.get("parameters")
+        if params is not None and not isinstance(params, dict):
+            raise RequestError(f"tools[{i}].function.parameters must be a JSON schema object")
+    return tools, len(json.dumps(tools))
+
+
+def _stop(body: dict[str, Any], cfg: SamplingConfig, limits: ServeLimits) -> list[str]:
+    stop = body.get("stop") or list(cfg.stop)
+    stops = [stop] if isinstance(stop, str) else stop
+    if not isinstance(stops, list) or not all(isinstance(x, str) and x for x in stops):
+        raise RequestError(f"stop must be a string or a list of non-empty strings, got {stop!r}")
+    if len(stops) > limits.max_stop:
+        raise RequestError(f"{len(stops)} stop strings, over the cap of {limits.max_stop}")
+    return list(stops)
+
+
+def parse_request(
+    body: Any, chat: ChatFormat, cfg: SamplingConfig, limits: ServeLimits | None = None
+) -> ChatRequest:
     """Validate `body`; raises RequestError naming the first bad or unsupported field."""
+    limits = limits or ServeLimits()
     if not isinstance(body, dict):
         raise RequestError("request body must be a JSON object")
     for key, value in body.items():
@@ -154,55 +268,57 @@ def parse_request(body: Any, chat: ChatFormat, cfg: SamplingConfig) -> ChatReque
             continue
         if key in NEUTRAL:
             if value not in NEUTRAL[key]:
-                raise RequestError(f"unsupported request field {key!r} (value {value!r})")
+                raise RequestError(f"unsupported request field {key!r} (value {value!r:.200})")
             continue
-        raise RequestError(f"unsupported request field {key!r}")
-    messages = body.get("messages")
-    if not isinstance(messages, list) or not messages:
-        raise RequestError("messages must be a non-empty list")
-    tools = body.get("tools") or None
-    if tools is not None and not isinstance(tools, list):
-        raise RequestError("tools must be a list")
-    stop = body.get("stop") or list(cfg.stop)
-    if not isinstance(stop, str | list):
-        raise RequestError(f"stop must be a string or a list, got {stop!r}")
-    max_new = _int(body, "max_completion_tokens", 1) or _int(body, "max_tokens", 1)
+        raise RequestError(f"unsupported request field {key[:200]!r}")
+    messages, chars = _messages(body, limits)
+    tools, tool_chars = _tools(body, limits)
+    stop = _stop(body, cfg, limits)
+    cap = limits.max_completion_tokens
+    max_new = _int(body, "max_completion_tokens", 1, cap) or _int(body, "max_tokens", 1, cap)
     temperature = _number(body, "temperature", 0.0, 2.0)
     top_p = _number(body, "top_p", 0.0, 1.0)
     top_k = _int(body, "top_k", -1)
     top = _int(body, "top_logprobs", 0, MAX_TOP_LOGPROBS) or 0
-    if top and not body.get("logprobs"):
+    logprobs, stream = _bool(body, "logprobs"), _bool(body, "stream")
+    if top and not logprobs:
         raise RequestError("top_logprobs needs logprobs=true")
-    seed = _int(body, "seed", -(2**63))
+    seed = _int(body, "seed", -(2**63), 2**64 - 1)
     options = body.get("stream_options") or {}
-    if options and not body.get("stream"):
+    if not isinstance(options, dict):
+        raise RequestError("stream_options must be an object")
+    if options and not stream:
         raise RequestError("stream_options needs stream=true")
     unknown = set(options) - {"include_usage", "continuous_usage_stats"}
     if unknown:
         raise RequestError(f"unsupported request field 'stream_options.{sorted(unknown)[0]}'")
+    include_usage = _bool(options, "include_usage")
+    _bool(options, "continuous_usage_stats")
+    _bool(body, "parallel_tool_calls")
     params = SamplingParams(
         max_new_tokens=int(max_new or cfg.max_new_tokens),
         temperature=float(cfg.temperature if temperature is None else temperature),
         top_p=float(cfg.top_p if top_p is None else top_p),
         top_k=max(int(cfg.top_k if top_k is None else top_k), 0),
         stop_token_ids=list(chat.stop_token_ids),
-        stop=[stop] if isinstance(stop, str) else list(stop),
+        stop=stop,
         seed=seed,
         top_logprobs=top,
     )
     return ChatRequest(
         messages=messages,
-        model=body.get("model"),
+        model=_str(body.get("model"), "model", limits.max_id_chars),
         params=params,
         n=_int(body, "n", 1, MAX_N) or 1,
-        stream=bool(body.get("stream")),
-        include_usage=bool(options.get("include_usage")),
+        stream=stream,
+        include_usage=include_usage,
         tools=tools,
         tool_choice=_tool_choice(body, tools),
         parallel_tool_calls=body.get("parallel_tool_calls") is not False,
-        logprobs=bool(body.get("logprobs")),
+        logprobs=logprobs,
         top_logprobs=top,
         response_format=_response_format(body),
-        user=body.get("user"),
+        user=_str(body.get("user"), "user", limits.max_id_chars),
         raw=body,
+        text_chars=chars + tool_chars,
     )

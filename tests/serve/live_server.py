@@ -1,4 +1,6 @@
-"""A live uvicorn server on 127.0.0.1 (loopback only) in a thread, for tests."""
+"""A live uvicorn server on 127.0.0.1 (loopback only) in a thread, for tests.
+
+`admin(url)` gives the headers of the served app's admin endpoints (its per-run token)."""
 
 from __future__ import annotations
 
@@ -7,6 +9,13 @@ import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
+
+_TOKENS: dict[str, str] = {}
+
+
+def admin(url: str) -> dict[str, str]:
+    """The `Authorization` header for reading, rewarding and clearing at `url`."""
+    return {"Authorization": f"Bearer {_TOKENS[url]}"}
 
 
 @contextmanager
@@ -23,8 +32,11 @@ def live_server(app: Any) -> Iterator[str]:
             raise RuntimeError("server did not start")
         time.sleep(0.02)
     port = server.servers[0].sockets[0].getsockname()[1]
+    url = f"http://127.0.0.1:{port}"
+    _TOKENS[url] = app.state.admin_token
     try:
-        yield f"http://127.0.0.1:{port}"
+        yield url
     finally:
+        _TOKENS.pop(url, None)
         server.should_exit = True
         thread.join(timeout=10)

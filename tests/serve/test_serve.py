@@ -9,7 +9,7 @@ import httpx
 import pytest
 
 pytest.importorskip("fastapi", reason="agentrl serve needs the `serve` extra (fastapi, uvicorn)")
-from live_server import live_server
+from live_server import admin, live_server
 from simple_engine import Recorder, SimpleTorchEngine
 
 from agentrl.chat import ChatFormat
@@ -60,8 +60,10 @@ def test_two_turn_tool_conversation_is_token_exact(
         msgs.append({"role": "tool", "tool_call_id": call.id, "content": "72"})
         second = ask(client, msgs, "s1")
         assert second.usage.completion_tokens > 0
-        data = httpx.get(f"{url}/v1/trajectories").json()["data"]
-        httpx.post(f"{url}/v1/trajectories/s1/reward", json={"reward": 1.0}).raise_for_status()
+        data = httpx.get(f"{url}/v1/trajectories", headers=admin(url)).json()["data"]
+        httpx.post(
+            f"{url}/v1/trajectories/s1/reward", json={"reward": 1.0}, headers=admin(url)
+        ).raise_for_status()
     assert len(data) == 1
     traj = Trajectory.from_dict(data[0])
     traj.validate()
@@ -91,13 +93,17 @@ def test_rewritten_history_starts_a_new_segment(served_model: Any) -> None:
         client.chat.completions.create(  # session from the `user` field
             model="tiny", messages=[{"role": "user", "content": "hi"}], user="u9", max_tokens=4
         )
-        segs = httpx.get(f"{url}/v1/trajectories", params={"session": "s2"}).json()["data"]
+        segs = httpx.get(
+            f"{url}/v1/trajectories", params={"session": "s2"}, headers=admin(url)
+        ).json()["data"]
         assert [s["metadata"]["segment"] for s in segs] == [0, 1]
         for s in segs:
             Trajectory.from_dict(s).validate()
-        all_ = httpx.get(f"{url}/v1/trajectories", params={"clear": "true"}).json()["data"]
+        all_ = httpx.get(
+            f"{url}/v1/trajectories", params={"clear": "true"}, headers=admin(url)
+        ).json()["data"]
         assert {t["group_id"] for t in all_} == {"s2", "u9"}
-        assert httpx.get(f"{url}/v1/trajectories").json()["data"] == []
+        assert httpx.get(f"{url}/v1/trajectories", headers=admin(url)).json()["data"] == []
 
 
 def test_unsupported_requests_are_rejected(served_model: Any) -> None:
@@ -133,7 +139,7 @@ def test_engine_failure_is_a_500_and_recorded(served_model: Any) -> None:
         client = openai.OpenAI(base_url=f"{url}/v1", api_key="unused", max_retries=0)
         with pytest.raises(openai.InternalServerError, match="device lost"):
             ask(client, [{"role": "user", "content": "x"}], "s3")
-        seg = httpx.get(f"{url}/v1/trajectories").json()["data"][0]
+        seg = httpx.get(f"{url}/v1/trajectories", headers=admin(url)).json()["data"][0]
         assert seg["termination"] == "engine_error" and "device lost" in seg["metadata"]["error"]
 
 
@@ -159,6 +165,6 @@ def test_engine_failure_mid_stream_is_an_error_event_and_recorded(served_model: 
         )
         with pytest.raises(openai.APIError, match="device lost"):
             list(stream)
-        segs = httpx.get(f"{url}/v1/trajectories").json()["data"]
+        segs = httpx.get(f"{url}/v1/trajectories", headers=admin(url)).json()["data"]
         assert [s["termination"] for s in segs] == ["engine_error", "engine_error"]
         assert all("device lost" in s["metadata"]["error"] for s in segs[:1])

@@ -10,7 +10,7 @@ from typing import Any
 
 import httpx
 import pytest
-from live_server import live_server
+from live_server import admin, live_server
 
 from agentrl.tools.calculator import calculator
 from agentrl.tools.core import build_schema
@@ -77,7 +77,9 @@ def ask(client: Any, session: str, **kw: Any) -> Any:
 
 
 def last_segment(url: str, session: str) -> Trajectory:
-    data = httpx.get(f"{url}/v1/trajectories", params={"session": session}).json()["data"]
+    data = httpx.get(
+        f"{url}/v1/trajectories", params={"session": session}, headers=admin(url)
+    ).json()["data"]
     t = Trajectory.from_dict(data[-1])
     t.validate()
     return t

@@ -81,8 +81,13 @@ def test_kill_9_loses_no_finished_request(served_model: Any, tmp_path: Path) -> 
                 extra_headers={"X-Session-Id": "k2"},
             )
         )
-        httpx.post(f"{url}/v1/trajectories/k1/reward", json={"reward": 0.5}).raise_for_status()
-        live = httpx.get(f"{url}/v1/trajectories").json()["data"]
+        token_file = out.with_name(out.name + ".token")  # the CLI's per-run admin token
+        assert token_file.stat().st_mode & 0o777 == 0o600
+        head = {"Authorization": f"Bearer {token_file.read_text().strip()}"}
+        reward = f"{url}/v1/trajectories/k1/reward"
+        assert httpx.post(reward, json={"reward": 0.5}).status_code == 401  # no token
+        httpx.post(reward, json={"reward": 0.5}, headers=head).raise_for_status()
+        live = httpx.get(f"{url}/v1/trajectories", headers=head).json()["data"]
     finally:
         proc.send_signal(signal.SIGKILL)
         proc.wait(timeout=30)

@@ -11,7 +11,7 @@ from typing import Any
 
 import httpx
 import pytest
-from live_server import live_server
+from live_server import admin, live_server
 
 from agentrl.tools.calculator import calculator
 from agentrl.tools.core import build_schema
@@ -37,7 +37,9 @@ def server(served_model: Any) -> Iterator[tuple[str, Any]]:
 
 
 def segments(url: str, session: str) -> list[Trajectory]:
-    data = httpx.get(f"{url}/v1/trajectories", params={"session": session}).json()["data"]
+    data = httpx.get(
+        f"{url}/v1/trajectories", params={"session": session}, headers=admin(url)
+    ).json()["data"]
     out = [Trajectory.from_dict(d) for d in data]
     for t in out:
         t.validate()
@@ -224,7 +226,9 @@ def test_a_client_leaving_mid_stream_closes_its_segment(server: tuple[str, Any])
     stream.close()
     deadline = time.monotonic() + 60
     while time.monotonic() < deadline:  # the server notices on its next write
-        data = httpx.get(f"{url}/v1/trajectories", params={"session": "gone"}).json()["data"]
+        data = httpx.get(
+            f"{url}/v1/trajectories", params={"session": "gone"}, headers=admin(url)
+        ).json()["data"]
         if data and data[0]["termination"] == "engine_error":
             break
         time.sleep(0.2)

@@ -20,7 +20,7 @@ from typing import Any
 import httpx
 import pytest
 import torch
-from live_server import live_server
+from live_server import admin, live_server
 
 from agentrl.config.schema import (
     AlgorithmConfig,
@@ -71,7 +71,9 @@ def test_verifiers_rollout_is_recorded_and_trains(
             (trace,) = ep.traces
             rewards[trace.id] = sum(r.score * r.weight for r in trace.rewards.values())
             post = f"{url}/v1/trajectories/{trace.id}/reward"
-            httpx.post(post, json={"reward": rewards[trace.id]}).raise_for_status()
+            httpx.post(
+                post, json={"reward": rewards[trace.id]}, headers=admin(url)
+            ).raise_for_status()
     segments = {t.group_id: t for t in read_jsonl(out)}  # the journal, as written
     assert set(segments) == set(rewards)  # one session per verifiers rollout
     for ep in episodes:
