@@ -92,6 +92,10 @@ class _Player:
 
     def ask(self, msg: list) -> "Any":
         _send(self.to_w, msg)
+        return self.answer(msg)
+
+    def answer(self, msg: list) -> "Any":
+        """The player's reply to ``msg`` (already sent)."""
         reply = _recv(self.from_r, judge=True)
         self.used += msg[0] != "names"
         if not isinstance(reply, list) or not reply:
@@ -105,9 +109,8 @@ class _Player:
     def close(self) -> None:
         for fd in (self.to_w, self.from_r):
             os.close(fd)
-        try:
+        try:  # not waited for: its teardown overlaps the verdict; the run's init reaps it
             os.kill(self.pid, 9)
-            os.waitpid(self.pid, 0)
         except OSError:
             pass
 
@@ -147,8 +150,9 @@ def _free_names(tree: "ast.AST") -> set[str]:
     return loads - bound
 
 
-def _bind(ns: dict, tree: "ast.AST", remote: list, player: _Player) -> None:
-    """Free names: builtins and stdlib modules from the judge, the rest from the player."""
+def _to_ask(ns: dict, tree: "ast.AST", remote: list) -> list[str]:
+    """Free names: builtins and stdlib modules from the judge (bound here), the rest (the
+    names returned) to be asked from the player."""
     ask = set(remote)
     for name in _free_names(tree) - ask:
         if name in ns or hasattr(builtins, name):
@@ -159,10 +163,13 @@ def _bind(ns: dict, tree: "ast.AST", remote: list, player: _Player) -> None:
             ask.add(name)
     for name in remote:  # e.g. a HumanEval prompt's stub of the entry point
         ns.pop(name, None)
-    if ask:  # only the names asked for: the reply is the candidate's to write
-        found = player.ask(["names", sorted(ask)])
-        ns.update({name: found[name] for name in ask if name in found})
-        player.used += sum(not isinstance(found[n], _Ref) for n in ask if n in found)
+    return sorted(ask)
+
+
+def _bind(ns: dict, ask: list[str], found: dict, player: _Player) -> None:
+    """Only the names asked for: the reply is the candidate's to write."""
+    ns.update({name: found[name] for name in ask if name in found})
+    player.used += sum(not isinstance(found[n], _Ref) for n in ask if n in found)
 
 
 def _run_tests(req: dict) -> int:
@@ -184,9 +191,6 @@ def _run_tests(req: dict) -> int:
         return _fail("the sandbox did not receive the tests")
     check, nonce = secrets["check"], secrets["nonce"]
     try:
-        ready = _recv(player.from_r, judge=True)
-        if ready != ["ready"]:
-            return _fail(_unhx(ready[-1]) if isinstance(ready, list) else "no player")
         # A real __main__ module: a test script's `if __name__ == "__main__":` block runs and
         # unittest.main() finds its TestCases, as they would in a script of their own.
         sys.argv = ["<tests>"]
@@ -196,7 +200,21 @@ def _run_tests(req: dict) -> int:
         import ast
 
         tree = ast.parse(check, "<tests>")
-        _bind(ns, tree, remote, player)
+        # The names request goes out while the player still runs the program: it answers as
+        # soon as it is ready, and the judge wakes once for both (each hand-off between the
+        # two processes waits for a CPU, which on a busy machine is most of a run's time).
+        ask = _to_ask(ns, tree, remote)
+        msg = ["names", ask]
+        if ask:
+            try:
+                _send(player.to_w, msg)
+            except BrokenPipeError:  # the player is gone: its "dead" frame says why
+                pass
+        ready = _recv(player.from_r, judge=True)
+        if ready != ["ready"]:
+            return _fail(_unhx(ready[-1]) if isinstance(ready, list) else "no player")
+        if ask:
+            _bind(ns, ask, player.answer(msg), player)
         try:
             exec(compile(tree, "<tests>", "exec"), ns)
         except SystemExit as exc:  # the test code's own exit (unittest.main()): 0 = passed
