@@ -36,6 +36,7 @@ class Pool(Generic[T]):
         self._lock = threading.Lock()
         self._closed = False
         self._starting = 0  # spares being started in the background
+        self._gets = 0
         if prewarm > 0:
             self._starting = prewarm
             threading.Thread(target=self._prewarm, args=(prewarm,), daemon=True).start()
@@ -55,8 +56,9 @@ class Pool(Generic[T]):
         """The zygote idle longest, or a freshly started one; tops the spares up."""
         with self._lock:
             item = self._idle.popleft() if self._idle else None
+            self._gets += 1  # spares from the second run on: a one-shot caller starts none
             missing = self.spare - len(self._idle) - self._starting
-            missing = 0 if self._closed else max(0, missing)
+            missing = 0 if self._closed or self._gets < 2 else max(0, missing)
             self._starting += missing
         if missing:
             threading.Thread(target=self._prewarm, args=(missing,), daemon=True).start()
