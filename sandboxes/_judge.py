@@ -61,7 +61,12 @@ except ImportError:
     pass
 
 SECRETS_FD = 4  # the tests and the nonce, from the host (local) or the init (docker)
-_NOT_RAISED = ("SystemExit", "KeyboardInterrupt", "GeneratorExit")
+# Never raised in the judge as themselves: exits and interrupts, and the iteration protocol's
+# own signals (a StopIteration out of the candidate would silently end the tests' loops over
+# ``map``/``filter``). They arrive as the next class of their MRO: an ordinary Exception.
+_NOT_RAISED = (
+    "SystemExit", "KeyboardInterrupt", "GeneratorExit", "StopIteration", "StopAsyncIteration",
+)  # fmt: skip
 
 
 class _Player:
@@ -87,6 +92,10 @@ class _Player:
 
     def ask(self, msg: list) -> "Any":
         _send(self.to_w, msg)
+        return self.answer(msg)
+
+    def answer(self, msg: list) -> "Any":
+        """The player's reply to ``msg`` (already sent)."""
         reply = _recv(self.from_r, judge=True)
         self.used += msg[0] != "names"
         if not isinstance(reply, list) or not reply:
@@ -100,16 +109,16 @@ class _Player:
     def close(self) -> None:
         for fd in (self.to_w, self.from_r):
             os.close(fd)
-        try:
+        try:  # not waited for: its teardown overlaps the verdict; the run's init reaps it
             os.kill(self.pid, 9)
-            os.waitpid(self.pid, 0)
         except OSError:
             pass
 
 
 def _rebuilt(names: list[str], text: str) -> BaseException:
     """The candidate's exception as the nearest builtin class that takes one message
-    (``class BadInput(ValueError)`` -> ValueError; ``UnicodeDecodeError`` -> ValueError)."""
+    (``class BadInput(ValueError)`` -> ValueError; ``UnicodeDecodeError`` -> ValueError;
+    ``StopIteration`` -> Exception, see ``_NOT_RAISED``)."""
     for name in names:
         cls = getattr(builtins, name, None)
         if name in _NOT_RAISED or not (isinstance(cls, type) and issubclass(cls, BaseException)):
@@ -141,8 +150,9 @@ def _free_names(tree: "ast.AST") -> set[str]:
     return loads - bound
 
 
-def _bind(ns: dict, tree: "ast.AST", remote: list, player: _Player) -> None:
-    """Free names: builtins and stdlib modules from the judge, the rest from the player."""
+def _to_ask(ns: dict, tree: "ast.AST", remote: list) -> list[str]:
+    """Free names: builtins and stdlib modules from the judge (bound here), the rest (the
+    names returned) to be asked from the player."""
     ask = set(remote)
     for name in _free_names(tree) - ask:
         if name in ns or hasattr(builtins, name):
@@ -153,10 +163,13 @@ def _bind(ns: dict, tree: "ast.AST", remote: list, player: _Player) -> None:
             ask.add(name)
     for name in remote:  # e.g. a HumanEval prompt's stub of the entry point
         ns.pop(name, None)
-    if ask:  # only the names asked for: the reply is the candidate's to write
-        found = player.ask(["names", sorted(ask)])
-        ns.update({name: found[name] for name in ask if name in found})
-        player.used += sum(not isinstance(found[n], _Ref) for n in ask if n in found)
+    return sorted(ask)
+
+
+def _bind(ns: dict, ask: list[str], found: dict, player: _Player) -> None:
+    """Only the names asked for: the reply is the candidate's to write."""
+    ns.update({name: found[name] for name in ask if name in found})
+    player.used += sum(not isinstance(found[n], _Ref) for n in ask if n in found)
 
 
 def _run_tests(req: dict) -> int:
@@ -178,9 +191,6 @@ def _run_tests(req: dict) -> int:
         return _fail("the sandbox did not receive the tests")
     check, nonce = secrets["check"], secrets["nonce"]
     try:
-        ready = _recv(player.from_r, judge=True)
-        if ready != ["ready"]:
-            return _fail(_unhx(ready[-1]) if isinstance(ready, list) else "no player")
         # A real __main__ module: a test script's `if __name__ == "__main__":` block runs and
         # unittest.main() finds its TestCases, as they would in a script of their own.
         sys.argv = ["<tests>"]
@@ -190,7 +200,21 @@ def _run_tests(req: dict) -> int:
         import ast
 
         tree = ast.parse(check, "<tests>")
-        _bind(ns, tree, remote, player)
+        # The names request goes out while the player still runs the program: it answers as
+        # soon as it is ready, and the judge wakes once for both (each hand-off between the
+        # two processes waits for a CPU, which on a busy machine is most of a run's time).
+        ask = _to_ask(ns, tree, remote)
+        msg = ["names", ask]
+        if ask:
+            try:
+                _send(player.to_w, msg)
+            except BrokenPipeError:  # the player is gone: its "dead" frame says why
+                pass
+        ready = _recv(player.from_r, judge=True)
+        if ready != ["ready"]:
+            return _fail(_unhx(ready[-1]) if isinstance(ready, list) else "no player")
+        if ask:
+            _bind(ns, ask, player.answer(msg), player)
         try:
             exec(compile(tree, "<tests>", "exec"), ns)
         except SystemExit as exc:  # the test code's own exit (unittest.main()): 0 = passed
@@ -233,8 +257,6 @@ def _player_serve(scope: dict, rd: int, wr: int) -> None:
                     value = str(target)
                 elif op == "getitem":
                     value = target[_dec(msg[2], None, objs)]
-                elif op == "contains":
-                    value = _dec(msg[2], None, objs) in target
                 else:
                     value = list(target)
                 out = ["ok", _enc(value, objs)]

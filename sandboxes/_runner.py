@@ -11,9 +11,11 @@ an earlier run's code, tests, stdin, env or files in its memory. The init reaps 
 and replies to the host: wait status, CPU time, the harness verdict (fd 3, ``_harness.py``)
 and whether the disk was full.
 
-``once`` (docker; ARG ``-``): the same init/program split inside the container. The report
-goes to stderr after a token the host sends *after* the request, when the program has already
-been forked (and has dropped the stream), so the program never knows it and cannot forge it.
+``once`` (docker; ARG ``-``): the same init/program split inside the container. The init is
+non-dumpable before it forks the program (same uid: otherwise the program could open its
+memory). The report goes to stderr after a token the host sends *after* the request, when the
+program has already been forked (and has dropped the stream), so the program never knows it;
+the host takes only a single report that is the last line of stderr (``docker_backend``).
 
 ``session`` (interpreter; ARG the uid): a trusted parent relays cells to a worker child and
 writes each cell's end-of-output marker; the worker never sees the marker's token.
@@ -88,6 +90,7 @@ def _fork_program(
     pid = os.fork()
     if pid == 0:
         os.close(vr)
+        _libc_call("prctl", PR_SET_DUMPABLE, 1, 0, 0, 0)  # our own mm: the init's stays closed
         _program(req, out, err, vw, uid, caps, secrets)
     req.clear()
     os.close(vw)
@@ -284,8 +287,10 @@ def _once() -> None:
         _exit(0)
     tests = bool(req.get("tests"))
     sr, sw = os.pipe() if tests else (-1, -1)
+    # Non-dumpable before any program process exists: the program runs as our uid, and an
+    # fd to /proc/1/mem opened while we were dumpable would stay valid (it raced the fork).
+    _libc_call("prctl", PR_SET_DUMPABLE, 0, 0, 0, 0)
     pid, vr = _fork_program(req, 1, 2, "-", False, sr)
-    _libc_call("prctl", PR_SET_DUMPABLE, 0, 0, 0, 0)  # the program may not read our memory
     if tests:  # the tests and nonce: read after the fork, passed on to the judge's fd 4
         os.close(sr)
         secrets = _read_frame(0)

