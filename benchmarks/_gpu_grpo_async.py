@@ -7,8 +7,10 @@ seeded per task and turn so every mode sees the same latencies). Each mode is
 `trainer.async.producer` (thread: the rollout in the trainer's process; process: in a child
 process of its own), `rollout.concurrency` = `engine.max_batch_size` (default: the batch,
 every episode of a step in flight, as the synchronous loop runs them), and config
-`key=value` overrides as `agentrl train` takes them (`engine.hf.own_stream=false`),
-`python.switchinterval=S`, or `bench.stack_sample` (sample every thread's stack over the
+`key=value` overrides as `agentrl train` takes them (`engine.hf.tuning.join_every=4`),
+`python.switchinterval=S`, `bench.lever.NAME=V` (a code-level lever of the hf engines,
+`own_stream=false` or `prefill_graphs=true`, set on the engine this process builds; not with
+a rollout process), or `bench.stack_sample` (sample every thread's stack over the
 timed steps, `diagnostics/stack_sampler.py`; `--stack-sample` does it in every mode). Each mode builds fresh components from the same SFT'd checkpoint,
 runs `--warmup` steps, then `--steps` timed steps through the real `Trainer.train_step` with
 the pipeline started as `Trainer.train` starts it. Reported per
@@ -44,8 +46,9 @@ HERE = Path(__file__).resolve().parent
 
 def parse_mode(text: str, batch: int) -> dict[str, Any]:
     """`K[:producer[:concurrency]][,key=value...]` -> the mode's settings. The `key=value`
-    parts are config overrides as `agentrl train` takes them (`engine.hf.own_stream=false`),
-    or `python.switchinterval=S` (`sys.setswitchinterval` for the mode)."""
+    parts are config overrides as `agentrl train` takes them (`engine.hf.tuning.join_every=4`),
+    `python.switchinterval=S` (`sys.setswitchinterval` for the mode), or `bench.lever.NAME=V`
+    (an engine lever, `set_engine_levers`)."""
     head, *overrides = str(text).split(",")
     parts = head.split(":")
     k = int(parts[0])
@@ -136,11 +139,43 @@ def configure(cfg: Any, args: Any, mode: dict[str, Any]) -> Any:
     cfg.trainer.async_.max_staleness = mode["k"]
     cfg.trainer.async_.producer = mode["producer"]
     data = to_dict(cfg)
-    extra = [f"engine.hf.{k}={v}" for k, v in engine_extra(args.engine_extra).items()]
+    extra = [f"engine.hf.tuning.{k}={v}" for k, v in engine_extra(args.engine_extra).items()]
     ours = ("python.", "bench.")  # the benchmark's own settings, not config keys
     for item in extra + [o for o in mode["overrides"] if not o.startswith(ours)]:
         apply_override(data, item)
+    set_engine_levers(mode, cfg.trainer.async_.producer)
     return from_dict(TrainConfig, data, src="benchmark mode")
+
+
+def set_engine_levers(mode: dict[str, Any], producer: str) -> None:
+    """The mode's `bench.lever.NAME=V` items (the hf engines' code-level levers, kept for
+    comparison: `own_stream`, `prefill_graphs`), set on the engine this process builds."""
+    import yaml
+
+    from agentrl import engines
+
+    levers = {
+        o.split("=", 1)[0].removeprefix("bench.lever."): yaml.safe_load(o.split("=", 1)[1])
+        for o in mode["overrides"]
+        if o.startswith("bench.lever.")
+    }
+    build = engines.BUILDERS.setdefault("_hf", engines.BUILDERS["hf"])
+    if not levers:
+        engines.BUILDERS["hf"] = build
+        return
+    if producer == "process":
+        raise SystemExit("bench.lever.*: a rollout process builds its own engine; use thread")
+
+    def with_levers(cfg: Any, model: Any, tokenizer: Any) -> Any:
+        from agentrl.engines.build import _hf_kwargs, _load
+
+        fast = cfg.hf.fast is not False
+        return engines.make_hf_engine(
+            _load(model), tokenizer, fast=fast, tuning=cfg.hf.tuning,
+            **({"max_seq_len": cfg.hf.max_seq_len} if fast else {}), **_hf_kwargs(cfg), **levers,
+        )  # fmt: skip
+
+    engines.BUILDERS["hf"] = with_levers
 
 
 def switch_interval(mode: dict[str, Any]) -> float | None:

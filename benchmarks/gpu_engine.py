@@ -32,6 +32,7 @@ import torch
 from gpu_grpo import QWEN05_VOCAB  # benchmarks/ is sys.path[0] when run as a script
 from gpu_grpo import SHAPES as GRPO_SHAPES
 
+from agentrl.config import FastHFTuning, HFTuning
 from agentrl.engines import HFEngine, SamplingParams
 from agentrl.engines.hf_fast import FastHFEngine
 
@@ -173,7 +174,9 @@ def throughput(model: Any, engine: HFEngine, batch: int, args: argparse.Namespac
         engine.decode_chunk = chunk
         extra["engine_chunk1_tok_s"] = batch * new / t_one
     if args.plain_engine and args.device == "cpu":  # the non-fast HFEngine, same prompts
-        plain = HFEngine(model, [], max_batch_size=batch, max_prefill_tokens=1 << 20)
+        plain = HFEngine(
+            model, [], max_batch_size=batch, tuning=HFTuning(max_prefill_tokens=1 << 20)
+        )
         engine_batch(plain, prompts[:1], SamplingParams(max_new_tokens=4))
         _, t_plain = timed(lambda: engine_batch(plain, prompts, params), args.device)
         extra["plain_hfengine_tok_s"] = batch * new / t_plain
@@ -317,11 +320,13 @@ def main() -> None:
         [],
         max_batch_size=max(batches + [args.episodes]),
         max_seq_len=(max_len + 127) // 128 * 128,
-        max_prefill_tokens=max(batches + [args.episodes]) * args.prompt_len,
-        session_slots=args.episodes,
-        cuda_graphs=False if args.no_graphs else None,
-        decode_chunk=args.decode_chunk,
-        compile_decode=args.compile_decode,
+        tuning=FastHFTuning(
+            max_prefill_tokens=max(batches + [args.episodes]) * args.prompt_len,
+            session_slots=args.episodes,
+            cuda_graphs=False if args.no_graphs else None,
+            decode_chunk=args.decode_chunk,
+            compile_decode=args.compile_decode,
+        ),
     )
     report["compile_decode"] = args.compile_decode
     report["cuda_graphs"] = engine.cuda_graphs

@@ -31,6 +31,7 @@ workload with tool latency (`--tool-latency`, default 0.02-0.5 s), same model an
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import os
 import subprocess
@@ -142,18 +143,24 @@ def use_fast_engine(max_seq_len: int, extra: dict[str, Any] | None = None) -> No
     try:
         from agentrl import engines
         from agentrl.engines import make_hf_engine
+        from agentrl.engines.build import TUNING_OPTIONS
     except ImportError:
         return
 
     def build(cfg: Any, model: Any, tokenizer: Any) -> Any:
+        # `--engine-extra`: tuning knobs into the config's tuning, code-level levers
+        # (own_stream, prefill_graphs) straight to the engine this benchmark builds.
+        tuning = {k: v for k, v in (extra or {}).items() if k in TUNING_OPTIONS}
+        levers = {k: v for k, v in (extra or {}).items() if k not in tuning}
         engine = make_hf_engine(
             model,
             tokenizer,
             max_batch_size=cfg.max_batch_size,
             max_seq_len=max_seq_len,
-            **(extra or {}),
+            tuning=dataclasses.replace(cfg.hf.tuning, **tuning),
+            **levers,
         )
-        return engine  # `build_engine` then precaptures its graphs (engine.hf.precapture)
+        return engine  # `build_engine` then precaptures its graphs (engine.hf.tuning.precapture)
 
     engines.BUILDERS["hf"] = build
 
@@ -381,7 +388,8 @@ def parse() -> argparse.Namespace:
         "--engine-extra",
         nargs="*",
         default=[],
-        help="make_hf_engine options, e.g. share_prefill=true compile_decode=true",
+        help="engine.hf.tuning knobs or FastHFEngine levers, e.g. share_prefill=true "
+        "compile_decode=true prefill_graphs=true",
     )
     p.add_argument(
         "--max-staleness",

@@ -262,6 +262,7 @@ def part_bench(args: argparse.Namespace) -> dict[str, Any]:
     import gpu_engine
     from transformers import AutoModelForCausalLM
 
+    from agentrl.config import FastHFTuning
     from agentrl.engines.hf_fast import FastHFEngine
     from agentrl.models.tiny import resolve_model_path
 
@@ -287,7 +288,7 @@ def part_bench(args: argparse.Namespace) -> dict[str, Any]:
         [],
         max_batch_size=max(batches),
         max_seq_len=max_len,
-        max_prefill_tokens=max(batches) * args.prompt_len,
+        tuning=FastHFTuning(max_prefill_tokens=max(batches) * args.prompt_len),
     )
     report["precaptured_graphs"] = engine.precapture([args.prompt_len + 1, max_len])
     report["throughput"] = []

@@ -27,7 +27,7 @@ def build_trainer(cfg: TrainConfig) -> Trainer:
     `Trainer`. The config is checked first, so a bad key fails before any model loads; if the
     Trainer cannot be made, the built roles are closed again."""
     from agentrl.algorithms import KLController
-    from agentrl.config.validate import validate
+    from agentrl.assembly.validate import validate
     from agentrl.trainer import Trainer
 
     validate(cfg)  # one line naming a bad key

@@ -192,7 +192,7 @@ def build_learner(
     horizon = optimizer_steps(cfg.trainer, rows, cfg.trainer.ppo_epochs)
     # Packed micro-batches are packed on the host and sent without a host sync.
     levers = UpdateLevers(
-        traced_attention=cfg.trainer.traced_attention and cfg.trainer.packing,
+        traced_attention=cfg.trainer.packing,
         host_pack=cfg.trainer.packing,
     )
     actor = Actor(

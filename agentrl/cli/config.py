@@ -38,8 +38,9 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 
 
 def cmd_show(args: argparse.Namespace) -> int:
+    from agentrl.assembly.validate import load_train_config
     from agentrl.cli._common import load_env_modules
-    from agentrl.config import TrainConfig, dump_yaml, load_config
+    from agentrl.config import dump_yaml
 
     load_env_modules(args.env_module)
     path, overrides = args.config, list(args.overrides)
@@ -53,8 +54,8 @@ def cmd_show(args: argparse.Namespace) -> int:
 
         path = default_config_path()
         header = f"# no config file: agentrl train's default, {path}\n"
-    cfg = load_config(TrainConfig, path, overrides, local_files=True)
-    print(header + dump_yaml(cfg), end="")
+    cfg = load_train_config(path, overrides, local_files=True)
+    print(header + dump_yaml(cfg, changed_tuning_only=True), end="")
     return 0
 
 
@@ -64,9 +65,10 @@ def cmd_import_verl(args: argparse.Namespace) -> int:
     import tempfile
     from pathlib import Path
 
-    from agentrl.config import ConfigError, TrainConfig, load_config
+    from agentrl.assembly.validate import load_train_config
+    from agentrl.compat.verl import import_verl, to_yaml
+    from agentrl.config import ConfigError
     from agentrl.config.loader import read_yaml
-    from agentrl.config.verl_import import import_verl, to_yaml
 
     tree = read_yaml(args.verl_config)
     result = import_verl(tree, env=args.env)
@@ -76,7 +78,7 @@ def cmd_import_verl(args: argparse.Namespace) -> int:
         check.parent.mkdir(parents=True, exist_ok=True)
         check.write_text(text, encoding="utf-8")
         try:
-            load_config(TrainConfig, check)
+            load_train_config(check)
         except ConfigError as e:
             print(f"config error in the translated config: {e}", file=sys.stderr)
             return 2

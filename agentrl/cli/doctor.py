@@ -40,7 +40,8 @@ def cmd_doctor(args: argparse.Namespace) -> int:
     from rich.console import Console
     from rich.table import Table
 
-    from agentrl.config import ConfigError, TrainConfig, load_config
+    from agentrl.assembly.validate import load_train_config
+    from agentrl.config import ConfigError
     from agentrl.doctor import exit_code, run_doctor
     from agentrl.envs import load_env_module
 
@@ -49,7 +50,7 @@ def cmd_doctor(args: argparse.Namespace) -> int:
         for m in args.env_module:
             load_env_module(m)
         env = [f"data.env={args.env}"] if args.env else []
-        cfg = load_config(TrainConfig, args.config, [*args.overrides, *env])
+        cfg = load_train_config(args.config, [*args.overrides, *env])
     except (ConfigError, OSError) as e:
         console.print(f"[red]config error:[/] {e}")
         return 2

@@ -10,9 +10,13 @@ agentrl rollout --env math/boxed-v0 --data test.parquet ...   # dataset rows as 
 from __future__ import annotations
 
 import argparse
-from typing import Any
+from typing import TYPE_CHECKING, Literal
 
 from rich_argparse import RichHelpFormatter
+
+if TYPE_CHECKING:
+    from agentrl.chat import ChatFormat
+    from agentrl.engines import Engine
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
@@ -44,27 +48,32 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.set_defaults(func=cmd_rollout)
 
 
-def build_engine(
-    model_path: str, device: str | None = None, max_batch_size: int = 64, fast: bool | str = "auto"
-) -> tuple:
-    """(engine, ChatFormat) for a checkpoint path or `tiny:<preset>`: the HF engine (its CUDA
-    fast path where it applies, unless `fast=False`)."""
+def load_engine(
+    model_path: str,
+    device: str | None = None,
+    max_batch_size: int = 64,
+    fast: Literal["auto"] | bool = "auto",
+) -> tuple[Engine, ChatFormat]:
+    """(engine, ChatFormat) for a checkpoint path or `tiny:<preset>`, loaded and built the way
+    `agentrl train` does (`agentrl.models.load`, `agentrl.engines.build_engine`): the hf
+    engine, its CUDA fast path where it applies unless `fast=False`; bfloat16 on CUDA."""
     import torch
-    from transformers import AutoModelForCausalLM, AutoTokenizer
 
     from agentrl.chat import ChatFormat
-    from agentrl.engines import make_hf_engine
-    from agentrl.models.tiny import resolve_model_path
+    from agentrl.config import EngineConfig, FastHFTuning, HFEngineConfig, ModelConfig
+    from agentrl.engines import build_engine
+    from agentrl.models.load import load_model, load_tokenizer
 
-    path = resolve_model_path(model_path)
     device = device or ("cuda" if torch.cuda.is_available() else "cpu")
-    dtype = torch.bfloat16 if device.startswith("cuda") else torch.float32
-    tok = AutoTokenizer.from_pretrained(path)
-    loaded: Any = AutoModelForCausalLM.from_pretrained(
-        path, dtype=dtype
-    )  # its typed .to() is wrong
-    model = loaded.to(device)
-    return make_hf_engine(model, tok, fast=fast, max_batch_size=max_batch_size), ChatFormat(tok)
+    model_cfg = ModelConfig(path=model_path)
+    if device.startswith("cuda"):
+        model_cfg.dtype = "bfloat16"
+    tok = load_tokenizer(model_cfg)
+    model = load_model(model_cfg, trainable=False)
+    tuning = FastHFTuning(precapture=False)  # graphs are captured as requests need them
+    hf = HFEngineConfig(fast=fast, device=device, tuning=tuning)
+    engine = build_engine(EngineConfig(max_batch_size=max_batch_size, hf=hf), model, tok)
+    return engine, ChatFormat(tok)
 
 
 def tokenizer_ref(model: str) -> str:
@@ -102,7 +111,7 @@ def cmd_rollout(args: argparse.Namespace) -> int:
         ds = read_dataset(args.data, check=rows_env(args.env).read_row)
         tasks = ds.rows[args.seed : args.seed + args.episodes]
     console = Console(stderr=True)
-    engine, chat = build_engine(args.model, args.device, max_batch_size=args.concurrency)
+    engine, chat = load_engine(args.model, args.device, max_batch_size=args.concurrency)
     rollout = RolloutConfig(
         n=args.n,
         max_turns=args.max_turns,

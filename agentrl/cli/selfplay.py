@@ -29,7 +29,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 
 
 def cmd_selfplay(args: argparse.Namespace) -> int:
-    from agentrl.config import load_config
+    from agentrl.assembly.validate import load_train_config
     from agentrl.recipes import SelfPlayTrainConfig, run_selfplay
 
     overrides = list(args.overrides)
@@ -37,7 +37,7 @@ def cmd_selfplay(args: argparse.Namespace) -> int:
         overrides.append(f"selfplay.method={args.method}")
     if args.env:
         overrides.append(f"data.env={args.env}")
-    cfg = load_config(SelfPlayTrainConfig, args.config, overrides, local_files=True)
+    cfg = load_train_config(args.config, overrides, cls=SelfPlayTrainConfig, local_files=True)
     from agentrl.trainer import run_dir
 
     cfg.trainer.out_dir = str(run_dir.resolve(cfg.trainer.out_dir, cfg.data.env))

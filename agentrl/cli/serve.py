@@ -10,6 +10,7 @@ from __future__ import annotations
 import argparse
 import os
 from pathlib import Path
+from typing import Literal
 
 from rich_argparse import RichHelpFormatter
 
@@ -94,7 +95,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
     except ImportError as e:
         print(f"agentrl serve needs the serve extra: pip install 'agentrl[serve]' ({e})")
         return 2
-    from agentrl.cli.rollout import build_engine
+    from agentrl.cli.rollout import load_engine
     from agentrl.config.schema import SamplingConfig
     from agentrl.serve.limits import MIB, ServeLimits, new_token
 
@@ -108,8 +109,8 @@ def cmd_serve(args: argparse.Namespace) -> int:
         return 2
     token = os.environ.get(TOKEN_ENV) or new_token()
 
-    fast: bool | str = "auto" if args.fast == "auto" else args.fast == "on"
-    engine, chat = build_engine(args.model, args.device, args.max_batch_size, fast=fast)
+    fast: Literal["auto"] | bool = "auto" if args.fast == "auto" else args.fast == "on"
+    engine, chat = load_engine(args.model, args.device, args.max_batch_size, fast=fast)
     sampling = SamplingConfig(temperature=args.temperature, max_new_tokens=args.max_new_tokens)
     app = create_app(
         engine,

@@ -37,8 +37,9 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 
 
 def cmd_sft(args: argparse.Namespace) -> int:
+    from agentrl.assembly.validate import load_train_config
     from agentrl.cli._common import load_env_modules
-    from agentrl.config import ConfigError, TrainConfig, load_config
+    from agentrl.config import ConfigError
 
     load_env_modules(args.env_module)
     overrides = list(args.overrides)
@@ -46,7 +47,7 @@ def cmd_sft(args: argparse.Namespace) -> int:
         overrides.append(f"data.env={args.env}")
     if args.steps is not None:
         overrides.append(f"sft.steps={args.steps}")
-    cfg = load_config(TrainConfig, args.config, overrides, local_files=True)
+    cfg = load_train_config(args.config, overrides, local_files=True)
     if cfg.sft.steps <= 0:
         raise ConfigError("sft.steps must be > 0 (pass --steps N)")
     out = run_sft(cfg, args.out)

@@ -49,15 +49,15 @@ def resolve_config(args: argparse.Namespace) -> TrainConfig:
     files are imported first (so `data.env` can name their envs)."""
     from pathlib import Path
 
+    from agentrl.assembly.validate import load_train_config
     from agentrl.cli._common import load_env_modules
-    from agentrl.config import TrainConfig, load_config
 
     load_env_modules(args.env_module)
     path = args.config if args.config is not None else default_config_path()
     overrides = list(args.overrides)
     if args.env:
         overrides.append(f"data.env={args.env}")
-    cfg = load_config(TrainConfig, path, overrides, local_files=True)
+    cfg = load_train_config(path, overrides, local_files=True)
     # Every process that builds envs (Ray workers too) imports these; paths made absolute.
     cfg.data.env_modules += [str(Path(m).resolve()) for m in args.env_module]
     return cfg

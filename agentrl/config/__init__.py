@@ -1,12 +1,11 @@
 """Typed configuration: dataclasses loaded strictly from YAML plus `key=value` overrides."""
 
+from .engine import EngineConfig, FastHFTuning, HFEngineConfig, HFTuning
 from .loader import ConfigError, apply_override, dump_yaml, from_dict, load_config, to_dict
 from .schema import (
     AlgorithmConfig,
     AsyncConfig,
     DataConfig,
-    EngineConfig,
-    HFEngineConfig,
     KLConfig,
     LoraConfig,
     ModelConfig,
@@ -24,7 +23,9 @@ __all__ = [
     "ConfigError",
     "DataConfig",
     "EngineConfig",
+    "FastHFTuning",
     "HFEngineConfig",
+    "HFTuning",
     "KLConfig",
     "LoraConfig",
     "ModelConfig",

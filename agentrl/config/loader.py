@@ -17,6 +17,8 @@ from typing import Any, Literal, TypeVar
 
 import yaml
 
+from .engine import MOVED_KEYS
+
 T = TypeVar("T")
 
 
@@ -101,6 +103,8 @@ def from_dict(cls: type[T], data: dict[str, Any], src: str = "<dict>", prefix: s
     for k, v in data.items():
         key = f"{prefix}.{k}" if prefix else str(k)
         if k not in fields:
+            if key in MOVED_KEYS:  # an old key: one line naming where it went
+                raise ConfigError(f"{src}: {key}: {MOVED_KEYS[key]}")
             near = difflib.get_close_matches(str(k), names, n=1)
             hint = f" (did you mean {near[0]!r}?)" if near else ""
             if not prefix and k in VERL_ONLY_KEYS:
@@ -115,19 +119,27 @@ def from_dict(cls: type[T], data: dict[str, Any], src: str = "<dict>", prefix: s
         raise ConfigError(f"{src}: {e}") from e
 
 
-def to_dict(cfg: Any) -> dict[str, Any]:
-    """The config as plain data under its YAML keys (what `from_dict` reads back)."""
+def to_dict(cfg: Any, *, changed_tuning_only: bool = False) -> dict[str, Any]:
+    """The config as plain data under its YAML keys (what `from_dict` reads back). With
+    `changed_tuning_only`, a `tuning` section (a field with `metadata["tuning"]`) keeps only
+    the keys that differ from its defaults, and is left out where none does."""
     out = dataclasses.asdict(cfg)
-    _rename_yaml_keys(type(cfg), out)
+    _rename_yaml_keys(type(cfg), out, changed_tuning_only)
     return out
 
 
-def _rename_yaml_keys(cls: Any, d: dict[str, Any]) -> None:
+def _rename_yaml_keys(cls: Any, d: dict[str, Any], changed_tuning_only: bool = False) -> None:
     hints = typing.get_type_hints(cls)
     for f in dataclasses.fields(cls):
-        if dataclasses.is_dataclass(hints[f.name]) and isinstance(d.get(f.name), dict):
-            _rename_yaml_keys(hints[f.name], d[f.name])
-        if yaml_name(f) != f.name:
+        tp = hints[f.name]
+        if changed_tuning_only and f.metadata.get("tuning") and isinstance(d.get(f.name), dict):
+            default = dataclasses.asdict(tp())
+            d[f.name] = {k: v for k, v in d[f.name].items() if v != default[k]}
+            if not d[f.name]:
+                del d[f.name]
+        elif dataclasses.is_dataclass(tp) and isinstance(d.get(f.name), dict):
+            _rename_yaml_keys(tp, d[f.name], changed_tuning_only)
+        if yaml_name(f) != f.name and f.name in d:
             d[yaml_name(f)] = d.pop(f.name)
 
 
@@ -178,23 +190,20 @@ def load_config(
     overrides: list[str] | tuple[str, ...] = (),
     *,
     validate: bool = True,
-    local_files: bool = False,
 ) -> T:
     """Load YAML `path` (or defaults) into `cls`, then apply `key=value` overrides.
 
-    A `TrainConfig` is then checked (`validate.validate`: ranges, registry names) unless
-    `validate=False` (for callers that register the env afterwards). `local_files=True` (the
-    commands that load the model) also refuses a local `model.path` that does not exist."""
+    A `TrainConfig` is then range-checked (`validate.validate`) unless `validate=False`. The
+    checks that need registries (env ids, estimators, engine options, model files) are the
+    wiring room's: `agentrl.assembly.validate.load_train_config` runs both."""
     data: dict[str, Any] = {}
-    src = str(path) if path else "<defaults>"
+    src = config_source(path, overrides)
     if path:
         data = read_yaml(path)
         if not isinstance(data, dict):
-            raise ConfigError(f"{src}: top level must be a mapping")
+            raise ConfigError(f"{path}: top level must be a mapping")
     for o in overrides:
         apply_override(data, o, cls)
-    if overrides:
-        src += " + overrides"
     cfg = from_dict(cls, data, src)
     if validate:
         from .schema import TrainConfig
@@ -202,8 +211,13 @@ def load_config(
         if isinstance(cfg, TrainConfig):
             from .validate import validate as check
 
-            check(cfg, src, local_files=local_files)
+            check(cfg, src)
     return cfg
+
+
+def config_source(path: str | Path | None, overrides: list[str] | tuple[str, ...]) -> str:
+    """How `load_config` names where a config came from in its errors."""
+    return (str(path) if path else "<defaults>") + (" + overrides" if overrides else "")
 
 
 def read_yaml(path: str | Path) -> Any:
@@ -222,5 +236,6 @@ def read_yaml(path: str | Path) -> Any:
         raise ConfigError(f"{where}: invalid YAML: {problem}") from None
 
 
-def dump_yaml(cfg: Any) -> str:
-    return yaml.safe_dump(to_dict(cfg), sort_keys=False)
+def dump_yaml(cfg: Any, *, changed_tuning_only: bool = False) -> str:
+    """The config as YAML (`to_dict`); `changed_tuning_only` for what a person reads."""
+    return yaml.safe_dump(to_dict(cfg, changed_tuning_only=changed_tuning_only), sort_keys=False)

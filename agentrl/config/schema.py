@@ -1,7 +1,9 @@
 """The config tree of `agentrl train`: one dataclass per component, YAML maps onto it 1:1.
 
 Nothing here imports a component: they are built from this tree elsewhere (docs/wiring.md), so
-reading or printing a config never imports torch.
+reading or printing a config never imports torch. The engine's section (and its `tuning`)
+lives in `engine.py`; checks that need a registry run in the wiring room
+(`agentrl.assembly.validate`).
 Field comments are the reference documentation of each key.
 """
 
@@ -9,6 +11,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from typing import Any, Literal
+
+from .engine import EngineConfig
 
 
 @dataclass(kw_only=True)
@@ -46,88 +50,6 @@ class SamplingConfig:
     # Per-turn generation budget (observations do not count against it).
     max_new_tokens: int = 64
     stop: list[str] = field(default_factory=list)
-
-
-@dataclass(kw_only=True)
-class HFEngineConfig:
-    """`engine.hf`: options of the in-process hf engines (docs/engines.md). `build_engine`
-    builds HFVisionEngine (model.enable_vision), else FastHFEngine where `fast` resolves to
-    true, else HFEngine. An option the engine that is built does not take is an error naming
-    it (a fast-path option with fast=false, or where fast=auto resolves to HFEngine)."""
-
-    # auto: FastHFEngine on CUDA for qwen2/qwen3/llama, HFEngine otherwise; true: FastHFEngine
-    # (also on CPU, eager; an unsupported architecture is an error); false: HFEngine.
-    fast: Literal["auto"] | bool = "auto"
-    # Prompt tokens one admission prefills at most.
-    max_prefill_tokens: int = 8192
-    # Finished episodes whose KV is kept for their next turn (LRU). null: 1024, vision 256.
-    max_sessions: int | None = None
-    # Seconds one request may take (then finish_reason abort). null: no limit.
-    request_timeout_s: float | None = None
-    # Idle engine: wait this long per tick (at most 10) while requests keep arriving. 0: off.
-    admission_window_s: float = 0.002
-    # While rows decode, waiting requests join every N decode steps (1: at the next step).
-    # Larger N: fewer, larger prefill calls (each has a fixed host cost) for up to N - 1 steps
-    # of join latency, like vLLM's scheduler delay factor.
-    join_every: int = 1
-    # The engine's device; empty: where the trainer puts the rollout model.
-    device: str = ""
-    # On CUDA, decode on a stream of the engine's own at the highest priority, so a pipelined
-    # update's kernels (trainer.async) never queue ahead of a decode step. false: the worker
-    # thread's current stream (the default stream), shared with the trainer.
-    own_stream: bool = True
-    # Whether a weight update keeps parked multi-turn sessions' KV (running rows always keep
-    # theirs): later turns then attend to keys/values older weights computed, as PipelineRL
-    # does, their age bounded like the tokens' (trainer.async.max_staleness); false: dropped,
-    # later turns recompute their prefix. null: true with trainer.async.max_staleness >= 1
-    # (set where the engine is built), else false (no session spans an update then).
-    keep_kv_on_update: bool | None = None
-    # Capture every decode graph at build time, so no training step pays for a capture
-    # (a no-op without CUDA graphs).
-    precapture: bool = True
-    # ---- fast path only (FastHFEngine); a changed value where it does not run is an error.
-    # Static KV cache length per sequence; requests end with "length" there.
-    max_seq_len: int = 4096
-    # Parked session slots beyond the running batch. null: max_batch_size (capped by
-    # max_sessions).
-    session_slots: int | None = None
-    # Decode steps as CUDA graph replays. null: on CUDA.
-    cuda_graphs: bool | None = None
-    batch_buckets: list[int] = field(default_factory=lambda: [1, 2, 4, 8, 16, 32, 64, 128, 256])
-    # Decode steps per worker-thread hop while no waiting request can join.
-    decode_chunk: int = 8
-    # Identical prompts of one admission (a GRPO group) are prefilled once.
-    share_prefill: bool = True
-    # torch.compile the decode forward (captured into the graphs).
-    compile_decode: bool = False
-    # torch.compile the prefill forward (dynamic shapes, one graph; eager prefill is bound by
-    # the host). Its compile is paid at build time with precapture, else by the first prefill.
-    compile_prefill: bool = False
-    # Prefill and its first-token sampling as CUDA-graph replays, shapes padded to buckets
-    # (rows, new tokens, key length; big calls run the forward): a call is then a few host
-    # calls instead of hundreds of launches, each of which waits for the interpreter lock
-    # beside a pipelined update's thread. Graphs are captured lazily, during training (see
-    # docs/engines.md for what breaks a capture). Needs CUDA graphs. Off: measured no faster
-    # end to end on the multi-turn GRPO workload (BENCHMARKS.md, session 11).
-    prefill_graphs: bool = False
-
-
-@dataclass(kw_only=True)
-class EngineConfig:
-    kind: Literal["hf", "vllm", "sglang"] = "hf"
-    # Most sequences decoded together; new episodes join between decode steps.
-    max_batch_size: int = 64
-    # vllm/sglang: server URL for server mode; empty = in-process engine.
-    server_url: str = ""
-    gpu_memory_utilization: float = 0.5
-    # Between rollout and update, free the engine's accelerator memory (engine.sleep(), the
-    # model/KV offload verl calls free_cache_engine); woken for the next rollout or weight
-    # sync. For one GPU shared by trainer and engine; an engine without sleep is an error.
-    sleep_between_phases: bool = False
-    hf: HFEngineConfig = field(default_factory=HFEngineConfig)
-    # vllm/sglang: backend engine arguments (docs/engines.md). The hf engine takes none: its
-    # options are the typed `engine.hf` section.
-    extra: dict[str, Any] = field(default_factory=dict)
 
 
 @dataclass(kw_only=True)
@@ -336,13 +258,6 @@ class TrainerConfig:
     # CUDA). No compute is spent on padding. Not for sliding-window/soft-capped attention
     # (Gemma-2) or multimodal batches (a clear error says so).
     packing: bool = False
-    # With packing: attention that torch.compile traces (agentrl.models.packed_attention_op:
-    # on CUDA torch's flash op called directly, elsewhere one custom op), so
-    # `trainer.compile` keeps each decoder layer in one graph, forward and backward (no
-    # break around attention; GQA without repeating kv heads). Same values and gradients;
-    # H200, 0.5B GRPO update: 1.08-1.27x faster (BENCHMARKS.md). false: the eager branch,
-    # kept for comparison.
-    traced_attention: bool = True
     # Ulysses sequence parallelism (needs packing and backend=fsdp2 under torchrun): groups of
     # this many ranks split each packed micro-batch along the sequence and exchange attention
     # heads by all-to-all, dividing activation memory per rank. Must divide the world size

@@ -36,6 +36,7 @@ from typing import Any, cast
 
 import torch
 
+from agentrl.config.engine import HFTuning
 from agentrl.engines import _sampling as smp
 from agentrl.engines._hf_request import Request, Session, resolve
 from agentrl.engines._stream import EngineStream
@@ -56,16 +57,19 @@ class HFCore(Engine):
         *,
         max_batch_size: int = 64,
         device: str | torch.device | None = None,
-        max_prefill_tokens: int = 8192,
         max_sessions: int = 1024,
         request_timeout_s: float | None = None,
-        admission_window_s: float = 0.002,
-        own_stream: bool = True,
         keep_kv_on_update: bool = False,
-        join_every: int = 1,
+        tuning: HFTuning | None = None,
+        own_stream: bool = True,
     ) -> None:
+        """`tuning`: the speed knobs (`engine.hf.tuning`, default `HFTuning()`).
+        `own_stream` (a code-level lever, kept for comparison): decode on the engine's own
+        high-priority CUDA stream; false: the worker thread's current stream."""
         if max_batch_size < 1:
             raise ValueError(f"max_batch_size must be >= 1, got {max_batch_size}")
+        self.tuning = tuning = tuning if tuning is not None else HFTuning()
+        tuning.check(type(self).__name__)
         if device is not None:
             model.to(device)
         self.model = model.eval()
@@ -73,11 +77,11 @@ class HFCore(Engine):
         self._dev = EngineStream(self.device, own_stream)  # where device work runs (_stream)
         self.tokenizer, self.eos_ids = split_tokenizer(model, tokenizer_or_eos_ids)
         self.max_batch_size = max_batch_size
-        self.max_prefill_tokens = max_prefill_tokens
+        self.max_prefill_tokens = tuning.max_prefill_tokens
         self.max_sessions = max_sessions
         self.request_timeout_s = request_timeout_s
-        self.admission_window_s = max(0.0, float(admission_window_s))
-        self.join_every, self._since_join = max(1, int(join_every)), 0  # decode steps
+        self.admission_window_s = float(tuning.admission_window_s)
+        self.join_every, self._since_join = int(tuning.join_every), 0  # decode steps
         self.keep_kv_on_update = bool(keep_kv_on_update)
         self.max_positions = max_positions(model.config)
         # A Counter (a missing key reads 0) of counts and seconds; typeshed's holds ints only.

@@ -16,8 +16,8 @@ the engine's stream first waits for the caller's (the new values are ready), and
 the caller's stream waits for the engine's (the caller may free or overwrite its tensors
 next). Everything else crosses through the host (token ids as Python lists), which syncs.
 
-Off CUDA, or with `engine.hf.own_stream: false`, both are no-ops: the caller thread's current
-stream is used, as before.
+Off CUDA, or with `own_stream=False` (an engine lever), both are no-ops: the caller thread's
+current stream is used, as before.
 """
 
 from __future__ import annotations

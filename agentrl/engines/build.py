@@ -9,8 +9,10 @@ keys when it fell back). Now the typed `EngineConfig` goes in and `build_engine`
 - `kind: hf` -> `FastHFEngine` where `engine.hf.fast` resolves to true (true; or auto on CUDA
   for a supported architecture), else `HFEngine`.
 
-`config_problems` lists every `engine.*` key the engine that will be built does not take; the
-config validation reports the first (`agentrl config show`, `doctor`, `train` before any model
+Each hf engine takes its speed knobs as one object (`engine.hf.tuning`: `HFTuning` for every
+hf engine, `FastHFTuning` for the fast path); which knobs are fast-only follows from those
+classes, not from lists kept here. `config_problems` lists every `engine.*` key the engine
+that will be built does not take; the config validation reports the first (`agentrl config show`, `doctor`, `train` before any model
 loads). What only the model and device can tell (fast=auto on CPU or on an unsupported
 architecture) is checked by `make_hf_engine` at build, with the same wording.
 """
@@ -24,42 +26,40 @@ import difflib
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from agentrl.config.schema import EngineConfig, HFEngineConfig
+from agentrl.config.engine import MOVED_KEYS, EngineConfig, FastHFTuning, HFEngineConfig
 from agentrl.engines.base import Engine, EngineError, SamplingParams
 
-Builder = Callable[[Any, Any, Any], Engine]
+Builder = Callable[[EngineConfig, Any, Any], Engine]
 
-# `engine.hf` options only FastHFEngine takes.
-FAST_ONLY = frozenset(
-    {"max_seq_len", "session_slots", "cuda_graphs", "batch_buckets"}
-    | {"decode_chunk", "share_prefill", "compile_decode", "compile_prefill", "prefill_graphs"}
-)
-# `engine.hf` options every in-process hf engine takes (as keyword arguments).
-CORE_OPTIONS = (
-    "max_prefill_tokens",
-    "max_sessions",
-    "request_timeout_s",
-    "admission_window_s",
-    "own_stream",
-    "keep_kv_on_update",
-    "join_every",
-)
+# `engine.hf` keys (its speed knobs are `engine.hf.tuning.*`).
 HF_OPTIONS = tuple(f.name for f in dataclasses.fields(HFEngineConfig))
+TUNING_OPTIONS = tuple(f.name for f in dataclasses.fields(FastHFTuning))
 
 
-def changed_hf_options(hf: HFEngineConfig) -> list[str]:
-    """`engine.hf` fields that differ from their defaults (what the config sets)."""
+def fast_only_changed(hf: HFEngineConfig) -> list[str]:
+    """`engine.hf` keys only FastHFEngine takes that the config sets (dotted below `engine.hf`):
+    its fast-only tuning knobs, and `max_seq_len`."""
+    out = [f"tuning.{k}" for k in hf.tuning.fast_only_changed()]
+    return out + (["max_seq_len"] if hf.max_seq_len != HFEngineConfig().max_seq_len else [])
+
+
+def _changed_hf_keys(hf: HFEngineConfig) -> list[str]:
+    """Every `engine.hf` key the config sets away from its default (tuning ones dotted)."""
     default = HFEngineConfig()
-    return [k for k in HF_OPTIONS if getattr(hf, k) != getattr(default, k)]
+    plain = [
+        f.name
+        for f in dataclasses.fields(hf)
+        if f.name != "tuning" and getattr(hf, f.name) != getattr(default, f.name)
+    ]
+    return plain + [f"tuning.{k}" for k in hf.tuning.changed()]
 
 
 def config_problems(cfg: EngineConfig, *, vision: bool = False) -> list[str]:
     """Every `engine.*` key that the engine `cfg` builds does not take, as one line each."""
-    changed = changed_hf_options(cfg.hf)
     if cfg.kind != "hf":
         out = [
             f"engine.hf.{k}: an option of engine.kind=hf; this config builds engine.kind={cfg.kind}"
-            for k in changed
+            for k in _changed_hf_keys(cfg.hf)
         ]
         return out + _extra_problems(cfg)
     out = _extra_problems(cfg)
@@ -71,15 +71,13 @@ def config_problems(cfg: EngineConfig, *, vision: bool = False) -> list[str]:
     if not vision and cfg.hf.fast is False:
         why = "engine.hf.fast is false (HFEngine)"
     if why:
-        out += [f"engine.hf.{k}: a fast-path option, but {why}" for k in changed if k in FAST_ONLY]
+        out += [f"engine.hf.{k}: a fast-path option, but {why}" for k in fast_only_changed(cfg.hf)]
     hf = cfg.hf
     if hf.max_sessions is not None and hf.max_sessions < 1:
         out.append(f"engine.hf.max_sessions: {hf.max_sessions} is out of range (must be >= 1)")
-    if hf.session_slots is not None and hf.session_slots < 0:
-        out.append(f"engine.hf.session_slots: {hf.session_slots} is out of range (must be >= 0)")
     if hf.request_timeout_s is not None and not hf.request_timeout_s > 0:
         out.append(f"engine.hf.request_timeout_s: {hf.request_timeout_s} is out of range (> 0)")
-    return out
+    return out + hf.tuning.problems("engine.hf.tuning.")
 
 
 def _extra_problems(cfg: EngineConfig) -> list[str]:
@@ -97,13 +95,19 @@ def _extra_problems(cfg: EngineConfig) -> list[str]:
 
 
 def _hf_extra_problem(key: str) -> str:
-    if key in HF_OPTIONS:  # the untyped spelling these options had before `engine.hf`
+    # The untyped spellings these options had before `engine.hf`: where each went now.
+    if key in TUNING_OPTIONS or key in HF_OPTIONS:
+        new = f"engine.hf.tuning.{key}" if key in TUNING_OPTIONS else f"engine.hf.{key}"
+        return f"engine.extra.{key}: not an option of engine.kind=hf any more: write {new}"
+    if f"engine.hf.{key}" in MOVED_KEYS:
         return (
-            f"engine.extra.{key}: not an option of engine.kind=hf any more: write engine.hf.{key}"
+            f"engine.extra.{key}: not an option of engine.kind=hf: {MOVED_KEYS['engine.hf.' + key]}"
         )
+    known = (*HF_OPTIONS, *TUNING_OPTIONS)
     return (
-        f"engine.extra.{key}: not an option of engine.kind=hf{_did_you_mean(key, HF_OPTIONS)}; "
-        f"the hf engine's options are engine.hf.* ({', '.join(HF_OPTIONS)})"
+        f"engine.extra.{key}: not an option of engine.kind=hf{_did_you_mean(key, known)}; "
+        f"the hf engine's options are engine.hf.* ({', '.join(HF_OPTIONS)}) and its speed "
+        f"knobs engine.hf.tuning.* ({', '.join(TUNING_OPTIONS)})"
     )
 
 
@@ -112,7 +116,7 @@ def _did_you_mean(value: str, known: Any) -> str:
     return f" (did you mean {' or '.join(repr(n) for n in near)}?)" if near else ""
 
 
-def unknown_extra_keys(cfg: Any) -> tuple[list[str], list[str]]:
+def unknown_extra_keys(cfg: EngineConfig) -> tuple[list[str], list[str]]:
     """(`cfg.extra` keys the `cfg.kind` builder does not take, the keys it does take)."""
     accepted = EXTRA_KEYS[cfg.kind](cfg) if cfg.kind != "hf" else frozenset()
     if accepted is None:
@@ -133,7 +137,7 @@ def build_engine(
 ) -> Engine:
     """Build the engine `cfg` (an `EngineConfig`) names. `model` is a loaded transformers model
     (hf) or a checkpoint path / loaded model whose path external engines load; `vision` is
-    `model.enable_vision`; `sampling`: how the run will sample (what `engine.hf.precapture`
+    `model.enable_vision`; `sampling`: how the run will sample (what `engine.hf.tuning.precapture`
     captures for). Raises `EngineError` naming any key the built engine does not take."""
     if cfg.kind not in BUILDERS:
         raise EngineError(f"unknown engine kind {cfg.kind!r}; known: {sorted(BUILDERS)}")
@@ -150,18 +154,21 @@ def build_engine(
             f"engine.sleep_between_phases: {type(engine).__name__} cannot sleep here (e.g. vLLM "
             "without sleep mode); set it to false"
         )
-    if cfg.kind == "hf" and cfg.hf.precapture:
+    if cfg.kind == "hf" and cfg.hf.tuning.precapture:
         engine.precapture(sampling=sampling)  # every batch and key-length bucket
     return engine
 
 
-def _hf_kwargs(cfg: EngineConfig, keys: Any) -> dict[str, Any]:
+def _hf_kwargs(cfg: EngineConfig) -> dict[str, Any]:
+    """The keyword arguments every hf engine takes; null options keep the engine's default."""
     hf = cfg.hf
     kwargs: dict[str, Any] = {"max_batch_size": cfg.max_batch_size, "device": hf.device or None}
-    for k in keys:
-        if getattr(hf, k) is not None:  # null: the engine's own default
-            kwargs[k] = getattr(hf, k)
-    return kwargs
+    optional = {
+        "max_sessions": hf.max_sessions,
+        "request_timeout_s": hf.request_timeout_s,
+        "keep_kv_on_update": hf.keep_kv_on_update,
+    }
+    return kwargs | {k: v for k, v in optional.items() if v is not None}
 
 
 def _load(model: Any) -> Any:
@@ -172,16 +179,18 @@ def _load(model: Any) -> Any:
     return model
 
 
-def _build_hf(cfg: Any, model: Any, tokenizer: Any) -> Engine:
-    changed = [k for k in changed_hf_options(cfg.hf) if k in FAST_ONLY]
-    kwargs = _hf_kwargs(cfg, (*CORE_OPTIONS, *changed))
-    return make_hf_engine(_load(model), tokenizer, fast=cfg.hf.fast, **kwargs)
+def _build_hf(cfg: EngineConfig, model: Any, tokenizer: Any) -> Engine:
+    kwargs = _hf_kwargs(cfg)
+    if "max_seq_len" in fast_only_changed(cfg.hf):
+        kwargs["max_seq_len"] = cfg.hf.max_seq_len
+    return make_hf_engine(_load(model), tokenizer, fast=cfg.hf.fast, tuning=cfg.hf.tuning, **kwargs)
 
 
-def _build_vision(cfg: Any, model: Any, tokenizer: Any) -> Engine:
+def _build_vision(cfg: EngineConfig, model: Any, tokenizer: Any) -> Engine:
     from agentrl.engines.hf_vision import HFVisionEngine
 
-    return HFVisionEngine(_load(model), tokenizer, **_hf_kwargs(cfg, CORE_OPTIONS))
+    tuning = cfg.hf.tuning.core()
+    return HFVisionEngine(_load(model), tokenizer, tuning=tuning, **_hf_kwargs(cfg))
 
 
 def make_hf_engine(
@@ -206,22 +215,27 @@ def make_hf_engine(
         )
     if fast is True or (fast == "auto" and device.type == "cuda" and reason is None):
         return FastHFEngine(model, tokenizer_or_eos_ids, **kwargs)
-    if unused := sorted(set(kwargs) & FAST_ONLY):
+    tuning = kwargs.pop("tuning", None)
+    unused = sorted({"max_seq_len", "prefill_graphs"} & set(kwargs))
+    if isinstance(tuning, FastHFTuning):
+        unused += [f"tuning.{k}" for k in tuning.fast_only_changed()]
+        tuning = tuning.core()
+    if unused:
         why = "fast is false" if fast is False else reason or f"fast=auto on {device.type}"
         raise EngineError(
             f"engine.hf.{unused[0]}: a fast-path option, but HFEngine runs ({why}); "
             f"drop {', '.join(unused)} or set engine.hf.fast: true"
         )
-    return HFEngine(model, tokenizer_or_eos_ids, **kwargs)
+    return HFEngine(model, tokenizer_or_eos_ids, tuning=tuning, **kwargs)
 
 
-def _build_vllm(cfg: Any, model: Any, tokenizer: Any) -> Engine:
+def _build_vllm(cfg: EngineConfig, model: Any, tokenizer: Any) -> Engine:
     from agentrl.engines.vllm import build_vllm
 
     return build_vllm(cfg, _checkpoint_path(model), tokenizer, dtype=_policy_dtype(model))
 
 
-def _build_sglang(cfg: Any, model: Any, tokenizer: Any) -> Engine:
+def _build_sglang(cfg: EngineConfig, model: Any, tokenizer: Any) -> Engine:
     from agentrl.engines.sglang import build_sglang
 
     return build_sglang(cfg, _checkpoint_path(model), tokenizer, dtype=_policy_dtype(model))
@@ -248,13 +262,13 @@ def _checkpoint_path(model: Any) -> Any:
 BUILDERS: dict[str, Builder] = {"hf": _build_hf, "vllm": _build_vllm, "sglang": _build_sglang}
 
 
-def _vllm_extra_keys(cfg: Any) -> frozenset[str] | None:
+def _vllm_extra_keys(cfg: EngineConfig) -> frozenset[str] | None:
     from agentrl.engines.vllm import extra_keys
 
     return extra_keys(cfg)
 
 
-def _sglang_extra_keys(cfg: Any) -> frozenset[str] | None:
+def _sglang_extra_keys(cfg: EngineConfig) -> frozenset[str] | None:
     from agentrl.engines.sglang import extra_keys
 
     return extra_keys(cfg)
@@ -262,7 +276,7 @@ def _sglang_extra_keys(cfg: Any) -> frozenset[str] | None:
 
 # kind -> the `engine.extra` keys its builder takes (None: not knowable here, e.g. the
 # backend that would list them is not installed; the builder then fails on a bad key itself).
-EXTRA_KEYS: dict[str, Callable[[Any], frozenset[str] | None]] = {
+EXTRA_KEYS: dict[str, Callable[[EngineConfig], frozenset[str] | None]] = {
     "vllm": _vllm_extra_keys,
     "sglang": _sglang_extra_keys,
 }

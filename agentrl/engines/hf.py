@@ -36,9 +36,8 @@ class HFEngine(KVBatchRows):
     features = frozenset({"constraint", "top_logprobs", "stream", "weight_versions"})
 
     def __init__(self, model: Any, tokenizer_or_eos_ids: Any, **kwargs: Any) -> None:
-        """`HFCore`'s keyword arguments: max_batch_size=64, device=None,
-        max_prefill_tokens=8192, max_sessions=1024, request_timeout_s=None,
-        admission_window_s=0.002, own_stream=True, keep_kv_on_update=False, join_every=1."""
+        """`HFCore`'s keyword arguments: max_batch_size=64, device=None, max_sessions=1024,
+        request_timeout_s=None, keep_kv_on_update=False, tuning=HFTuning(), own_stream=True."""
         super().__init__(model, tokenizer_or_eos_ids, **kwargs)
         self._runner = kvb.ModelRunner(model)
         self._batch: kvb.KVBatch | None = None

@@ -29,7 +29,8 @@ handling, timeouts, failure semantics, `update_weights`) and replaces the batch 
 
 On CPU (or with `cuda_graphs=False`) the same static forward runs eagerly. Architectures
 `_static_model` does not support are refused here; which hf engine runs is decided by
-`agentrl.engines.hf_build` from the typed `engine.hf` options.
+`agentrl.engines.build` from the typed `engine.hf` options. The speed knobs come as one
+`FastHFTuning` (`engine.hf.tuning`).
 """
 
 from __future__ import annotations
@@ -42,6 +43,7 @@ from typing import Any
 import numpy as np
 import torch
 
+from agentrl.config.engine import FastHFTuning
 from agentrl.engines._cudagraph import DecodeGraphs, GraphPool, length_buckets
 from agentrl.engines._cudagraph import length_bucket as _length_bucket
 from agentrl.engines._fast_sampling import SAMPLE, pick_mode, sample_rows, split_seed
@@ -53,8 +55,6 @@ from agentrl.engines._sampling import make_generator
 from agentrl.engines._slots import SlotPool
 from agentrl.engines._static_model import StaticDecoder, unsupported_reason
 from agentrl.engines.base import EngineError, SamplingParams
-
-DEFAULT_BUCKETS = (1, 2, 4, 8, 16, 32, 64, 128, 256)
 
 
 @dataclass
@@ -77,55 +77,54 @@ class FastHFEngine(HFCore):
         *,
         max_batch_size: int = 64,
         device: str | torch.device | None = None,
-        max_prefill_tokens: int = 8192,
         max_sessions: int = 1024,
         request_timeout_s: float | None = None,
-        admission_window_s: float = 0.002,
-        own_stream: bool = True,
         keep_kv_on_update: bool = False,
-        join_every: int = 1,
         max_seq_len: int = 4096,
-        session_slots: int | None = None,
-        cuda_graphs: bool | None = None,
-        batch_buckets: Sequence[int] = DEFAULT_BUCKETS,
-        decode_chunk: int = 8,
-        share_prefill: bool = True,
-        compile_decode: bool = False,
-        compile_prefill: bool = False,
+        tuning: FastHFTuning | None = None,
+        own_stream: bool = True,
         prefill_graphs: bool = False,
     ) -> None:
+        """`tuning`: the speed knobs (`engine.hf.tuning`, default `FastHFTuning()`).
+        Code-level levers, kept for comparison (benchmarks set them): `own_stream` (see
+        `HFCore`) and `prefill_graphs`: prefill and its first-token sampling as CUDA-graph
+        replays, shapes padded to buckets (rows, new tokens, key length; big calls run the
+        forward), captured lazily during training (docs/engines.md says what breaks a
+        capture). Needs CUDA graphs. Off: measured no faster end to end on the multi-turn
+        GRPO workload (BENCHMARKS.md, session 11)."""
         reason = unsupported_reason(model)
         if reason:
             raise EngineError(f"FastHFEngine: {reason}; use HFEngine")
+        tuning = tuning if tuning is not None else FastHFTuning()
         super().__init__(
             model,
             tokenizer_or_eos_ids,
             max_batch_size=max_batch_size,
             device=device,
-            max_prefill_tokens=max_prefill_tokens,
             max_sessions=max_sessions,
             request_timeout_s=request_timeout_s,
-            admission_window_s=admission_window_s,
-            own_stream=own_stream,
             keep_kv_on_update=keep_kv_on_update,
-            join_every=join_every,
+            tuning=tuning,
+            own_stream=own_stream,
         )
+        self.tuning: FastHFTuning = tuning
         on_gpu = self.device.type == "cuda"
-        if cuda_graphs and not on_gpu:
+        if tuning.cuda_graphs and not on_gpu:
             raise EngineError("cuda_graphs=True needs a CUDA device")
-        self.cuda_graphs = on_gpu if cuda_graphs is None else cuda_graphs
+        self.cuda_graphs = on_gpu if tuning.cuda_graphs is None else tuning.cuda_graphs
         if prefill_graphs and not self.cuda_graphs:
             raise EngineError("prefill_graphs=True needs CUDA graphs (a CUDA device)")
         self.prefill_graphs = bool(prefill_graphs)  # prefill + its sampling as replays
-        self.decode_chunk = max(1, int(decode_chunk))
-        self.share_prefill = bool(share_prefill)
-        self.compile_decode = bool(compile_decode)  # torch.compile the decode forward
-        self.compile_prefill = bool(compile_prefill)  # ... and the prefill forward
+        self.decode_chunk = int(tuning.decode_chunk)
+        self.share_prefill = bool(tuning.share_prefill)
+        self.compile_decode = bool(tuning.compile_decode)  # torch.compile the decode forward
+        self.compile_prefill = bool(tuning.compile_prefill)  # ... and the prefill forward
         self.max_seq_len = min(max_seq_len, self.max_positions)
         self.max_positions = self.max_seq_len  # requests end with "length" at the cache end
-        parked = min(max_sessions, max_batch_size if session_slots is None else session_slots)
+        slots = tuning.session_slots
+        parked = min(max_sessions, max_batch_size if slots is None else slots)
         self._pool = SlotPool(max_batch_size + parked, parked)
-        self.batch_buckets = sorted({b for b in batch_buckets if b < max_batch_size})
+        self.batch_buckets = sorted({b for b in tuning.batch_buckets if b < max_batch_size})
         self.batch_buckets.append(max_batch_size)
         self._row: dict[_Request, _Row] = {}
         self._admitting: set[tuple[int, ...]] = set()  # prompts of the admission in progress

@@ -24,6 +24,7 @@ import asyncio
 from collections.abc import Iterable, Sequence
 from typing import Any
 
+from agentrl.config.engine import EngineConfig
 from agentrl.engines._remote import HTTPServerEngine
 from agentrl.engines.base import (
     Engine,
@@ -177,7 +178,7 @@ class SGLangServerEngine(HTTPServerEngine):
         self._admin_post("/resume_memory_occupation", {})
 
 
-def build_sglang(cfg: Any, model: Any, tokenizer: Any, dtype: str | None = None) -> Engine:
+def build_sglang(cfg: EngineConfig, model: Any, tokenizer: Any, dtype: str | None = None) -> Engine:
     """Engine for `engine.kind: sglang`: server mode if `cfg.server_url`, else in-process;
     `dtype` (the trainer's) is the in-process engine's unless `engine.extra` sets one."""
     extra = dict(cfg.extra)
@@ -207,7 +208,7 @@ def build_sglang(cfg: Any, model: Any, tokenizer: Any, dtype: str | None = None)
 SERVER_EXTRA_KEYS = frozenset({"weight_sync_dir"})
 
 
-def extra_keys(cfg: Any) -> frozenset[str] | None:
+def extra_keys(cfg: EngineConfig) -> frozenset[str] | None:
     """The `engine.extra` keys `build_sglang` accepts for `cfg` (None: SGLang is not
     installed, so its server arguments cannot be listed)."""
     if cfg.server_url:

@@ -30,6 +30,7 @@ import uuid
 from collections.abc import Iterable, Sequence
 from typing import Any
 
+from agentrl.config.engine import EngineConfig
 from agentrl.engines._remote import (
     EngineLoop,
     HTTPServerEngine,
@@ -321,7 +322,7 @@ class VLLMServerEngine(HTTPServerEngine):
             self._admin_post("/wake_up")
 
 
-def build_vllm(cfg: Any, model: Any, tokenizer: Any, dtype: str | None = None) -> Engine:
+def build_vllm(cfg: EngineConfig, model: Any, tokenizer: Any, dtype: str | None = None) -> Engine:
     """Engine for `engine.kind: vllm`: server mode if `cfg.server_url`, else in-process.
 
     `model` is the checkpoint path (a string) for in-process mode, or the served model name;
@@ -391,7 +392,7 @@ AGENTRL_EXTRA_KEYS = frozenset(
 SERVER_EXTRA_KEYS = AGENTRL_EXTRA_KEYS | {"served_model_name", "sleep_mode"}
 
 
-def extra_keys(cfg: Any) -> frozenset[str] | None:
+def extra_keys(cfg: EngineConfig) -> frozenset[str] | None:
     """The `engine.extra` keys `build_vllm` accepts for `cfg` (None: vLLM is not installed,
     so its engine arguments cannot be listed; `build_vllm` then says what to install)."""
     if cfg.server_url:

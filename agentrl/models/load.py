@@ -29,7 +29,7 @@ DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch
 def _local(key: str, path: str, cache_dir: str) -> str:
     """`resolve_model_path`, but a local path that does not exist is one `ConfigError` line
     naming the key (the CLI checks this at config load; this covers the Python API)."""
-    from agentrl.config.validate import missing_model_file
+    from agentrl.models.paths import missing_model_file
 
     missing_model_file(key, path, "model")
     return resolve_model_path(path, cache_dir)

@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 
 from agentrl.cli import build_parser, main
+from agentrl.config import TrainConfig, from_dict
 
 ENV_FILE = """
 from agentrl.envs import Task, ToolEnv, register
@@ -69,4 +70,29 @@ def test_config_show_without_a_file_shows_what_train_runs(capsys, overrides) -> 
         and "quickstart" in (out.splitlines()[0])
     )
     train = resolve_config(build_parser().parse_args(["train", *overrides]))
-    assert yaml.safe_load(out) == yaml.safe_load(dump_yaml(train))
+    assert yaml.safe_load(out) == yaml.safe_load(dump_yaml(train, changed_tuning_only=True))
+    assert from_dict(TrainConfig, yaml.safe_load(out)) == train  # what is left out: defaults
+
+
+def test_config_show_prints_tuning_only_where_it_differs(capsys) -> None:
+    """`engine.hf.tuning` (the engine's speed knobs) is left out of `config show` at its
+    defaults, and shows only the knobs a config changes; the printed config loads back to
+    the same one."""
+    import yaml
+
+    from agentrl.config import FastHFTuning
+
+    assert main(["config", "show"]) == 0
+    shown = yaml.safe_load(capsys.readouterr().out)
+    assert "tuning" not in shown["engine"]["hf"] and "fast" in shown["engine"]["hf"]
+    assert main(["config", "show", "engine.hf.tuning.join_every=4"]) == 0
+    shown = yaml.safe_load(capsys.readouterr().out)
+    assert shown["engine"]["hf"]["tuning"] == {"join_every": 4}
+    assert from_dict(TrainConfig, shown).engine.hf.tuning == FastHFTuning(join_every=4)
+
+
+def test_config_show_names_the_new_key_of_an_old_one(capsys) -> None:
+    assert main(["config", "show", "engine.hf.decode_chunk=4"]) == 2
+    err = capsys.readouterr().err
+    assert "engine.hf.decode_chunk: moved to engine.hf.tuning.decode_chunk" in err
+    assert len(err.strip().splitlines()) == 1

@@ -11,8 +11,9 @@ import torch
 
 from agentrl.algorithms import ADV_ESTIMATORS
 from agentrl.algorithms.advantages import AdvantageInput
-from agentrl.config import ConfigError, TrainConfig, load_config
-from agentrl.config.validate import looks_local
+from agentrl.assembly.validate import load_train_config
+from agentrl.config import ConfigError, TrainConfig
+from agentrl.models.paths import looks_local
 
 
 @pytest.mark.parametrize("name", sorted(ADV_ESTIMATORS))
@@ -46,9 +47,9 @@ def test_group_relative_estimators_refuse_one_sample(estimator: str, needs_group
     overrides = ["rollout.n=1", f"algorithm.adv_estimator={estimator}"]
     if needs_group:
         with pytest.raises(ConfigError, match=rf"rollout.n: 1 .*{estimator}.*group-relative"):
-            load_config(TrainConfig, None, overrides)
+            load_train_config(None, overrides)
     else:
-        assert load_config(TrainConfig, None, overrides).rollout.n == 1
+        assert load_train_config(None, overrides).rollout.n == 1
 
 
 @pytest.mark.parametrize(
@@ -63,15 +64,15 @@ def test_paths_that_can_only_be_local_must_exist(path: str, tmp_path: Path, monk
     monkeypatch.chdir(tmp_path)
     assert looks_local(path)
     with pytest.raises(ConfigError, match=r"model.path: .*no such file or directory"):
-        load_config(TrainConfig, None, [f"model.path={path}"], local_files=True)
+        load_train_config(None, [f"model.path={path}"], local_files=True)
     (tmp_path / "ok").mkdir()
-    load_config(TrainConfig, None, [f"model.path={tmp_path / 'ok'}"], local_files=True)
+    load_train_config(None, [f"model.path={tmp_path / 'ok'}"], local_files=True)
 
 
 def test_a_template_placeholder_still_loads_without_local_files() -> None:
     # configs/qwen2.5-0.5b-gpu.yaml ships `/path/to/...`; only the commands that load the
     # model (train, sft, selfplay, config show) ask for the file check.
-    cfg = load_config(TrainConfig, None, ["model.path=/path/to/Qwen2.5-0.5B-Instruct"])
+    cfg = load_train_config(None, ["model.path=/path/to/Qwen2.5-0.5B-Instruct"])
     assert cfg.model.path.startswith("/path/to")
 
 

@@ -9,8 +9,8 @@ import yaml
 from verl_grpo_fixture import VERL_GRPO_MULTITURN
 
 from agentrl.cli import main
+from agentrl.compat.verl import META, flatten, import_verl
 from agentrl.config import TrainConfig, from_dict, load_config
-from agentrl.config.verl_import import META, flatten, import_verl
 
 
 def test_multiturn_grpo_maps_what_decides_training() -> None:

@@ -1,5 +1,6 @@
-"""`agentrl.config.validate`: every numeric key has a range, the defaults satisfy them, and
-the `engine.extra` key lists match what the engines really take."""
+"""`agentrl.config.validate` (ranges) and `agentrl.assembly.validate` (registries): every
+numeric key has a range, the defaults satisfy them, and the `engine.extra` key lists match
+what the engines really take."""
 
 from __future__ import annotations
 
@@ -7,6 +8,7 @@ import inspect
 
 import pytest
 
+from agentrl.assembly.validate import load_train_config
 from agentrl.config import ConfigError, TrainConfig, load_config
 from agentrl.config.validate import RANGES, Range, numeric_fields, validate
 
@@ -31,13 +33,14 @@ def test_range_text_and_extra_values():
 
 
 def test_hf_options_match_the_engines():
-    """`engine.hf`'s typed fields are the hf engines' keyword arguments (plus `fast` and
-    `precapture`, which `build_engine` reads), with the same defaults where not null."""
+    """`engine.hf`'s typed fields are the hf engines' keyword arguments (plus `fast`, which
+    `build_engine` reads; less the code-level levers benchmarks set), with the same defaults
+    where not null; the speed knobs come as one `tuning` object whose defaults are what an
+    engine built without one runs with."""
     import dataclasses
 
-    from agentrl.config import HFEngineConfig
+    from agentrl.config import FastHFTuning, HFEngineConfig
     from agentrl.engines._hf_core import HFCore
-    from agentrl.engines.build import FAST_ONLY
     from agentrl.engines.hf_fast import FastHFEngine
 
     def kwargs(cls: type) -> dict[str, object]:
@@ -45,26 +48,26 @@ def test_hf_options_match_the_engines():
         return {p.name: p.default for p in params if p.kind is inspect.Parameter.KEYWORD_ONLY}
 
     core, fast = kwargs(HFCore), kwargs(FastHFEngine)
-    taken = (core | fast).keys() - {"max_batch_size"}  # set from engine.max_batch_size
+    levers = {"own_stream", "prefill_graphs"}  # code-level, kept for comparison
+    taken = (core | fast).keys() - {"max_batch_size"} - levers  # max_batch_size: engine.*
     cfg = HFEngineConfig()
     fields = {f.name for f in dataclasses.fields(cfg)}
-    assert fields == taken | {"fast", "precapture"}
-    assert FAST_ONLY == fast.keys() - core.keys()
-    for name in taken - {"device"}:
+    assert fields == taken | {"fast"}
+    assert fast.keys() - core.keys() == {"max_seq_len", "prefill_graphs"}
+    for name in taken - {"device", "tuning"}:
         if getattr(cfg, name) is not None:  # null: the engine's own default
-            assert getattr(cfg, name) == (
-                list(fast[name]) if name == "batch_buckets" else fast[name]
-            )
+            assert getattr(cfg, name) == fast[name]
+    assert core["tuning"] is None and fast["tuning"] is None  # None: the class's defaults
+    assert cfg.tuning == FastHFTuning()
 
 
 def test_server_mode_extra_keys():
-    cfg = load_config(
-        TrainConfig, None, ["engine.kind=vllm", "engine.server_url=http://x", "model.path=/m"]
+    cfg = load_train_config(
+        None, ["engine.kind=vllm", "engine.server_url=http://x", "model.path=/m"]
     )
     assert cfg.engine.kind == "vllm"
     with pytest.raises(ConfigError, match=r"engine.extra.weight_sink_dir: .*did you mean"):
-        load_config(
-            TrainConfig,
+        load_train_config(
             None,
             ["engine.kind=sglang", "engine.server_url=http://x", "engine.extra.weight_sink_dir=a"],
         )
@@ -72,7 +75,7 @@ def test_server_mode_extra_keys():
 
 def test_vision_engine_rejects_unknown_extra():
     with pytest.raises(ConfigError, match=r"engine.extra.fast: not an option"):
-        load_config(TrainConfig, None, ["model.enable_vision=true", "engine.extra.fast=true"])
+        load_train_config(None, ["model.enable_vision=true", "engine.extra.fast=true"])
 
 
 def test_auto_cpu_threads_uses_idle_cores(monkeypatch):
@@ -93,8 +96,8 @@ def test_auto_cpu_threads_uses_idle_cores(monkeypatch):
 
 def test_packed_updates_get_traced_attention_and_host_packing(tiny_model_dir):
     """With packing the actor traces attention and packs on the host (the measured fastest
-    update, BENCHMARKS.md); `trainer.traced_attention: false` keeps the eager branch, and
-    without packing neither applies."""
+    update, BENCHMARKS.md); without packing neither applies. The eager branch is a code-level
+    lever now (`UpdateLevers(traced_attention=False)`), not a config key."""
     from agentrl.assembly.build import build_learner
     from agentrl.backends import TorchBackend
     from agentrl.models.load import load_model
@@ -103,7 +106,6 @@ def test_packed_updates_get_traced_attention_and_host_packing(tiny_model_dir):
     expected = {
         (): (False, False),
         ("trainer.packing=true",): (True, True),
-        ("trainer.packing=true", "trainer.traced_attention=false"): (False, True),
     }
     for extra, (traced, host_pack) in expected.items():
         cfg = load_config(TrainConfig, None, [*sets, *extra])
@@ -121,13 +123,13 @@ def test_pipelined_steps_need_an_engine_that_stamps_versions():
         ["engine.kind=vllm"],
         ["engine.kind=vllm", "engine.server_url=http://x"],
     ):
-        load_config(TrainConfig, None, [*k1, *ok, "model.path=/m"])
+        load_train_config(None, [*k1, *ok, "model.path=/m"])
     with pytest.raises(ConfigError, match="other than hf or vllm"):
-        load_config(TrainConfig, None, [*k1, "engine.kind=sglang", "model.path=/m"])
+        load_train_config(None, [*k1, "engine.kind=sglang", "model.path=/m"])
 
 
 def test_process_producer_refuses_what_it_cannot_run():
     with pytest.raises(ConfigError, match="producer: process does not combine with engine.kind"):
-        load_config(TrainConfig, None, ["trainer.async.producer=process", "engine.kind=vllm"])
+        load_train_config(None, ["trainer.async.producer=process", "engine.kind=vllm"])
     with pytest.raises(ConfigError, match="trainer.async.producer_timeout_s"):
-        load_config(TrainConfig, None, ["trainer.async.producer_timeout_s=0"])
+        load_train_config(None, ["trainer.async.producer_timeout_s=0"])

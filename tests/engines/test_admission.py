@@ -16,6 +16,7 @@ from typing import Any
 import pytest
 from engine_helpers import TEXTS, run_async, with_engine
 
+from agentrl.config import FastHFTuning
 from agentrl.engines import HFEngine, SamplingParams
 from agentrl.engines.hf_fast import FastHFEngine
 
@@ -44,11 +45,15 @@ def test_requests_arriving_apart_share_one_prefill(tiny: Any) -> None:
         out = await _staggered(engine, prompts, gap_s=0.001)
         return out, dict(engine.stats)
 
-    out, stats = run_async(with_engine(FastHFEngine, model, tok, body, admission_window_s=0.01))
+    out, stats = run_async(
+        with_engine(FastHFEngine, model, tok, body, tuning=FastHFTuning(admission_window_s=0.01))
+    )
     assert all(r.finish_reason in ("stop", "length") for r in out)
     assert stats["prefill_calls"] == 1
     # Same tokens as with no window at all (the window only changes who shares a step).
-    base, _ = run_async(with_engine(FastHFEngine, model, tok, body, admission_window_s=0.0))
+    base, _ = run_async(
+        with_engine(FastHFEngine, model, tok, body, tuning=FastHFTuning(admission_window_s=0.0))
+    )
     assert [r.token_ids for r in out] == [r.token_ids for r in base]
 
 
@@ -101,9 +106,9 @@ def test_join_every_batches_joins_and_keeps_tokens(tiny: Any, engine_cls: Any) -
         out = await asyncio.gather(*(one(i, p) for i, p in enumerate(prompts)))
         return [r.token_ids for r in out], marks
 
-    kw = {"admission_window_s": 0.0}
-    base, _ = run_async(with_engine(engine_cls, model, tok, body, join_every=1, **kw))
-    out, marks = run_async(with_engine(engine_cls, model, tok, body, join_every=4, **kw))
+    one, four = (FastHFTuning(admission_window_s=0.0, join_every=n) for n in (1, 4))
+    base, _ = run_async(with_engine(engine_cls, model, tok, body, tuning=one))
+    out, marks = run_async(with_engine(engine_cls, model, tok, body, tuning=four))
     assert out == base
     for (before, _), (after, running) in zip(marks, marks[1:], strict=False):
         assert running == 0 or after - before >= 3, marks

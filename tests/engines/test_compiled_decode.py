@@ -23,6 +23,7 @@ from engine_helpers import (
     with_engine,
 )
 
+from agentrl.config import FastHFTuning
 from agentrl.engines import EngineError, SamplingParams, make_hf_engine
 from agentrl.engines._fast_sampling import GREEDY, SAMPLE
 from agentrl.engines._static_model import INPUT_ROWS, StaticDecoder, _reduce_attention
@@ -92,14 +93,16 @@ def test_engine_compile_decode_option() -> None:
         return list(await asyncio.gather(*(engine.generate(p, params) for p in prompts)))
 
     def build(m: Any, t: Any, **kw: Any) -> Any:
-        return make_hf_engine(m, t, fast=True, compile_decode=True, **kw)
+        return make_hf_engine(m, t, fast=True, tuning=FastHFTuning(compile_decode=True), **kw)
 
     results = run_async(with_engine(build, model, tok, body, max_batch_size=2))
     for prompt, res in zip(prompts, results, strict=True):
         assert res.token_ids == reference_greedy(model, prompt, 8)
         assert res.logprobs == pytest.approx(rescore(model, prompt, res.token_ids, 0), abs=1e-4)
-    with pytest.raises(EngineError, match="engine.hf.compile_decode: a fast-path option"):
-        make_hf_engine(model, tok, fast=False, compile_decode=True)  # never dropped silently
+    with pytest.raises(EngineError, match="engine.hf.tuning.compile_decode: a fast-path option"):
+        make_hf_engine(
+            model, tok, fast=False, tuning=FastHFTuning(compile_decode=True)
+        )  # never dropped silently
 
 
 # ---------------------------------------------------------------------- GPU
@@ -130,7 +133,7 @@ def test_compiled_graphs_match_eager_graphs_gpu(dtype: torch.dtype) -> None:
     prompts = _gpu_prompts(5, seed=int(dtype == torch.bfloat16))
     params = SamplingParams(max_new_tokens=40, temperature=0.0)
     kw: dict[str, Any] = {"max_batch_size": 8, "max_seq_len": 512}
-    engine = FastHFEngine(model, [], compile_decode=True, **kw)
+    engine = FastHFEngine(model, [], tuning=FastHFTuning(compile_decode=True), **kw)
     compiled = _gpu_batch(engine, prompts, params)
     assert engine.captured_graphs > 0
     if dtype == torch.float32:
@@ -157,7 +160,9 @@ def test_compiled_graphs_see_weight_updates_and_survive_sleep_gpu() -> None:
     model = gpu_model("qwen2", torch.float32)
     prompt = _gpu_prompts(1, seed=3)[0]
     greedy = SamplingParams(max_new_tokens=12, temperature=0.0)
-    engine = FastHFEngine(model, [], max_batch_size=4, max_seq_len=512, compile_decode=True)
+    engine = FastHFEngine(
+        model, [], max_batch_size=4, max_seq_len=512, tuning=FastHFTuning(compile_decode=True)
+    )
 
     async def body() -> None:
         await engine.generate(prompt, greedy)
@@ -220,14 +225,14 @@ def test_engine_compile_prefill_option() -> None:
         ), seconds
 
     def build(m: Any, t: Any, **kw: Any) -> Any:
-        return make_hf_engine(m, t, fast=True, compile_prefill=True, **kw)
+        return make_hf_engine(m, t, fast=True, tuning=FastHFTuning(compile_prefill=True), **kw)
 
     results, seconds = run_async(with_engine(build, model, tok, body, max_batch_size=4))
     for prompt, res in zip(seconds, results, strict=True):
         assert res.token_ids == reference_greedy(model, prompt, 8)
         assert res.logprobs == pytest.approx(rescore(model, prompt, res.token_ids, 0), abs=1e-4)
-    with pytest.raises(EngineError, match="engine.hf.compile_prefill: a fast-path option"):
-        make_hf_engine(model, tok, fast=False, compile_prefill=True)
+    with pytest.raises(EngineError, match="engine.hf.tuning.compile_prefill: a fast-path option"):
+        make_hf_engine(model, tok, fast=False, tuning=FastHFTuning(compile_prefill=True))
 
 
 @pytest.mark.gpu
@@ -265,5 +270,5 @@ def test_compiled_prefill_gpu() -> None:
         finally:
             prompts[:] = start
 
-    compiled = run(FastHFEngine(model, [], compile_prefill=True, **kw))
+    compiled = run(FastHFEngine(model, [], tuning=FastHFTuning(compile_prefill=True), **kw))
     assert compiled == run(FastHFEngine(model, [], **kw))

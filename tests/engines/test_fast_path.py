@@ -21,6 +21,7 @@ from engine_helpers import (
     with_engine,
 )
 
+from agentrl.config import FastHFTuning
 from agentrl.engines import EngineError, HFEngine, SamplingParams, make_hf_engine
 from agentrl.engines._fast_sampling import FILTER, SAMPLE, counter_uniform, sample_rows
 from agentrl.engines._slots import SlotPool
@@ -127,8 +128,12 @@ def test_decode_chunk_does_not_change_tokens(tiny: Any) -> None:
         ]
         return await asyncio.gather(*reqs, engine.generate(prompts[1], stop))
 
-    one = run_async(with_engine(FastHFEngine, model, tok, body, decode_chunk=1))
-    many = run_async(with_engine(FastHFEngine, model, tok, body, decode_chunk=8))
+    one = run_async(
+        with_engine(FastHFEngine, model, tok, body, tuning=FastHFTuning(decode_chunk=1))
+    )
+    many = run_async(
+        with_engine(FastHFEngine, model, tok, body, tuning=FastHFTuning(decode_chunk=8))
+    )
     for a, b in zip(one, many, strict=True):
         assert a.token_ids == b.token_ids and a.finish_reason == b.finish_reason
         assert a.logprobs == pytest.approx(b.logprobs, abs=1e-5)
@@ -274,7 +279,7 @@ async def _run_and_close(engine: HFEngine, prompt: list[int]) -> Any:
 
 
 def test_build_engine_routes_through_hf_fast(tiny: Any) -> None:
-    from agentrl.config.schema import EngineConfig, HFEngineConfig
+    from agentrl.config import EngineConfig, HFEngineConfig
     from agentrl.engines import build_engine
 
     model, tok = tiny

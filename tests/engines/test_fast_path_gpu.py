@@ -12,6 +12,7 @@ import pytest
 import torch
 from engine_helpers import gpu_model, rescore
 
+from agentrl.config import FastHFTuning
 from agentrl.engines import SamplingParams
 from agentrl.engines.hf_fast import FastHFEngine
 
@@ -63,7 +64,9 @@ def test_graphs_match_eager_and_sampled_logprobs_fp32() -> None:
     params = SamplingParams(max_new_tokens=32, temperature=0.9, top_p=0.95, top_k=40, seed=5)
     graphs = _batch(FastHFEngine(model, [], max_batch_size=8, max_seq_len=512), prompts, params)
     eager = _batch(
-        FastHFEngine(model, [], max_batch_size=8, max_seq_len=512, cuda_graphs=False),
+        FastHFEngine(
+            model, [], max_batch_size=8, max_seq_len=512, tuning=FastHFTuning(cuda_graphs=False)
+        ),
         prompts,
         params,
     )

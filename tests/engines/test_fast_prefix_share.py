@@ -10,6 +10,7 @@ import pytest
 import torch
 from engine_helpers import TEXTS, reference_greedy, rescore, run_async, with_engine
 
+from agentrl.config import FastHFTuning
 from agentrl.engines import SamplingParams, make_hf_engine
 from agentrl.engines._prefix_share import plan_share, prefill_shared
 from agentrl.engines._static_model import StaticDecoder
@@ -35,8 +36,16 @@ def _run_both(model: Any, tok: Any, body: Any, **kw: Any) -> tuple[Any, Any]:
     async def wrapped(engine: FastHFEngine) -> tuple[Any, dict[str, int]]:
         return await body(engine), dict(engine.stats)
 
-    on = run_async(with_engine(FastHFEngine, model, tok, wrapped, share_prefill=True, **kw))
-    off = run_async(with_engine(FastHFEngine, model, tok, wrapped, share_prefill=False, **kw))
+    on = run_async(
+        with_engine(
+            FastHFEngine, model, tok, wrapped, tuning=FastHFTuning(share_prefill=True, **kw)
+        )
+    )
+    off = run_async(
+        with_engine(
+            FastHFEngine, model, tok, wrapped, tuning=FastHFTuning(share_prefill=False, **kw)
+        )
+    )
     return on, off
 
 
@@ -165,14 +174,16 @@ def test_admission_keeps_group_together(tiny: Any) -> None:
 
 
 def test_share_prefill_option_routes(tiny: Any) -> None:
-    from agentrl.config.schema import EngineConfig, HFEngineConfig
+    from agentrl.config import EngineConfig, HFEngineConfig
     from agentrl.engines import EngineError, build_engine
 
     model, tok = tiny
-    hf = HFEngineConfig(fast=True, max_seq_len=128, share_prefill=False)
+    hf = HFEngineConfig(fast=True, max_seq_len=128, tuning=FastHFTuning(share_prefill=False))
     cfg = EngineConfig(kind="hf", hf=hf)
     engine = build_engine(cfg, model, tok)
     assert isinstance(engine, FastHFEngine) and engine.share_prefill is False
     assert make_hf_engine(model, tok, fast=True, max_seq_len=128).share_prefill is True  # type: ignore[attr-defined]
-    with pytest.raises(EngineError, match="engine.hf.share_prefill: a fast-path option"):
-        make_hf_engine(model, tok, fast=False, share_prefill=False)  # never dropped silently
+    with pytest.raises(EngineError, match="engine.hf.tuning.share_prefill: a fast-path option"):
+        make_hf_engine(
+            model, tok, fast=False, tuning=FastHFTuning(share_prefill=False)
+        )  # never dropped silently

@@ -1,4 +1,5 @@
-"""Prefill as CUDA-graph replays (`engine.hf.prefill_graphs`, `_prefill_graphs.py`).
+"""Prefill as CUDA-graph replays (`FastHFEngine(prefill_graphs=True)`, a code-level lever;
+`_prefill_graphs.py`).
 
 CPU: what the graphs rest on, run eagerly: a prefill padded to a bucket (rows, width, key
 length) gives the same logits and writes the same cache as the unpadded one, and the bucket
@@ -17,6 +18,7 @@ import pytest
 import torch
 from engine_helpers import gpu_model, load_tiny
 
+from agentrl.config import FastHFTuning
 from agentrl.engines import EngineError, SamplingParams, make_hf_engine
 from agentrl.engines._cudagraph import GraphPool
 from agentrl.engines._prefill_graphs import PrefillGraphs
@@ -101,7 +103,8 @@ class _SimulatedPool:
 @pytest.mark.parametrize("batch", [16, 5])
 def test_prefill_graph_host_logic_on_a_simulated_pool_cpu(batch: int) -> None:
     model, _ = load_tiny("qwen2")
-    kw: dict[str, Any] = {"max_batch_size": batch, "max_seq_len": 512, "cuda_graphs": False}
+    kw: dict[str, Any] = {"max_batch_size": batch, "max_seq_len": 512}
+    kw["tuning"] = FastHFTuning(cuda_graphs=False)
     for params in (
         SamplingParams(max_new_tokens=6, temperature=0.0),
         SamplingParams(max_new_tokens=6, temperature=0.9, top_p=0.9, top_k=50),
@@ -172,7 +175,7 @@ def _assert_same(got: list[Any], want: list[Any]) -> None:
 def test_prefill_graphs_match_the_forward_gpu(compile_prefill: bool) -> None:
     model = gpu_model("qwen2", torch.float32)
     kw: dict[str, Any] = {"max_batch_size": 16, "max_seq_len": 2048}
-    kw["compile_prefill"] = compile_prefill
+    kw["tuning"] = FastHFTuning(compile_prefill=compile_prefill)
     for params in (
         SamplingParams(max_new_tokens=12, temperature=0.0),
         SamplingParams(max_new_tokens=12, temperature=0.9, top_p=0.9, top_k=50),

@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any
 from agentrl.rows import count_rows, peek
 
 if TYPE_CHECKING:
-    from ._verl_rules import Ctx
+    from ._rules import Ctx
 
 # verl's default_compute_score, by data_source, as the agentrl env that scores the same task.
 _SOURCES = (

@@ -2,17 +2,17 @@
 
 Each rule reads verl leaves through `Ctx.get` (which marks them handled) and writes agentrl
 keys with `Ctx.put`; a key it reads but cannot express goes to `unmapped` with the reason, a
-key of a switched-off feature to `inactive`. See `verl_import` for the semantics that differ.
+key of a switched-off feature to `inactive`. See `importer` for the semantics that differ.
 """
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from ._verl_data import steps_from_epochs
+from ._data import steps_from_epochs
 
 if TYPE_CHECKING:
-    from .verl_import import ImportResult
+    from .importer import ImportResult
 
 ENGINES = {"vllm", "sglang", "hf"}
 
@@ -93,7 +93,7 @@ def model(c: Ctx) -> None:
 
 
 def actor(c: Ctx, n: int) -> None:
-    """Optimizer, batch geometry and memory keys of the actor (its loss keys: _verl_algorithm)."""
+    """Optimizer, batch geometry and memory keys of the actor (its loss keys: _algorithm)."""
     c.direct(
         {
             A + "optim.lr": ("optim.lr", float),

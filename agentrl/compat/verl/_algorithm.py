@@ -1,7 +1,7 @@
 """The algorithm rules of `agentrl config import-verl`: estimator, policy loss, aggregation,
 clipping and KL keys (`algorithm.*` and the actor's loss keys).
 
-Kept apart from the other sections' rules (`_verl_rules`) because it is where agentrl and
+Kept apart from the other sections' rules (`_rules`) because it is where agentrl and
 verl share names: each mapped name must mean what it means in verl (checked number for number
 in tests/algorithms/test_verl_parity.py), and where agentrl trains differently the report
 says so (`ImportResult.warnings`).
@@ -9,7 +9,7 @@ says so (`ImportResult.warnings`).
 
 from __future__ import annotations
 
-from ._verl_rules import A, Ctx
+from ._rules import A, Ctx
 
 ADV_ESTIMATORS = {
     "gae": "gae",

@@ -1,7 +1,7 @@
 """Translate a verl PPO/GRPO YAML (Hydra `ppo_trainer` layout) into an agentrl `TrainConfig`.
 
     result = import_verl(yaml.safe_load(open("verl_grpo.yaml")))
-    result.config      # nested mapping, valid for load_config(TrainConfig, ...)
+    result.config      # nested mapping, valid for load_train_config(...)
     result.unmapped    # {"actor_rollout_ref.actor.use_dynamic_bsz": "reason", ...}
 
 Why a translator and not a compatibility layer: verl's tree has ~550 leaves, most of them
@@ -18,7 +18,7 @@ Semantics that differ: verl's `ppo_mini_batch_size` counts prompts (it is multip
 `rollout.n`), agentrl's `trainer.mini_batch_size` counts trajectories; verl's
 `max_response_length` is the whole (multi-turn) response budget, which becomes both the
 per-turn `sampling.max_new_tokens` and, with the prompt length, `rollout.max_total_tokens`.
-The dataset keys and the env the rows train on are `_verl_data`'s.
+The dataset keys and the env the rows train on are `_data`'s.
 """
 
 from __future__ import annotations
@@ -27,11 +27,12 @@ import re
 from dataclasses import dataclass, field, fields
 from typing import Any
 
-from . import _verl_algorithm as algo_rules
-from . import _verl_data as data_rules
-from . import _verl_rules as rules
-from ._verl_rules import Ctx
-from .schema import TrainConfig
+from agentrl.config import TrainConfig
+
+from . import _algorithm as algo_rules
+from . import _data as data_rules
+from . import _rules as rules
+from ._rules import Ctx
 
 # Hydra/OmegaConf bookkeeping, not settings.
 META = re.compile(r"(^|\.)(_target_|defaults|hydra)(\.|$)")
