@@ -38,10 +38,10 @@ part grpo-1.5b 300 python3 "$B/gpu_grpo.py" --shape qwen2.5-1.5b --micro 64 --ma
 part grpo-async 540 python3 "$B/gpu_grpo.py" --micro 128 --packing --steps 6 \
   --max-staleness 0 1 1:process 1:process:256 2:process:384 --tool-latency 0.02 0.5 \
   --json "$OUT/gpu_grpo_async.json"
-# The engine on its own high-priority CUDA stream (engine.hf.own_stream, session 8): the
+# The engine on its own high-priority CUDA stream (the own_stream lever, session 8): the
 # thread producer against the shared stream, the process producer and the synchronous loop.
 part grpo-async-streams 560 python3 "$B/gpu_grpo.py" --micro 128 --packing --steps 12 \
-  --max-staleness 0 1:thread:256 1:thread:256,engine.hf.own_stream=false 1:process:256 \
+  --max-staleness 0 1:thread:256 1:thread:256,bench.lever.own_stream=false 1:process:256 \
   2:thread:384 1:thread:256,python.switchinterval=0.0005 0 --tool-latency 0.02 0.5 \
   --json "$OUT/gpu_grpo_async_streams.json"
 # Parked sessions keep their KV across in-flight updates (engine.hf.keep_kv_on_update, null:
@@ -50,9 +50,9 @@ part grpo-async-kv 560 python3 "$B/gpu_grpo.py" --micro 128 --packing --steps 12
   --max-staleness 0 1:thread:256 1:thread:256,engine.hf.keep_kv_on_update=false \
   1:process:256 2:thread:384 2:process:384 0 --tool-latency 0.02 0.5 \
   --json "$OUT/gpu_grpo_async_kv.json"
-# The compiled prefill (engine.hf.compile_prefill, session 8): eager prefill is host-bound
+# The compiled prefill (engine.hf.tuning.compile_prefill, session 8): eager prefill is host-bound
 # (20-40 ms a call whatever its size), the pipelined rollout's main engine cost.
-CP=engine.hf.compile_prefill=true
+CP=engine.hf.tuning.compile_prefill=true
 part grpo-async-prefill 480 python3 "$B/gpu_grpo.py" --micro 128 --packing --steps 12 \
   --max-staleness "0,$CP" "1:thread:256,$CP" "2:thread:384,$CP" "1:process:256,$CP" 0 "0,$CP" \
   --tool-latency 0.02 0.5 --json "$OUT/gpu_grpo_async_prefill.json"
@@ -67,7 +67,7 @@ part grpo-async-trace 570 python3 "$B/gpu_grpo.py" --micro 128 --packing --steps
   --tool-latency 0.02 0.5 --sft-cache /tmp/sftc --trace-dir /tmp/traces \
   --json "$OUT/gpu_grpo_async_trace.json"
 # Everything compiled (session 9): prefill, decode (captured into the graphs) and the update.
-ALL="$CP,engine.hf.compile_decode=true,$TC"
+ALL="$CP,engine.hf.tuning.compile_decode=true,$TC"
 part grpo-async-compiled 580 python3 "$B/gpu_grpo.py" --micro 128 --packing --steps 10 \
   --max-staleness "0,$ALL" "2:thread:384,$ALL" "1:thread:256,$ALL" "0,$ALL" \
   --tool-latency 0.02 0.5 --sft-cache /tmp/sftc --json "$OUT/gpu_grpo_async_compiled_all.json"
@@ -80,23 +80,23 @@ part grpo-async-compiled-2 590 python3 "$B/gpu_grpo.py" --micro 128 --packing --
 # Settle the all-compiled ratio (session 10): after the first compile and capture, a mode
 # costs ~15 s on a warm host, so the synchronous loop and K = 2 on a thread alternate four
 # times (the first synchronous run is the burn-in; the sweep also reports against the
-# synchronous runs after it), with joins every 4 decode steps (engine.hf.join_every: fewer
+# synchronous runs after it), with joins every 4 decode steps (engine.hf.tuning.join_every: fewer
 # prefill calls) twice, and one synchronous and one pipelined mode under the stack sampler
 # (diagnostics/stack_sampler.py: where each thread's wall time goes).
 part grpo-async-settle 560 python3 "$B/gpu_grpo.py" --micro 128 --packing --steps 12 \
-  --max-staleness "0,$ALL" "2:thread:384,$ALL" "0,$ALL" "2:thread:384,$ALL,engine.hf.join_every=4" \
-  "2:thread:384,$ALL" "0,$ALL" "2:thread:384,$ALL,engine.hf.join_every=4" "2:thread:384,$ALL" \
+  --max-staleness "0,$ALL" "2:thread:384,$ALL" "0,$ALL" "2:thread:384,$ALL,engine.hf.tuning.join_every=4" \
+  "2:thread:384,$ALL" "0,$ALL" "2:thread:384,$ALL,engine.hf.tuning.join_every=4" "2:thread:384,$ALL" \
   "0,$ALL" "2:thread:384,$ALL,bench.stack_sample" "0,$ALL,bench.stack_sample" \
   --tool-latency 0.02 0.5 --sft-cache /tmp/sftc \
   --json "$OUT/gpu_grpo_async_settle.json"
-# Prefill as CUDA-graph replays (engine.hf.prefill_graphs, session 10): the settle sweep's
+# Prefill as CUDA-graph replays (the prefill_graphs lever, session 10): the settle sweep's
 # stack sampler found the pipelined engine thread in the compiled prefill 48% of its time
 # (52 ms a call against 21 ms synchronous). Both loops with and without it, K = 2 with joins
 # every 4 decode steps. A fresh host spends ~390 s before the third mode (SFT, the first
 # compiles, the 384-row graphs), so session 10's 9-mode run got 2 modes: this part has 6
 # and 580 s; run grpo-async-pgraphs-2 right after it on the same warm host for the repeats.
-PG=engine.hf.prefill_graphs=true
-J4=engine.hf.join_every=4
+PG=bench.lever.prefill_graphs=true
+J4=engine.hf.tuning.join_every=4
 part grpo-async-pgraphs 580 python3 "$B/gpu_grpo.py" --micro 128 --packing --steps 12 \
   --max-staleness "0,$ALL" "2:thread:384,$ALL,$PG,$J4" "0,$ALL,$PG" "2:thread:384,$ALL,$J4" \
   "0,$ALL" "2:thread:384,$ALL,$PG,$J4" --tool-latency 0.02 0.5 --sft-cache /tmp/sftc \
