@@ -20,11 +20,13 @@ import sys
 from pathlib import Path
 
 import pytest
+import torch
+import trainer_synth
 from trainer_synth import train_overrides
 
 from agentrl.assembly import build_trainer
-from agentrl.config import TrainConfig, load_config
-from agentrl.trainer.actor import old_forward_needed
+from agentrl.config import AlgorithmConfig, TrainConfig, TrainerConfig, load_config
+from agentrl.trainer.actor import Actor, old_forward_needed
 
 sys.path.insert(0, str(Path(__file__).parents[1] / "rollout"))  # the fine-tuned calc agent
 
@@ -89,3 +91,39 @@ def test_off_policy_modes_train_pipelined(tiny_model_dir: Path, tmp_path: Path, 
         assert 0 <= r["offpolicy/mask_seq_frac"] <= 1
     if not bypass:  # the stale step's behaviour weights are not all 1
         assert rows[1]["offpolicy/behav_weight_max"] > 1
+
+
+def test_old_forward_needed_only_where_the_update_reads_pi_old() -> None:
+    one, two = TrainerConfig(mini_batch_size=4), TrainerConfig(mini_batch_size=2)
+    cases = [
+        ({}, one, False),  # one on-policy pass: π_old is the update's own, detached
+        ({}, two, True),
+        ({"tis_mode": "token"}, one, True),
+        ({"off_policy": "decoupled"}, one, False),  # the proximal is exact for free
+        ({"off_policy": "decoupled"}, two, True),
+        ({"off_policy": "decoupled", "rollout_mask": "geometric"}, one, True),
+        ({"off_policy": "bypass"}, two, False),
+    ]
+    for keys, trainer, want in cases:
+        assert old_forward_needed(AlgorithmConfig(**keys), trainer, 4) is want, keys
+    no_reuse = TrainerConfig(mini_batch_size=4, reuse_on_policy_log_probs=False)
+    assert old_forward_needed(AlgorithmConfig(), no_reuse, 4)
+
+
+def test_rejection_mask_leaves_the_callers_batch_alone() -> None:
+    b = trainer_synth.batch([2, 2])
+    gen = torch.Generator().manual_seed(0)
+    b.old_log_probs = b.rollout_log_probs + 0.3 * torch.randn(
+        b.rollout_log_probs.shape, generator=gen
+    )
+    before = b.response_mask.clone()
+    algo = AlgorithmConfig(rollout_mask="token", rollout_mask_low=0.8, rollout_mask_high=1.25)
+    masked, metrics = Actor.rejection_masked(b, algo)
+    assert torch.equal(b.response_mask, before)
+    rho = (b.old_log_probs - b.rollout_log_probs).exp()
+    keep = ((rho >= 0.8) & (rho <= 1.25)).to(before.dtype)
+    assert torch.equal(masked.response_mask, before * keep)
+    assert 0 < metrics["offpolicy/mask_token_frac"] < 1
+    b.old_log_probs = None
+    with pytest.raises(ValueError, match="needs the old log-probs"):
+        Actor.rejection_masked(b, algo)
