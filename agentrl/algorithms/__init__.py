@@ -33,6 +33,12 @@ from agentrl.algorithms.losses import (
     value_loss,
 )
 from agentrl.algorithms.masked import masked_mean, masked_whiten
+from agentrl.algorithms.offpolicy import (
+    behaviour_weights,
+    decoupled_loss,
+    off_policy_loss,
+    rollout_rejection,
+)
 from agentrl.algorithms.returns import (
     discounted_returns,
     fold_rewards,
@@ -51,7 +57,9 @@ __all__ = [
     "Estimator",
     "KLController",
     "aggregate_loss",
+    "behaviour_weights",
     "compute_advantages",
+    "decoupled_loss",
     "discounted_returns",
     "entropy_from_logits",
     "filter_groups_by_reward_variance",
@@ -68,10 +76,12 @@ __all__ = [
     "masked_mean",
     "masked_whiten",
     "measured_kl",
+    "off_policy_loss",
     "overlong_penalty",
     "policy_agg_mode",
     "register_adv_estimator",
     "register_policy_loss",
+    "rollout_rejection",
     "sequence_log_probs",
     "spin_loss",
     "sppo_loss",

@@ -168,6 +168,19 @@ class AlgorithmConfig:
     # Rollout/train mismatch correction with the engine's logprobs.
     tis_mode: Literal["none", "token", "sequence", "token_mask", "sequence_mask"] = "none"
     tis_cap: float = 2.0
+    # Off-policy PPO (docs/algorithms.md "Off-policy PPO"; agentrl/algorithms/offpolicy.py).
+    # "standard": clip π_θ/π_old, tis_mode corrects π_rollout → π_old. "decoupled" (AReaL):
+    # clip π_θ/π_old (the proximal policy) and weight each token by π_old/π_rollout, zeroing
+    # tokens whose weight exceeds behav_weight_cap (0 = no cap). "bypass": clip π_θ/π_rollout,
+    # no old-log-prob forward. decoupled and bypass replace tis_mode (keep it none).
+    off_policy: Literal["standard", "decoupled", "bypass"] = "standard"
+    behav_weight_cap: float = 5.0
+    # Rejection masks on ρ = π_old/π_rollout, left out of the loss and its denominator.
+    # "token" (IcePop): tokens with ρ outside [low, high]; "geometric": sequences whose
+    # geometric mean of ρ is outside it (typical high 1.001). low 0 = 1/high.
+    rollout_mask: Literal["none", "token", "geometric"] = "none"
+    rollout_mask_low: float = 0.0
+    rollout_mask_high: float = 2.0
     # seq-mean-token-sum-norm's divisor (Dr.GRPO's constant generation budget); 0 = the
     # longest response of the step's batch.
     loss_scale_factor: int = 0
@@ -188,6 +201,30 @@ class AlgorithmConfig:
     # optimal_token_baseline: zero the baseline where a group's longest response runs past
     # its second longest (verl's handle_zero_tail).
     otb_zero_tail: bool = True
+
+    def __post_init__(self) -> None:
+        """Off-policy keys that cannot mean anything together: one error naming them."""
+        if self.off_policy != "standard" and self.tis_mode != "none":
+            raise ValueError(
+                f"algorithm.tis_mode: {self.tis_mode} with algorithm.off_policy: "
+                f"{self.off_policy}, which replaces it (decoupled weights by π_old/π_rollout; "
+                "bypass has no π_old); set tis_mode: none"
+            )
+        if self.off_policy == "bypass" and self.rollout_mask != "none":
+            raise ValueError(
+                f"algorithm.rollout_mask: {self.rollout_mask} compares π_old with π_rollout, "
+                "and algorithm.off_policy: bypass computes no π_old; use off_policy: decoupled"
+            )
+        if 0 < self.behav_weight_cap <= 1 or self.behav_weight_cap < 0:
+            raise ValueError(
+                f"algorithm.behav_weight_cap must be > 1 (0: no cap), got {self.behav_weight_cap}"
+            )
+        lo, hi = self.rollout_mask_low, self.rollout_mask_high
+        if self.rollout_mask != "none" and not (hi > 1 and 0 <= lo < 1):
+            raise ValueError(
+                f"algorithm.rollout_mask_low/high [{lo}, {hi}] must hold 1: "
+                "0 <= low < 1 < high (low 0 = 1/high)"
+            )
 
 
 @dataclass(kw_only=True)

@@ -102,6 +102,9 @@ RANGES: dict[str, Range] = {
     "algorithm.overlong_buffer": NONNEG,
     "algorithm.overlong_penalty": NONNEG,
     "algorithm.tis_cap": POS,
+    "algorithm.behav_weight_cap": Range(1, open_lo=True, also=(0.0,)),  # 0: no cap
+    "algorithm.rollout_mask_low": Range(0, 1, open_hi=True),  # 0: 1/high
+    "algorithm.rollout_mask_high": Range(1, open_lo=True),
     "optim.lr": POS,
     "optim.weight_decay": NONNEG,
     "optim.betas": Range(0, 1, open_hi=True),

@@ -26,6 +26,7 @@ from agentrl.algorithms import (
 from agentrl.algorithms.deferred import deferred_metrics, metric
 from agentrl.algorithms.losses import AggMode, agg
 from agentrl.algorithms.masked import masked_mean
+from agentrl.algorithms.offpolicy import off_policy_loss, rollout_rejection
 from agentrl.backends import TrainingBackend
 from agentrl.config import AlgorithmConfig, OptimConfig, TrainerConfig
 
@@ -57,6 +58,19 @@ def single_on_policy_pass(cfg: TrainerConfig, batch_size: int) -> bool:
     """True when the update is one on-policy pass (one epoch, one mini-batch): the old
     log-probs then equal the current ones, so the trainer need not compute them first."""
     return cfg.ppo_epochs == 1 and cfg.mini_batch_size >= batch_size
+
+
+def old_forward_needed(algo: AlgorithmConfig, cfg: TrainerConfig, batch_size: int) -> bool:
+    """Whether the update itself needs π_old from a separate forward before it starts (other
+    consumers, a KL reward or a rollout dump, are the trainer's to add): TIS weights and
+    rejection masks are computed from it; `off_policy: bypass` anchors on the engine's
+    log-probs instead; and a single on-policy pass uses its own detached log-probs
+    (`trainer.reuse_on_policy_log_probs`), exact for the decoupled loss's proximal too."""
+    if algo.tis_mode != "none" or algo.rollout_mask != "none":
+        return True
+    if algo.off_policy == "bypass":
+        return False
+    return not (cfg.reuse_on_policy_log_probs and single_on_policy_pass(cfg, batch_size))
 
 
 def optimizer_steps(cfg: TrainerConfig, rows_per_step: int, epochs: int) -> int:
@@ -186,13 +200,16 @@ class Actor:
         src = host if host is not None and self.levers.host_pack else mb
         logp, entropy = self.log_probs(self.model, src, self.temperature)
         mask = mb.response_mask
-        old = mb.old_log_probs if mb.old_log_probs is not None else logp.detach()
-        loss, metrics = self.loss_fn(logp, old, mb.advantages, mask, algo, is_weights=mb.is_weights)
+        loss, metrics = off_policy_loss(
+            self.loss_fn, logp, mb.old_log_probs, mb.rollout_log_probs, mb.advantages, mask,
+            algo, is_weights=mb.is_weights,
+        )  # fmt: skip
         terms = [(loss, policy_agg_mode(algo))]
         if mb.old_log_probs is None:  # the trainer skipped the old forward: log the mismatch
-            _, tis = importance_weights(old, mb.rollout_log_probs, mask, "none", algo.tis_cap)
+            cur = logp.detach()
+            _, tis = importance_weights(cur, mb.rollout_log_probs, mask, "none", algo.tis_cap)
             metrics["rollout_kl"] = tis["rollout_kl"]
-            metrics |= ratio_moments(old, mb.rollout_log_probs, mask)
+            metrics |= ratio_moments(cur, mb.rollout_log_probs, mask)
         metrics["entropy"] = metric(masked_mean(entropy.detach(), mask))  # per trained token
         if algo.entropy_coef:
             terms.append((-algo.entropy_coef * agg(entropy, mask, algo), algo.loss_agg_mode))
@@ -220,6 +237,7 @@ class Actor:
         (`algorithm.kl.ctrl: adaptive`); default `algorithm.kl.coef`."""
         self.model.train()
         algo = self.resolved(batch, kl_coef)
+        batch, rejected = self.rejection_masked(batch, algo)
         sums: dict[str, Any] = defaultdict(float)  # floats, or 0-d device tensors (deferred)
         steps = 0
         on_device = self.backend.on_device(self.model, self.optimizer)
@@ -229,7 +247,28 @@ class Actor:
                 for mini in self._chunks(order, self.cfg.mini_batch_size):
                     self._optimizer_step(batch, mini, sums, algo)
                     steps += 1
-        return self._reduce_metrics(sums, max(steps, 1))
+        return self._reduce_metrics(sums, max(steps, 1)) | rejected
+
+    @staticmethod
+    def rejection_masked(
+        batch: TrainBatch, algo: AlgorithmConfig
+    ) -> tuple[TrainBatch, dict[str, float]]:
+        """The batch with `algorithm.rollout_mask`'s rejected tokens out of `response_mask`
+        (so out of every loss term and its denominator; the caller's batch is untouched),
+        and the mask's metrics. Computed once over the whole batch, before any update."""
+        if algo.rollout_mask == "none":
+            return batch, {}
+        if batch.old_log_probs is None:
+            raise ValueError(
+                f"algorithm.rollout_mask: {algo.rollout_mask} needs the old log-probs "
+                "(the trainer computes them when the mask is on: `old_forward_needed`)"
+            )
+        keep, metrics = rollout_rejection(
+            batch.old_log_probs, batch.rollout_log_probs, batch.response_mask,
+            algo.rollout_mask, algo.rollout_mask_low, algo.rollout_mask_high,
+        )  # fmt: skip
+        mask = batch.response_mask * keep.to(batch.response_mask.dtype)
+        return replace(batch, response_mask=mask), {k: float(v) for k, v in metrics.items()}
 
     def resolved(self, batch: TrainBatch, kl_coef: float | None) -> AlgorithmConfig:
         """The config one update runs with: the step's KL coefficient, and a fixed divisor for

@@ -27,7 +27,7 @@ from agentrl.rollout.runner import env_error_line, summarize
 from agentrl.types import TrajectoryGroup
 
 from . import run_dir
-from .actor import Actor, single_on_policy_pass
+from .actor import Actor, old_forward_needed
 from .batch import TrainBatch
 from .checkpoint import Checkpointer
 from .components import ActorRole, Components
@@ -287,17 +287,16 @@ class Trainer:
         return {"advantage/mean": float((batch.advantages * mask).sum() / mask.sum().clamp(min=1))}
 
     def needs_old_log_probs(self, batch: TrainBatch) -> bool:
-        """Whether to run the separate old-log-prob forward. Skipped when the update is one
-        on-policy pass (`single_on_policy_pass`; TRL does the same) and nothing
-        needs them before it: truncated IS, KL in the reward, a rollout dump this step."""
+        """Whether to run the separate old-log-prob forward: when the update needs it
+        (`old_forward_needed`: not for one on-policy pass, as TRL, nor under
+        `off_policy: bypass`), or a KL reward, a rollout dump this step or the optimal
+        token baseline reads π_old."""
         cfg = self.cfg
-        return not (
-            cfg.trainer.reuse_on_policy_log_probs
-            and single_on_policy_pass(cfg.trainer, batch.size)
-            and cfg.algorithm.tis_mode == "none"
-            and not (self.c.reference is not None and cfg.algorithm.kl.placement == "reward")
-            and not dumps_at(self.step, cfg.trainer.dump_rollouts_every)
-            and not self.sum_pi_squared  # the optimal token baseline reads π_old
+        return (
+            old_forward_needed(cfg.algorithm, cfg.trainer, batch.size)
+            or (self.c.reference is not None and cfg.algorithm.kl.placement == "reward")
+            or dumps_at(self.step, cfg.trainer.dump_rollouts_every)
+            or self.sum_pi_squared  # the optimal token baseline reads π_old
         )
 
     def evaluate(self, tag: str) -> dict[str, float]:
