@@ -190,7 +190,7 @@ def run_staleness_sweep(args: Any, ckpt: Path, work: Path) -> dict[str, Any]:
     """SFT once (in-process components), then each mode from the SFT'd weights."""
     from gpu_grpo import sync, train_config
 
-    from agentrl.assembly import build_components
+    from agentrl.assembly import build_collector, build_components
 
     batch = args.prompts * args.n
     modes = [parse_mode(m, batch) for m in args.max_staleness]
@@ -204,7 +204,7 @@ def run_staleness_sweep(args: Any, ckpt: Path, work: Path) -> dict[str, Any]:
         from agentrl.trainer import Trainer
 
         comps = build_components(cfg)
-        trainer = Trainer(cfg, comps)
+        trainer = Trainer(cfg, comps, build_collector(cfg, comps))
         trainer.bootstrap_sft()
         comps.actor.model.save_pretrained(sft)
         comps.tokenizer.save_pretrained(sft)
@@ -259,20 +259,19 @@ def one_k(args: Any, sft: Path, out_dir: Path, mode: dict[str, Any], sync: Any) 
     from gpu_grpo import dynamo_counters, train_config
     from torch._dynamo.utils import counters
 
-    from agentrl.assembly import build_components
+    from agentrl.assembly import build_collector, build_components
     from agentrl.trainer import Trainer
-    from agentrl.trainer.pipeline import start_pipeline
 
     cfg = configure(train_config(sft, args, out_dir), args, mode)
     cfg.sft.steps = 0
     cfg.trainer.steps = args.steps + args.warmup + 1 + int(args.trace_dir is not None)
     counters.clear()  # this mode's compiles only (a thread-producer race shows as recompiles)
     comps = build_components(cfg)
-    trainer = Trainer(cfg, comps)
+    trainer = Trainer(cfg, comps, build_collector(cfg, comps))
     captured: list[Any] = []
     make_batch = comps.scorer.batch
     comps.scorer.batch = lambda groups: captured.append(make_batch(groups)) or captured[-1]  # type: ignore[method-assign]
-    trainer._version_offset, trainer.pipeline = start_pipeline(comps, cfg, 0, [])
+    trainer.collector.start(0)  # as `Trainer.run` does before its first step
     interval, default_interval = switch_interval(mode), sys.getswitchinterval()
     if interval is not None:
         sys.setswitchinterval(interval)
@@ -353,9 +352,7 @@ def one_k(args: Any, sft: Path, out_dir: Path, mode: dict[str, Any], sync: Any) 
         }
     finally:
         sys.setswitchinterval(default_interval)
-        if trainer.pipeline is not None:
-            trainer.pipeline.close()
-        trainer.finish()
+        trainer.finish()  # closes the collector first
 
 
 def trace_one_step(trainer: Any, args: Any, mode: dict[str, Any]) -> dict[str, Any]:

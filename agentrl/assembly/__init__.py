@@ -3,8 +3,10 @@
 It is the one reader of the config's *choices*: the training backend, the engine (through
 `agentrl.engines.build_engine`), where roles run (`trainer.placement`: this process, torchrun
 ranks or Ray actors), and which roles exist (a Critic when the estimator's registry entry says
-`needs_critic`, a Reference when a KL coefficient is set). The `Trainer` receives the result
-(`Components`) and only composes it. See docs/wiring.md.
+`needs_critic`, a Reference when a KL coefficient is set), and how each step's groups are
+gathered (`trainer.async`: the synchronous or the pipelined `Collector`, `collect.py`). The
+`Trainer` receives the result (`Components` and the collector) and only composes it. See
+docs/wiring.md.
 
     trainer = build_trainer(cfg)        # validate, assemble, hand over
     trainer.train()
@@ -15,6 +17,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from .build import build_components, env_factory, seed_everything
+from .collect import build_collector
 from .placement import PLACEMENTS, place
 
 if TYPE_CHECKING:
@@ -34,7 +37,7 @@ def build_trainer(cfg: TrainConfig) -> Trainer:
     kl_ctrl = KLController.from_config(cfg.algorithm.kl)  # a bad controller fails here too
     components = place(cfg)
     try:
-        return Trainer(cfg, components, kl_ctrl=kl_ctrl)
+        return Trainer(cfg, components, build_collector(cfg, components), kl_ctrl=kl_ctrl)
     except BaseException:
         components.close()
         raise
@@ -42,6 +45,7 @@ def build_trainer(cfg: TrainConfig) -> Trainer:
 
 __all__ = [
     "PLACEMENTS",
+    "build_collector",
     "build_components",
     "build_trainer",
     "env_factory",

@@ -1,5 +1,8 @@
 """Pipelined, partially asynchronous collection: `trainer.async.max_staleness: K >= 1`.
 
+`PipelinedCollector` is a `Collector` (`agentrl.trainer.collect`); `agentrl.assembly` builds
+it in place of the synchronous one, and the `Trainer` calls it the same way.
+
 Why it exists: the synchronous loop waits for each step's slowest episode and leaves the
 engine idle during the update. Here the rollout runner's event loop runs in its own thread
 and keeps `prefetch_batches` (default K + 1) batches of prompts in flight. A step takes the
@@ -18,9 +21,9 @@ and its prompt issued again, so a trained group never spans more than K + 1 vers
 weight updates) and staleness never exceeds K. Every token keeps the engine's own logprob, so
 rollout correction (`algorithm.tis_mode`) reweights the lag exactly.
 
-Resume: the checkpoint records `pending` (prompts issued but not yet trained); their episodes
-are dropped and those prompts run again first after a restart, so no prompt is lost or trained
-twice (docs/async.md). The producer interface (`submit` a prompt, get a finished group back)
+Resume: the checkpoint records `pending` (prompts issued but not yet trained, in `state()`);
+their episodes are dropped and those prompts run again first after a restart, so no prompt is
+lost or trained twice (docs/async.md). The producer interface (`submit` a prompt, get a finished group back)
 is what a Ray rollout actor would implement for split placement.
 """
 
@@ -30,20 +33,28 @@ import collections
 import concurrent.futures
 import queue
 import time
-from collections.abc import Iterable, Sequence
-from typing import Any
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
 
 import torch
 
 from agentrl.config import AsyncConfig
+from agentrl.rollout.runner import summarize
 from agentrl.types import TrajectoryGroup
 
+from .collect import PENDING_KEY, stamp_versions
 from .components import GroupProducer
 from .data import TaskSource
 
+if TYPE_CHECKING:
+    from agentrl.report.progress import RunProgress
 
-class AsyncCollector:
-    """The producer side of a pipelined trainer: prompts in, finished groups out."""
+    from .batch import TrainBatch
+
+
+class PipelinedCollector:
+    """The `Collector` of a pipelined trainer: prompts in, finished groups out, through a
+    `GroupProducer` that decodes in the background."""
 
     def __init__(
         self,
@@ -52,24 +63,38 @@ class AsyncCollector:
         n: int,
         batch_size: int,
         cfg: AsyncConfig,
-        step: int,
-        pending: Sequence[int] = (),
+        *,
+        concurrency: int,
+        engine_batch: int,
     ) -> None:
-        if not producer.reports_versions:
+        """`concurrency`, `engine_batch`: `rollout.concurrency` and `engine.max_batch_size`,
+        the episodes that run at once (`notes` advises when the pipeline issues more)."""
+        self.producer, self.data, self.n, self.batch_size = producer, data, n, max(batch_size, 1)
+        self.max_staleness, self.timeout_s = cfg.max_staleness, cfg.batch_timeout_s
+        self.depth = (cfg.prefetch_batches or cfg.max_staleness + 1) * self.batch_size
+        self.notes = advice(self.depth * n, concurrency, engine_batch)
+        # engine update count - policy version, set by `start`: both move by one per step.
+        self.offset: int | None = None
+        self.requeue: collections.deque[int] = collections.deque()
+        self.inflight: dict[int, concurrent.futures.Future[TrajectoryGroup]] = {}
+        self.done: queue.Queue[int] = queue.Queue()
+        self.dropped = 0
+        self._stats: dict[str, float] = {}
+
+    @property
+    def stats(self) -> dict[str, float]:
+        return self._stats
+
+    def start(self, step: int) -> None:
+        """Read the version offset and start the producer; prompts a resumed checkpoint left
+        pending are issued first (`load_state`)."""
+        if not self.producer.reports_versions:
             raise ValueError(
                 "trainer.async.max_staleness: the rollout engine does not report per-token "
                 "weight versions; use engine.kind: hf or vllm"
             )
-        self.producer, self.data, self.n, self.batch_size = producer, data, n, max(batch_size, 1)
-        self.max_staleness, self.timeout_s = cfg.max_staleness, cfg.batch_timeout_s
-        self.depth = (cfg.prefetch_batches or cfg.max_staleness + 1) * self.batch_size
-        # engine update count - policy version: both move by one per trained step from here.
-        self.offset = producer.weight_version - step
-        self.requeue: collections.deque[int] = collections.deque(pending)
-        self.inflight: dict[int, concurrent.futures.Future[TrajectoryGroup]] = {}
-        self.done: queue.Queue[int] = queue.Queue()
-        self.dropped = 0
-        producer.start()
+        self.offset = self.producer.weight_version - step
+        self.producer.start()
 
     # ---------------------------------------------------------------- producer
     def top_up(self) -> None:
@@ -93,10 +118,12 @@ class AsyncCollector:
         fut.add_done_callback(finished)
 
     # ---------------------------------------------------------------- consumer
-    def next_batch(self, step: int) -> list[TrajectoryGroup]:
+    def next_batch(self, step: int, progress: RunProgress) -> list[TrajectoryGroup]:
         """`batch_size` finished groups for training step `step` (policy version step - 1),
         none more than K versions behind. Issued here at version step - 1, the prompts are
         trained K steps later; the K batches left outstanding roll while this one trains."""
+        if self.offset is None:
+            raise RuntimeError("PipelinedCollector.next_batch before start()")
         self.top_up()
         version = step - 1
         out: list[TrajectoryGroup] = []
@@ -117,36 +144,38 @@ class AsyncCollector:
                 self.top_up()
                 continue
             out.append(group)
+        self._stats = summarize(out)
         return out
 
     def stamp(self, group: TrajectoryGroup, k: int) -> None:
         """Engine update counts -> policy versions; the prompt's index for resume/audit."""
+        assert self.offset is not None  # set by `start`, before any prompt is issued
         stamp_versions([group], self.offset)
         for t in group.trajectories:
             t.metadata["prompt_index"] = k
-
-    def advice(self, cfg: Any) -> str | None:
-        """A hint when the pipeline issues more episodes than `cfg` (the `TrainConfig`) lets
-        run at once: a tool-latency workload is bounded by the episodes in flight
-        (docs/async.md, "In flight")."""
-        concurrency, engine_batch = cfg.rollout.concurrency, cfg.engine.max_batch_size
-        issued = self.depth * self.n
-        running = min(concurrency, engine_batch)
-        if running >= issued:
-            return None
-        return (
-            f"trainer.async: {issued} episodes are kept issued, but rollout.concurrency="
-            f"{concurrency} / engine.max_batch_size={engine_batch} run at most {running} at "
-            f"once; raise both to {issued} to let the pipeline overlap them"
-        )
 
     @property
     def pending(self) -> list[int]:
         """Prompts issued but not trained: what a resumed run issues again first."""
         return sorted([*self.inflight, *self.requeue])
 
-    def metrics(self) -> dict[str, float]:
-        return {"async/dropped_stale_groups": float(self.dropped)}
+    def lag_metrics(self, batch: TrainBatch) -> dict[str, float]:
+        if batch.old_log_probs is None:  # one on-policy pass: the update logs the spread
+            return {}
+        return is_spread(batch.old_log_probs, batch.rollout_log_probs, batch.response_mask)
+
+    def metrics(
+        self, step: int, groups: Sequence[TrajectoryGroup], update_spread: dict[str, float]
+    ) -> dict[str, float]:
+        m = {f"async/{k}": v for k, v in update_spread.items()}
+        m |= version_metrics(groups, step - 1)
+        return m | {"async/dropped_stale_groups": float(self.dropped)}
+
+    def state(self) -> dict[str, Any]:
+        return {PENDING_KEY: self.pending}  # issued, not trained: re-issued first on resume
+
+    def load_state(self, state: dict[str, Any]) -> None:
+        self.requeue = collections.deque(state.get(PENDING_KEY, []))
 
     def close(self) -> None:
         """Cancel the episodes still running; their prompts stay `pending` (a checkpoint
@@ -166,13 +195,6 @@ def oldest(group: TrajectoryGroup) -> int:
     """The oldest policy version among the group's sampled tokens (large when none)."""
     versions = [v for t in group.trajectories for v in t.weight_versions if v >= 0]
     return min(versions, default=1 << 62)
-
-
-def stamp_versions(groups: Iterable[TrajectoryGroup], offset: int) -> None:
-    """Engine update counts -> policy versions (the synchronous loop's groups)."""
-    for g in groups:
-        for t in g.trajectories:
-            t.weight_versions = [v - offset if v >= 0 else -1 for v in t.weight_versions]
 
 
 def version_metrics(groups: Sequence[TrajectoryGroup], version: int) -> dict[str, float]:
@@ -210,21 +232,15 @@ def is_spread(old: torch.Tensor, rollout: torch.Tensor, mask: torch.Tensor) -> d
     }
 
 
-def start_pipeline(
-    c: Any, cfg: Any, step: int, pending: Sequence[int]
-) -> tuple[int | None, AsyncCollector | None]:
-    """At the start of `Trainer.train`: the engine's update count minus the step (token
-    versions become policy versions; None without a local engine) and, with
-    `trainer.async.max_staleness` >= 1, the started producer. A synchronous run resumed from
-    a pipelined checkpoint rewinds its cursor to the oldest pending prompt instead."""
-    producer = c.rollout.producer
-    if producer is None:  # Ray placement, sharded ranks: no engine this loop schedules on
-        return None, None
-    offset = producer.weight_version - step
-    a = cfg.trainer.async_
-    if a.max_staleness < 1:
-        if pending:
-            c.data.cursor = min([c.data.cursor, *pending])
-        return offset, None
-    n, size = cfg.rollout.n, cfg.data.batch_size
-    return offset, AsyncCollector(producer, c.data, n, size, a, step, pending)
+def advice(issued: int, concurrency: int, engine_batch: int) -> tuple[str, ...]:
+    """A hint when the pipeline keeps more episodes issued than `rollout.concurrency` /
+    `engine.max_batch_size` let run at once: a tool-latency workload is bounded by the
+    episodes in flight (docs/async.md, "In flight")."""
+    running = min(concurrency, engine_batch)
+    if running >= issued:
+        return ()
+    return (
+        f"trainer.async: {issued} episodes are kept issued, but rollout.concurrency="
+        f"{concurrency} / engine.max_batch_size={engine_batch} run at most {running} at "
+        f"once; raise both to {issued} to let the pipeline overlap them",
+    )

@@ -1,9 +1,10 @@
 """The RL training loop. `Trainer.train()` reads top to bottom:
 
-rollout → reward → old/ref log-probs → advantages → mini-batch updates → weight sync → log →
+collect → reward → old/ref log-probs → advantages → mini-batch updates → weight sync → log →
 checkpoint. Roles (Actor, Reference, Critic, Rollout, RewardScorer) are separate objects that
-`agentrl.assembly` builds from the config and hands over as `Components`; the loop only
-composes them, through the Protocols of `components.py`.
+`agentrl.assembly` builds from the config and hands over as `Components`, with the `Collector`
+that gathers each step's groups (`collect.py`); the loop only composes them, through their
+Protocols, and runs the same way whichever collector it is given.
 """
 
 from __future__ import annotations
@@ -23,36 +24,35 @@ from agentrl.algorithms import (
 )
 from agentrl.config import TrainConfig, to_dict
 from agentrl.report.progress import RunProgress
-from agentrl.rollout.runner import env_error_line, summarize
-from agentrl.types import TrajectoryGroup
+from agentrl.rollout.runner import env_error_line
 
 from . import run_dir
 from .actor import Actor, old_forward_needed
 from .batch import TrainBatch
 from .checkpoint import Checkpointer
+from .collect import Collector
 from .components import ActorRole, Components
 from .export import FINAL_DIR, HF_DIR, export_hf, write_config
 from .gc_control import GcSchedule
 from .logger import MetricsLogger, held_out_summary
-from .pipeline import AsyncCollector, is_spread, stamp_versions, start_pipeline, version_metrics
 from .step_record import dump_rollouts, dumps_at, rollout_metrics
 
 
 class Trainer:
-    # Set by `run` (agentrl/trainer/pipeline.py): trainer.async's producer of finished
-    # groups, prompts a resumed checkpoint left pending, engine update count - step.
-    pipeline: AsyncCollector | None = None
-    _pending: list[int] = []
-    _version_offset: int | None = None
-
     def __init__(
-        self, cfg: TrainConfig, components: Components, kl_ctrl: KLController | None = None
+        self,
+        cfg: TrainConfig,
+        components: Components,
+        collector: Collector,
+        kl_ctrl: KLController | None = None,
     ) -> None:
-        """`components`: every role, built by `agentrl.assembly` (`build_trainer(cfg)` makes
-        both). `kl_ctrl`: the KL coefficient of each step (`algorithm.kl.ctrl`), checkpointed;
-        default built from `cfg`."""
+        """`components`: every role, and `collector`: how each step's groups are gathered,
+        both built by `agentrl.assembly` (`build_trainer(cfg)` makes all three). `kl_ctrl`:
+        the KL coefficient of each step (`algorithm.kl.ctrl`), checkpointed; default built
+        from `cfg`."""
         self.cfg = cfg
         self.c = components
+        self.collector = collector
         self.t_init = components.started_at
         self.kl_ctrl = kl_ctrl or KLController.from_config(cfg.algorithm.kl)
         self.actor: ActorRole = self.c.actor
@@ -69,8 +69,6 @@ class Trainer:
         self.checkpointer = Checkpointer(self.out)
         self.step = 0
         self.session = False  # whether this process started a session in `run.json`
-        # Rollout stats of the step's first collect (DAPO refills would overwrite them).
-        self._raw_stats: dict[str, float] = {}
         # The estimator's registry entry says what it reads beyond rewards: a greedy episode per
         # prompt as baseline (ReMax), Σπ² per position (optimal token baseline).
         estimator = get_estimator(cfg.algorithm.adv_estimator)
@@ -107,11 +105,9 @@ class Trainer:
         if not resumed:
             self.evaluate("before")
         saved = self.step if resumed else None
-        self._version_offset, self.pipeline = start_pipeline(
-            self.c, self.cfg, self.step, self._pending
-        )
-        if self.pipeline and main and (hint := self.pipeline.advice(self.cfg)):
-            self.logger.console.print(f"[yellow]{hint}[/]")
+        self.collector.start(self.step)
+        for note in self.collector.notes if main else ():
+            self.logger.console.print(f"[yellow]{note}[/]")
         with self.progress.task("train", tcfg.steps, transient=False) as bar:
             bar.advance(self.step)
             while self.step < tcfg.steps:
@@ -129,8 +125,7 @@ class Trainer:
                 if tcfg.eval_every and self.step % tcfg.eval_every == 0 and self.step < tcfg.steps:
                     self.evaluate("eval")
                 bar.advance(status=f"reward {metrics.get('reward/mean', 0.0):.3f}")
-        if self.pipeline is not None:  # pending prompts are in the last checkpoint
-            self.pipeline.close()
+        self.collector.close()  # what it left pending is in the last checkpoint
         result = self.evaluate("after")
         if saved != self.step and (self.step or self.cfg.sft.steps):
             self.save_checkpoint()  # always end with one: a short run's model is not lost
@@ -141,7 +136,9 @@ class Trainer:
     def train_step(self) -> dict[str, float]:
         c = self.c
         m: dict[str, float] = {}
-        groups, m["time/rollout"] = self.timed(self.collect_groups)
+        groups, m["time/rollout"] = self.timed(
+            lambda: self.collector.next_batch(self.step, self.progress)
+        )
         if c.backend.is_main and (warning := env_error_line(groups)):
             self.logger.console.print(warning, style="yellow", markup=False, highlight=False)
         c.rollout.offload()  # engine.sleep_between_phases: the engine frees the GPU until reused
@@ -149,8 +146,7 @@ class Trainer:
         t0 = time.perf_counter()
         if self.needs_old_log_probs(batch):
             batch.old_log_probs = self.actor.compute_log_probs(batch)
-        if self.pipeline is not None and batch.old_log_probs is not None:
-            m |= is_spread(batch.old_log_probs, batch.rollout_log_probs, batch.response_mask)
+        m |= self.collector.lag_metrics(batch)
         kl_coef = self.kl_ctrl.value
         if c.reference is not None:
             batch.ref_log_probs = c.reference.compute_log_probs(batch)
@@ -170,9 +166,8 @@ class Trainer:
         actor_metrics, m["time/update"] = self.timed(
             lambda: self.actor.update(batch, self.generator, kl_coef)
         )
-        spread = ratio_spread(actor_metrics)  # π_old/π_rollout, where the update computed π_old
-        if self.pipeline is not None:
-            m |= {f"async/{k}": v for k, v in spread.items()}
+        # π_old/π_rollout where the update computed π_old: the collector logs it if its groups lag
+        spread = ratio_spread(actor_metrics)
         m |= actor_metrics
         m |= self.update_kl_coef(kl_coef, m, batch.size)
         if c.critic is not None:
@@ -181,50 +176,10 @@ class Trainer:
         m["data/cursor"] = float(c.data.cursor)  # prompts consumed: resume continues here
         if c.data.skipped:
             m["data/skipped_rows"] = float(c.data.skipped)
-        if self.pipeline is not None:
-            m |= version_metrics(groups, self.step - 1) | self.pipeline.metrics()
-        return m | rollout_metrics(groups, batch, self._raw_stats, c.success_at)
+        m |= self.collector.metrics(self.step, groups, spread)
+        return m | rollout_metrics(groups, batch, self.collector.stats, c.success_at)
 
     # ------------------------------------------------------------------ pieces
-    def collect_groups(self) -> list[TrajectoryGroup]:
-        """One batch of groups; with DAPO dynamic sampling, refill dropped groups. Pipelined
-        (`trainer.async`): the first batch of groups to finish (`agentrl.trainer.pipeline`)."""
-        c, cfg = self.c, self.cfg
-        if self.pipeline is not None:
-            groups = self.pipeline.next_batch(self.step)
-            self._raw_stats = summarize(groups)
-            return groups
-        groups = self.collect_once()
-        self._raw_stats = dict(c.rollout.stats)
-        kept = c.scorer.keep_informative(groups)
-        for _ in range(cfg.algorithm.max_resample_batches if cfg.algorithm.dynamic_sampling else 0):
-            if len(kept) >= cfg.data.batch_size:
-                break
-            kept += c.scorer.keep_informative(self.collect_once())
-        return (kept or groups)[: max(cfg.data.batch_size, 1)]
-
-    def collect_once(self) -> list[TrajectoryGroup]:
-        """`rollout.n` shaped samples per prompt of the next data batch.
-
-        For greedy-baseline estimators (ReMax) the same prompt list is also rolled out greedily
-        and each group's rows carry their prompt's greedy reward, so the baseline stays with its
-        group through DAPO filtering and refills. Costs one greedy episode per collected prompt.
-        """
-        c = self.c
-        items, n = c.data.next_batch(), self.cfg.rollout.n
-        total = len(items) * (n + int(self.greedy_baseline))
-        with self.progress.task(f"rollout {self.step}", total) as bar:
-            hook = self.progress.callback(bar)
-            if self.greedy_baseline:  # greedy episodes run alongside the samples (same engine)
-                groups, greedy = c.rollout.collect_with_greedy(items, n, on_episode=hook)
-                c.scorer.attach_greedy_baseline(groups, greedy)
-            else:
-                groups = c.rollout.collect(items, n, on_episode=hook)
-        if self._version_offset is not None:
-            stamp_versions(groups, self._version_offset)
-        c.scorer.shape(groups)
-        return groups
-
     def update_kl_coef(self, used: float, m: dict[str, float], n: int) -> dict[str, float]:
         """Move the KL coefficient after a step that used `used`, from the step's measured KL
         (`kl_seq_mean`: of the reward penalty, or of the loss term); logs `kl/coef`."""
@@ -359,9 +314,7 @@ class Trainer:
     def state(self) -> dict[str, Any]:
         state = self.actor.state()
         state |= {"cursor": self.c.data.cursor, "generator": self.generator.get_state()}
-        state |= {"kl_ctrl": self.kl_ctrl.state_dict()}
-        if self.pipeline is not None:  # issued, not trained: re-issued first on resume
-            state["async_pending"] = self.pipeline.pending
+        state |= {"kl_ctrl": self.kl_ctrl.state_dict()} | self.collector.state()
         if self.c.critic is not None:
             state |= self.c.critic.state()
         return state
@@ -406,7 +359,7 @@ class Trainer:
         self.generator.set_state(state["generator"])
         if "kl_ctrl" in state:  # checkpoints from before the adaptive KL controller lack it
             self.kl_ctrl.load_state_dict(state["kl_ctrl"])
-        self._pending = list(state.get("async_pending", []))
+        self.collector.load_state(state)
         if self.c.critic is not None:
             self.c.critic.load_state(state)
         self.step = state["step"]
@@ -421,8 +374,7 @@ class Trainer:
         """Close the log, end this session in `run.json` (when one started), plot, and close
         every component; the components are closed even when an earlier part raises."""
         try:
-            if self.pipeline is not None:  # a step raised mid-run: stop its producer first
-                self.pipeline.close()
+            self.collector.close()  # a step raised mid-run: stop what collects first
             self.logger.close()
             if self.c.backend.is_main and self.session:
                 run_dir.end_session(self.out)
