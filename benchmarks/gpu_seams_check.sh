@@ -1,0 +1,35 @@
+#!/usr/bin/env bash
+# Issue 38's "numbers stay equal": the GPU engine and GRPO figures of the tree before the seams
+# redesign (a `git archive` of it in .scratch/base.tar.gz, carried with .gpuwheels) against this
+# tree, alternating, in one call on one card. Each tree runs its own copy of the benchmark.
+#   git archive --format=tar.gz -o .scratch/base.tar.gz 27cc698
+#   PARTS=engine ROUNDS=1 bash benchmarks/gpu_seams_check.sh   # then other parts/rounds, warm host
+# Results: $OUT/seams_<part>_<tree>_<round>.json and $OUT/seams_log.txt.
+set -u
+R=$(cd "$(dirname "$0")/.." && pwd)
+OUT=${OUT:-/tmp/gpu_out}; mkdir -p "$OUT"; L=$OUT/seams_log.txt
+. "$R/benchmarks/gpu_env.sh" || { echo "INSTALL_FAIL" >>"$L"; exit 1; }
+if [ ! -d /tmp/site_base/agentrl ]; then
+  rm -rf /tmp/base && mkdir -p /tmp/base && tar xzf "$R/.scratch/base.tar.gz" -C /tmp/base
+  python3 -m pip install -q --no-index --no-deps --no-compile --target /tmp/site_base /tmp/base 2>&1 | tail -2
+fi
+run() {  # run TREE NAME SECONDS ARGS...   (TREE: base | head)
+  local tree=$1 name=$2 secs=$3; shift 3
+  local src=$R pp=$PYTHONPATH
+  if [ "$tree" = base ]; then src=/tmp/base; pp=/tmp/site_base:$PYTHONPATH; fi
+  echo "== $name $tree $(date -u +%T)" >>"$L"
+  (cd /tmp && PYTHONPATH=$pp timeout "$secs" python3 "$src/benchmarks/$@" >>"$L" 2>&1); echo "== $name $tree rc=$?" >>"$L"
+}
+for part in ${PARTS:-engine grpo}; do
+  for round in ${ROUNDS:-1 2}; do
+    for tree in base head; do
+      case $part in
+        engine) run $tree engine 200 gpu_engine.py --batches 1,64,256 --skip-check \
+          --json "$OUT/seams_engine_${tree}_${round}.json" ;;
+        grpo) run $tree grpo 200 gpu_grpo.py --part agentrl --micro 128 --max-turns 1 --packing \
+          --json "$OUT/seams_grpo_${tree}_${round}.json" ;;
+      esac
+    done
+  done
+done
+grep -E "^== |Error|tok/s" "$L" | tail -60
