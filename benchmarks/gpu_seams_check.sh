@@ -11,7 +11,7 @@ OUT=${OUT:-/tmp/gpu_out}; mkdir -p "$OUT"; L=$OUT/seams_log.txt
 . "$R/benchmarks/gpu_env.sh" || { echo "INSTALL_FAIL" >>"$L"; exit 1; }
 if [ ! -d /tmp/site_base/agentrl ]; then
   rm -rf /tmp/base && mkdir -p /tmp/base && tar xzf "$R/.scratch/base.tar.gz" -C /tmp/base
-  python3 -m pip install -q --no-index --no-deps --no-compile --target /tmp/site_base /tmp/base 2>&1 | tail -2
+  python3 -m pip install -q --no-index --find-links "$R/.gpuwheels" --no-deps --no-compile --target /tmp/site_base /tmp/base 2>&1 | tail -2
 fi
 run() {  # run TREE NAME SECONDS ARGS...   (TREE: base | head)
   local tree=$1 name=$2 secs=$3; shift 3
