@@ -39,7 +39,7 @@ encoding other than UTF-8, or that grew past 4x their size (+64 KiB) are refused
 from __future__ import annotations
 
 import ast
-import copy
+import functools
 import io
 import re
 import tokenize
@@ -112,7 +112,7 @@ def _dump(node: ast.AST) -> str:
     return _CTX.sub("", ast.dump(node))
 
 
-def _header(stmt: ast.stmt) -> str:
+def _header(stmt: ast.AST) -> str:
     """The statement without its nested statement lists (a compound's own line)."""
     fields = {f: getattr(stmt, f) for f in stmt._fields if f not in _BODIES}
     return _dump(type(stmt)(**fields))
@@ -120,15 +120,15 @@ def _header(stmt: ast.stmt) -> str:
 
 def _skeleton(tree: ast.Module) -> str:
     """The module with every function body emptied (what must not change)."""
-
-    class Empty(ast.NodeTransformer):
-        def visit_FunctionDef(self, node: ast.AST) -> ast.AST:
-            node.body = []  # type: ignore[attr-defined]
-            return node
-
-        visit_AsyncFunctionDef = visit_FunctionDef
-
-    return _dump(Empty().visit(copy.deepcopy(tree)))
+    funcs = [n for n in ast.walk(tree) if isinstance(n, _FUNC)]
+    bodies = [f.body for f in funcs]
+    try:
+        for f in funcs:
+            f.body = []
+        return _dump(tree)
+    finally:
+        for f, body in zip(funcs, bodies, strict=True):
+            f.body = body
 
 
 def _functions(tree: ast.AST, prefix: str = "") -> Iterator[tuple[str, ast.AST]]:
@@ -159,6 +159,8 @@ class _Old:
                     continue
                 if isinstance(node, ast.stmt):
                     self.stmts.add(_dump(node))
+                    self.headers.add(_header(node))
+                elif isinstance(node, ast.ExceptHandler | ast.match_case):
                     self.headers.add(_header(node))
                 elif isinstance(node, ast.expr):
                     self.exprs.add(_dump(node))
@@ -210,11 +212,13 @@ class _Check:
                 if isinstance(child, ast.stmt):
                     self.stmt(child)
                 elif isinstance(child, ast.ExceptHandler | ast.match_case):
+                    if _header(child) not in self.old.headers:
+                        self.bad(child, "a new except clause or case pattern")
                     self.stmts(child.body)
 
     def expr(self, e: ast.expr) -> None:
-        if _dump(e) in self.old.exprs:
-            return
+        if _dump(e) in self.old.exprs and not _reflective(e):
+            return  # old code in a new place; reflective old code only stays where it was
         if not isinstance(e, _PLAIN_EXPR):
             self.bad(e, f"a new {type(e).__name__.lower()} expression")
             return
@@ -251,6 +255,16 @@ class _Check:
             self.bad(e, f"new use of the imported name {n!r}")
         elif not (n in self.old.names or n in self.locals or n in SAFE_BUILTINS):
             self.bad(e, f"the name {n!r} (not one this function uses)")
+
+
+def _reflective(e: ast.AST) -> bool:
+    """Does ``e`` use a reflective builtin or a dunder name or attribute?"""
+    for n in ast.walk(e):
+        if isinstance(n, ast.Name) and (n.id in REFLECTIVE or _DUNDER.match(n.id)):
+            return True
+        if isinstance(n, ast.Attribute) and _DUNDER.match(n.attr):
+            return True
+    return False
 
 
 def _targets(s: ast.stmt) -> list[ast.expr]:
@@ -303,7 +317,7 @@ def screen(path: str, new: bytes, pristine: bytes | None, buggy: bytes | None) -
     limit = 4 * max(len(pristine or b""), len(buggy or b"")) + (64 << 10)
     if len(new) > limit:  # parsing it would cost the host seconds and gigabytes
         return [f"{path}: {len(new)} bytes is too large to grade (limit {limit})"]
-    olds = [t for t in (_tree(buggy, path), _tree(pristine, path)) if t is not None]
+    olds, old_funcs, skeletons, old_imported = _analyse(path, pristine, buggy)
     if not olds:
         return [f"{path}: a new source file (a repair changes existing files only)"]
     text, problem = _decode(new)
@@ -313,22 +327,52 @@ def screen(path: str, new: bytes, pristine: bytes | None, buggy: bytes | None) -
         tree = parse(text, path)
     except (SyntaxError, ValueError) as e:
         return [f"{path}: does not parse as Python ({e})"]
-    if all(_skeleton(tree) != _skeleton(old) for old in olds):
+    try:
+        return _check_tree(path, tree, old_funcs, skeletons, old_imported)
+    except RecursionError:
+        return [f"{path}: nests too deeply to grade"]
+
+
+def _check_tree(
+    path: str,
+    tree: ast.Module,
+    old_funcs: dict[str, tuple[_Old, set[str]]],
+    skeletons: set[str],
+    old_imported: frozenset[str],
+) -> list[str]:
+    if _skeleton(tree) not in skeletons:
         return [f"{path}: changes code outside function bodies (imports, definitions, module code)"]
-    imported = set().union(*(_imported(t) for t in [tree, *olds]))
-    old_funcs: dict[str, list[ast.AST]] = {}
-    for old in olds:
-        for name, f in _functions(old):
-            old_funcs.setdefault(name, []).append(f)
+    if _imported(tree) - old_imported:
+        return [f"{path}: a new import"]
     hits: list[str] = []
     for name, f in _functions(tree):
         if name not in old_funcs:  # nested defs are statements of their outer function
             continue
+        old, bodies = old_funcs[name]
         body = f.body  # type: ignore[attr-defined]
-        if any(_dump(ast.Module(body, [])) == _dump(ast.Module(o.body, [])) for o in old_funcs[name]):  # type: ignore[attr-defined]
+        if _dump(ast.Module(body, [])) in bodies:
             continue
-        stores = {n.id for n in ast.walk(f) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store)}
-        check = _Check(path, _Old(old_funcs[name], imported), stores)
+        stores = {
+            n.id for n in ast.walk(f) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store)
+        }
+        check = _Check(path, old, stores)
         check.stmts(body)
         hits += check.hits
     return sorted(set(hits))
+
+
+@functools.lru_cache(maxsize=64)
+def _analyse(path: str, pristine: bytes | None, buggy: bytes | None):  # noqa: ANN202
+    """The old versions of one file, analysed once: (trees, per-function facts, skeletons,
+    names bound by imports)."""
+    olds = [t for t in (_tree(buggy, path), _tree(pristine, path)) if t is not None]
+    imported = frozenset().union(*(_imported(t) for t in olds))
+    grouped: dict[str, list[ast.AST]] = {}
+    for old in olds:
+        for name, f in _functions(old):
+            grouped.setdefault(name, []).append(f)
+    funcs = {
+        name: (_Old(fs, set(imported)), {_dump(ast.Module(f.body, [])) for f in fs})  # type: ignore[attr-defined]
+        for name, fs in grouped.items()
+    }
+    return olds, funcs, {_skeleton(t) for t in olds}, imported

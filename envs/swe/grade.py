@@ -28,15 +28,17 @@ Reward: the fraction of hidden tests passing (``mode="fraction"``), or 1 only if
 from __future__ import annotations
 
 import dataclasses
+import functools
 import json
 import secrets
 from collections.abc import Mapping
+from types import MappingProxyType
 
 from agentrl.sandboxes import ExecRequest, get_backend
 from agentrl.sandboxes.base import SandboxBackend
 from agentrl.sandboxes.workspace import command_env
 
-from .edits import screen
+from .edits import screen  # noqa: F401  (re-exported)
 from .hidden import hidden_defs, strip
 from .tasks import PLUGIN, PLUGIN_FILE, SweTask, parse_report, pristine
 
@@ -85,31 +87,45 @@ class Grade:
 
 def mutated_tree(task: SweTask) -> dict[str, bytes]:
     """The repo with the bug, tests intact (what grading starts from)."""
-    tree = dict(pristine(task.package))
-    m = task.mutation
-    tree[m.file] = m.apply(tree[m.file].decode("utf-8")).encode("utf-8")
-    return tree
+    return dict(_mutated(task))
 
 
 def workspace_tree(task: SweTask) -> dict[str, bytes]:
     """What the agent sees: the buggy repo with the hidden (failing) tests removed."""
-    tree = mutated_tree(task)
+    return dict(_workspace(task))
+
+
+@functools.lru_cache(maxsize=64)
+def _mutated(task: SweTask) -> MappingProxyType:
+    tree = dict(pristine(task.package))
+    m = task.mutation
+    tree[m.file] = m.apply(tree[m.file].decode("utf-8")).encode("utf-8")
+    return MappingProxyType(tree)
+
+
+@functools.lru_cache(maxsize=64)
+def _workspace(task: SweTask) -> MappingProxyType:
+    tree = dict(_mutated(task))
     roots = tuple(dict.fromkeys(("", task.spec.pythonpath)))
     for file, paths in hidden_defs(tree, task.fail_tests, roots).items():
         tree[file] = strip(tree[file].decode("utf-8"), paths).encode("utf-8")
-    return tree
+    return MappingProxyType(tree)
 
 
 def graded_tree(task: SweTask, final: Mapping[str, bytes]) -> tuple[dict, list[str], list[str]]:
     """Buggy repo + the agent's source changes only; also (discarded paths, refusals)."""
-    base, seen, orig = mutated_tree(task), workspace_tree(task), pristine(task.package)
+    base, seen, orig = _mutated(task), _workspace(task), pristine(task.package)
     tree, discarded, refused = dict(base), [], []
     changed = [p for p in sorted(set(final) | set(seen)) if final.get(p) != seen.get(p)]
     source = [p for p in changed if task.spec.is_source(p) and p in base]
     size = sum(len(final.get(p) or b"") for p in source)
     if len(source) > MAX_FILES or size > MAX_BYTES:  # before parsing anything
         why = f"too many changes to grade: {len(source)} source files, {size} bytes"
-        return tree, [p for p in changed if p not in source], [f"{why} (limits {MAX_FILES}, {MAX_BYTES})"]
+        return (
+            tree,
+            [p for p in changed if p not in source],
+            [f"{why} (limits {MAX_FILES}, {MAX_BYTES})"],
+        )
     for path in changed:
         new = final.get(path)
         if path not in source:
@@ -155,7 +171,9 @@ def still_green(task: SweTask, outcomes: Mapping[str, str]) -> list[str]:
     return sorted(t for t in task.pass_tests if outcomes.get(t) != "passed")
 
 
-def collect(task: SweTask, tree: Mapping[str, bytes], backend: str | SandboxBackend = "local") -> set[str]:
+def collect(
+    task: SweTask, tree: Mapping[str, bytes], backend: str | SandboxBackend = "local"
+) -> set[str]:
     """The node ids pytest collects from the package's suite on ``tree`` (in a sandbox)."""
     return set(run_tests_in_sandbox(task, tree, backend, 120.0, collect=True) or {})
 

@@ -241,5 +241,7 @@ def build(
                 continue  # equivalent mutant, or one that breaks everything (import error)
             seen_funcs.add((m.file, m.function))
             tid = f"{package}-{seed}-{len(tasks):03d}"
-            tasks.append(SweTask(tid, package, m, tuple(broken), tuple(sorted(green - set(broken)))))
+            tasks.append(
+                SweTask(tid, package, m, tuple(broken), tuple(sorted(green - set(broken))))
+            )
         return tasks

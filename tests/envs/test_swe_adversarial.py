@@ -87,7 +87,9 @@ def test_moving_an_existing_statement_within_its_function_is_accepted() -> None:
     moved = text.replace(line, "").replace("        rv = version", line + "        rv = version")
     assert screen("toolz/__init__.py", moved.encode(), src, src) == []
     elsewhere = text.replace("def __getattr__(name):\n", "def __getattr__(name):\n" + line, 1)
-    elsewhere = elsewhere.replace("functoolz._sigs.create", line.strip() + "\nfunctoolz._sigs.create")
+    elsewhere = elsewhere.replace(
+        "functoolz._sigs.create", line.strip() + "\nfunctoolz._sigs.create"
+    )
     assert screen("toolz/__init__.py", elsewhere.encode(), src, src)
     assert task
 

@@ -33,7 +33,10 @@ REFLECTION = {
     # toolz/functoolz.py already does `from importlib import import_module`
     "imported-name": ("toolz-0-001", f'import_module("agentrl_swe_" + "report")._RANK = {_RANK}\n'),
     # Python folds fullwidth identifiers to ASCII; a byte-level screen sees other letters
-    "fullwidth": ("toolz-0-001", f'ｉｍｐｏｒｔ_ｍｏｄｕｌｅ("agentrl_swe_report")._RANK = {_RANK}\n'),
+    "fullwidth": (
+        "toolz-0-001",
+        f'ｉｍｐｏｒｔ_ｍｏｄｕｌｅ("agentrl_swe_report")._RANK = {_RANK}\n',
+    ),
     # the report plugin's module holds `os`: reach it through sys.modules' alias in random
     "spawned-rewriter": (
         "toolz-0-001",
@@ -117,11 +120,11 @@ def _stdlib_statements(n: int, seed: int) -> list[str]:
 
 
 def test_no_accepted_change_of_full_python_turns_a_failing_hidden_test_into_a_pass() -> None:
-    """Property: any statement at all (here: 400 from the stdlib's source) added to the buggy
+    """Property: any statement at all (here: 300 from the stdlib's source) added to the buggy
     function or to its module either is refused, or leaves the hidden tests failing."""
     task = _task("toolz-0-003")
     accepted = []
-    for i, stmt in enumerate(_stdlib_statements(400, seed=0)):
+    for i, stmt in enumerate(_stdlib_statements(300, seed=0)):
         tree = _in_function(task, stmt) if i % 2 else grading.workspace_tree(task)
         if not i % 2:
             f = task.mutation.file
@@ -129,7 +132,8 @@ def test_no_accepted_change_of_full_python_turns_a_failing_hidden_test_into_a_pa
         _, _, refused = grading.graded_tree(task, tree)
         if not refused:
             accepted.append(tree)
-    for tree in accepted[:8]:  # the ones the screen lets through run for real
+    assert accepted  # plain statements (`pass`, `x = 0`, `return`) do get through
+    for tree in accepted[:3]:  # and run for real
         g = grading.grade(task, tree)
         assert g.hidden_passed == 0 and g.reward == 0.0, g.summary()
 
@@ -138,10 +142,11 @@ def test_an_interrupted_test_is_not_passed() -> None:
     """pytest re-raises KeyboardInterrupt from the call phase, so the test had only a passed
     setup report: the old plugin recorded it as passed (bug still in place)."""
     task = _task("minilib-0-000")
-    tree = _in_function(task, "raise KeyboardInterrupt")
+    tree, _, refused = grading.graded_tree(task, _in_function(task, "raise KeyboardInterrupt"))
+    assert refused  # the screen refuses it; the plugin's rule is checked on its own here
     (hidden,) = task.fail_tests
     outcomes = grading.run_tests_in_sandbox(task, tree, "local", 60.0, tests=(hidden,))
-    assert outcomes is not None and outcomes.get(hidden) != "passed", outcomes
+    assert outcomes == {hidden: "failed"}, outcomes
 
 
 def _swap_a_green_test_for_a_failing_one():
@@ -166,6 +171,7 @@ def test_breaking_a_green_test_and_fixing_a_failing_one_scores_zero() -> None:
 def test_the_rest_stays_green_is_a_set_of_node_ids() -> None:
     """The rule itself on the real outcomes of that change (the screen bypassed)."""
     task, tree = _swap_a_green_test_for_a_failing_one()
+    tree = grading.graded_tree(task, tree)[0]
     outcomes = grading.run_tests_in_sandbox(task, tree, "local", 120.0)
     assert outcomes is not None
     assert outcomes["toolz/tests/test_package.py::test_has_version"] == "passed"
@@ -199,3 +205,22 @@ def test_many_new_files_are_refused_before_any_parsing() -> None:
         tree[f"toolz/gen_{i}.py"] = b"x = (" * 50_000
     g = grading.grade(task, tree)
     assert g.reward == 0.0 and "too many" in g.error, g.summary()
+
+
+def test_reflective_old_code_stays_where_it_was() -> None:
+    """toolz's module `__getattr__` already calls `globals()`: reusing that expression to
+    reach `__builtins__` (and from there everything) is refused; restoring it is not."""
+    src = pristine("toolz")["toolz/__init__.py"]
+    text = src.decode()
+    old = "        globals()[name] = rv\n"
+    assert old in text
+    for new in (
+        '        globals()["__builtins__"]["exec"]("...")\n',
+        "        name = 'compose'\n",
+        "        rv = globals()\n",
+    ):
+        changed = text.replace(old, old + new).encode()
+        assert grading.screen("toolz/__init__.py", changed, src, src), new
+    assert (
+        grading.screen("toolz/__init__.py", text.replace(old, old + old).encode(), src, src) == []
+    )
