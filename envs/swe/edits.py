@@ -21,14 +21,15 @@ pristine versions of the same file:
   (so restoring the original, the oracle, always passes). Anything new may only use:
   constants, operators, comparisons, conditionals, containers, comprehensions, subscripts,
   ``if``/``for``/``while``/``return``/``raise``/assignments, and names that are the function's
-  own locals, parameters or non-imported names it already reads, or a fixed set of plain
-  builtins (``len``, ``min``, ``ValueError``...; never ``getattr``/``type``/``open``/``vars``
+  (or an enclosing function's) parameters or locals, the module's own ``def``s and classes, or
+  a fixed set of plain builtins (``len``, ``min``, ``ValueError``...; never ``getattr``/``type``/``open``/``vars``
   and the like). An attribute must be one the function already uses and not private.
   A name bound by an import is usable only inside an expression that already exists, and a
   call through an imported name or module may only keep its old arguments. No dunder name
   or attribute, no new ``def``/``class``/``lambda``/``import``/``global``/``try``/``with``.
-* **A function that already reflects keeps its data flow.** Where the old function calls a
-  reflective builtin or uses a dunder, new statements may not rebind its names.
+* **A function that reaches outside keeps its data flow.** Where the old function reads any
+  other global (an import, a module-level alias, a reflective builtin) or a dunder, new
+  statements may not rebind names, and reflective old expressions stay where they were.
 
 Every construct that could reach past the function's own values (a module, a frame, a class's
 internals, the file system, another process) needs a name or attribute outside that set, so
@@ -146,13 +147,13 @@ def _functions(tree: ast.AST, prefix: str = "") -> Iterator[tuple[str, ast.AST]]
 class _Old:
     """What one function's old versions (buggy, pristine) contain."""
 
-    def __init__(self, funcs: list[ast.AST], imported: set[str]) -> None:
+    def __init__(self, funcs: list[ast.AST], imported: set[str], plain: set[str]) -> None:
         self.stmts: set[str] = set()
         self.headers: set[str] = set()
         self.exprs: set[str] = set()
-        self.names: set[str] = set()
+        self.names = plain  # names new code may use: locals, own defs and classes
         self.attrs: set[str] = set()
-        self.reflects = False
+        self.reflects = False  # reads a global that is not its module's own def or class
         for f in funcs:
             for node in ast.walk(f):
                 if node is f:
@@ -165,14 +166,25 @@ class _Old:
                 elif isinstance(node, ast.expr):
                     self.exprs.add(_dump(node))
                 if isinstance(node, ast.Name):
-                    self.names.add(node.id)
+                    self.reflects |= node.id not in plain and node.id not in SAFE_BUILTINS
                     self.reflects |= node.id in REFLECTIVE or bool(_DUNDER.match(node.id))
                 elif isinstance(node, ast.Attribute):
                     self.attrs.add(node.attr)
                     self.reflects |= bool(_DUNDER.match(node.attr))
-                elif isinstance(node, ast.arg):
-                    self.names.add(node.arg)
         self.imported = imported
+
+
+def _locals(f: ast.AST) -> set[str]:
+    """Names a function binds: parameters, assignment targets, nested defs and classes."""
+    out: set[str] = set()
+    for node in ast.walk(f):
+        if isinstance(node, ast.arg):
+            out.add(node.arg)
+        elif isinstance(node, ast.Name) and isinstance(node.ctx, ast.Store):
+            out.add(node.id)
+        elif isinstance(node, _FUNC | ast.ClassDef) and node is not f:
+            out.add(node.name)
+    return out
 
 
 class _Check:
@@ -217,13 +229,13 @@ class _Check:
                     self.stmts(child.body)
 
     def expr(self, e: ast.expr) -> None:
+        if isinstance(e, ast.Name):  # a name is judged by what it is bound to, never reused
+            self.name(e)
+            return
         if _dump(e) in self.old.exprs and not _reflective(e):
             return  # old code in a new place; reflective old code only stays where it was
         if not isinstance(e, _PLAIN_EXPR):
             self.bad(e, f"a new {type(e).__name__.lower()} expression")
-            return
-        if isinstance(e, ast.Name):
-            self.name(e)
             return
         if isinstance(e, ast.Attribute):
             if e.attr.startswith("_") or e.attr not in self.old.attrs:
@@ -254,7 +266,7 @@ class _Check:
         elif n in self.old.imported:
             self.bad(e, f"new use of the imported name {n!r}")
         elif not (n in self.old.names or n in self.locals or n in SAFE_BUILTINS):
-            self.bad(e, f"the name {n!r} (not one this function uses)")
+            self.bad(e, f"the name {n!r} (not a local, a builtin or a def of this module)")
 
 
 def _reflective(e: ast.AST) -> bool:
@@ -362,17 +374,25 @@ def _check_tree(
 
 
 @functools.lru_cache(maxsize=64)
-def _analyse(path: str, pristine: bytes | None, buggy: bytes | None):  # noqa: ANN202
+def _analyse(
+    path: str, pristine: bytes | None, buggy: bytes | None
+) -> tuple[list[ast.Module], dict[str, tuple[_Old, set[str]]], set[str], frozenset[str]]:
     """The old versions of one file, analysed once: (trees, per-function facts, skeletons,
     names bound by imports)."""
     olds = [t for t in (_tree(buggy, path), _tree(pristine, path)) if t is not None]
     imported = frozenset().union(*(_imported(t) for t in olds))
     grouped: dict[str, list[ast.AST]] = {}
+    defs: set[str] = set()
     for old in olds:
+        defs |= {n.name for n in old.body if isinstance(n, _FUNC | ast.ClassDef)}
         for name, f in _functions(old):
             grouped.setdefault(name, []).append(f)
-    funcs = {
-        name: (_Old(fs, set(imported)), {_dump(ast.Module(f.body, [])) for f in fs})  # type: ignore[attr-defined]
-        for name, fs in grouped.items()
-    }
+    scopes = {name: set().union(*map(_locals, fs)) for name, fs in grouped.items()}
+    funcs = {}
+    for name, fs in grouped.items():
+        parts = name.split(".")
+        enclosing = (".".join(parts[:i]) for i in range(1, len(parts) + 1))
+        plain = (defs | set().union(*(scopes.get(q, set()) for q in enclosing))) - imported
+        bodies = {_dump(ast.Module(f.body, [])) for f in fs}  # type: ignore[attr-defined]
+        funcs[name] = (_Old(fs, set(imported), plain), bodies)
     return olds, funcs, {_skeleton(t) for t in olds}, imported
