@@ -117,18 +117,14 @@ def graded_tree(task: SweTask, final: Mapping[str, bytes]) -> tuple[dict, list[s
     base, seen, orig = _mutated(task), _workspace(task), pristine(task.package)
     tree, discarded, refused = dict(base), [], []
     changed = [p for p in sorted(set(final) | set(seen)) if final.get(p) != seen.get(p)]
-    source = [p for p in changed if task.spec.is_source(p) and p in base]
+    source = [p for p in changed if task.spec.is_source(p)]
     size = sum(len(final.get(p) or b"") for p in source)
     if len(source) > MAX_FILES or size > MAX_BYTES:  # before parsing anything
         why = f"too many changes to grade: {len(source)} source files, {size} bytes"
-        return (
-            tree,
-            [p for p in changed if p not in source],
-            [f"{why} (limits {MAX_FILES}, {MAX_BYTES})"],
-        )
+        return tree, changed, [f"{why} (limits {MAX_FILES} files, {MAX_BYTES} bytes)"]
     for path in changed:
         new = final.get(path)
-        if path not in source:
+        if path not in source or path not in base:  # tests, config, new files
             discarded.append(path)
         elif new is None:
             tree.pop(path, None)
