@@ -7,7 +7,7 @@
   (the *visible* tests only: the suite with the hidden tests removed) and ``submit``. Every
   output is capped and says what was cut.
 * Reward: ``grade.py``: hidden tests on the agent's source changes, tests restored from the
-  pristine copy, the rest of the suite required to stay green, tampering scores 0.
+  pristine copy, the rest of the suite required to stay green, source changes outside the repair language (``edits.py``) score 0.
 * Termination: ``submit`` or a message without tool calls submits; ``max_turns`` truncates (0).
 * Oracle: the reverse mutation through ``str_replace``, then ``submit`` (scores 1).
   Adversaries (``check_env`` runs them, each must score 0): submit at once; delete the tests;

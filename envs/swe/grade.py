@@ -3,20 +3,23 @@
 The rules, each closing a way to score without fixing the bug:
 
 * **Hidden tests stay hidden.** The workspace an episode sees is the buggy repo with the test
-  functions that the bug breaks removed (``workspace_tree``); they come back only at grading.
-* **Tests are restored.** Grading starts from the pristine test files and configuration; of the
-  agent's changes only Python files beside the package's own source count
+  functions that the bug breaks removed where they are defined, base classes followed
+  (``hidden.py``); they come back only at grading. ``collect`` checks that the visible suite
+  collects none of them.
+* **Tests are restored.** Grading runs in a fresh sandbox on the pristine test files and
+  configuration plus only the agent's changes to Python files beside the package's own source
   (``Package.is_source``). Edited, deleted or added tests, ``conftest.py`` files, pytest
-  configuration, ``.pth``/``sitecustomize`` files are all discarded.
-* **No tampering.** The code under test runs in pytest's process, so it could patch pytest, exit
-  early or forge a report. A change whose added lines reach for the test machinery, the process
-  or the interpreter (``TAMPER``: pytest, ``sys.exit``/``os._exit``, ``sys.modules``,
-  ``builtins``, frames, signals, subprocesses, files, ``/proc``, the environment, ...) scores 0
-  and says why; a fix of an injected bug needs none of these. The report travels after a
-  random per-grade marker and the last one printed wins, after pytest has exited.
-* **The rest stays green.** Every test that passed before the bug must still pass; otherwise
-  the reward is 0 whatever the hidden tests say. Only tests defined in the restored test files
-  count (a test file's ``from pkg import *`` would collect ``test_*`` written into the source).
+  configuration, ``.pth``/``sitecustomize`` files and new source files are all discarded.
+* **Changes that cannot reflect.** The code under test runs in pytest's process, so whatever
+  that process reports is only as honest as the code lets it be. A source change is accepted
+  only inside the repair language of ``edits.py`` (an allowlist: the function's own values,
+  operators, plain builtins; no imports, dunders, reflective builtins, new definitions); any
+  other change scores 0 and says why. Caps on changed files and bytes apply before any parsing.
+* **A pass is a finished pass.** A test passes only with a passed call report from a pytest
+  session that finished normally (``_pytest_report.py``).
+* **The rest stays green.** Every node id that passed before the bug (``SweTask.pass_tests``)
+  must still pass; otherwise the reward is 0 whatever the hidden tests say. It is a set of
+  ids, not a count: breaking one green test cannot be paid for by fixing another.
 
 Reward: the fraction of hidden tests passing (``mode="fraction"``), or 1 only if all pass
 (``mode="all"``). All grading runs in a sandbox of the env's backend.
@@ -24,38 +27,31 @@ Reward: the fraction of hidden tests passing (``mode="fraction"``), or 1 only if
 
 from __future__ import annotations
 
-import ast
 import dataclasses
-import difflib
 import functools
 import json
-import re
 import secrets
 from collections.abc import Mapping
+from types import MappingProxyType
 
 from agentrl.sandboxes import ExecRequest, get_backend
 from agentrl.sandboxes.base import SandboxBackend
 from agentrl.sandboxes.workspace import command_env
-from agentrl.tools.ast_lock import parse
 
-from .tamper import screen
+from .edits import screen  # noqa: F401  (re-exported)
+from .hidden import hidden_defs, strip
 from .tasks import PLUGIN, PLUGIN_FILE, SweTask, parse_report, pristine
 
-TAMPER = re.compile(
-    r"pytest|conftest|unittest|\bsys\s*\.\s*(modules|exit|_getframe|settrace|setprofile|stdout|"
-    r"stderr|__stdout__|__stderr__|argv|meta_path|path_hooks)|\b_exit\b|\bexit\s*\(|\bquit\s*\(|"
-    r"__builtins__|\bbuiltins\b|\batexit\b|\bsignal\b|\bctypes\b|\bimportlib\b|__import__|"
-    r"\bexec\s*\(|\beval\s*\(|\bcompile\s*\(|\bsubprocess\b|\bos\s*\.\s*(system|kill|fork|"
-    r"exec\w*|spawn\w*|popen|environ|getenv|remove|unlink|write|open|dup2?)\b|\bfork\b|/proc|"
-    r"\benviron\b|\bgetenv\b|\bopen\s*\(|\bfaulthandler\b|\binspect\b|\bgc\s*\.|\bthreading\b|"
-    r"\bmultiprocessing\b|\bsocket\b|\bf_back\b|\bf_locals\b|\bf_globals\b|__code__|__globals__"
-)
+MAX_FILES = 16  # changed source files a repair may touch (an injected bug sits in one)
+MAX_BYTES = 4 << 20  # their total size; both checked before anything is parsed
 
 _GRADER = r"""
 import json, os, subprocess
 cfg = json.loads(CFG)
-env = dict(os.environ, PYTHONPATH=os.pathsep.join(cfg["paths"]), AGENTRL_SWE_REPORT=cfg["report"])
+env = dict(os.environ, PYTHONPATH=os.pathsep.join(cfg["paths"]))
+env["AGENTRL_SWE_COLLECT" if cfg["collect"] else "AGENTRL_SWE_REPORT"] = cfg["report"]
 cmd = ["python", "-m", "pytest", "-q", "--tb=no", "-p", "no:cacheprovider", "-p", cfg["plugin"]]
+cmd += ["--collect-only"] if cfg["collect"] else []
 try:
     subprocess.run(cmd + cfg["tests"], cwd="/work/repo", env=env, stdin=subprocess.DEVNULL,
                    stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, timeout=cfg["timeout"])
@@ -76,7 +72,7 @@ class Grade:
     others_passed: int
     others_needed: int
     discarded: list[str]
-    tamper: list[str]
+    tamper: list[str]  # why a change was refused (edits.screen)
     error: str = ""
 
     def summary(self) -> str:
@@ -91,75 +87,51 @@ class Grade:
 
 def mutated_tree(task: SweTask) -> dict[str, bytes]:
     """The repo with the bug, tests intact (what grading starts from)."""
-    tree = dict(pristine(task.package))
-    m = task.mutation
-    tree[m.file] = m.apply(tree[m.file].decode("utf-8")).encode("utf-8")
-    return tree
+    return dict(_mutated(task))
 
 
 def workspace_tree(task: SweTask) -> dict[str, bytes]:
-    """What the agent sees: the buggy repo with the hidden (failing) test functions removed."""
-    tree = mutated_tree(task)
-    hidden: dict[str, set[tuple[str, ...]]] = {}
-    for node in task.fail_tests:
-        file, *names = node.split("::")
-        hidden.setdefault(file, set()).add(tuple(n.split("[", 1)[0] for n in names))
-    for file, paths in hidden.items():
-        tree[file] = _strip(tree[file].decode("utf-8"), paths).encode("utf-8")
-    return tree
+    """What the agent sees: the buggy repo with the hidden (failing) tests removed."""
+    return dict(_workspace(task))
 
 
-def _strip(source: str, paths: set[tuple[str, ...]]) -> str:
-    """Remove the test functions named by ``paths`` (``(Class, func)`` or ``(func,)``)."""
-    lines = source.splitlines(keepends=True)
-    cuts: list[tuple[int, int, str]] = []
+@functools.lru_cache(maxsize=64)
+def _mutated(task: SweTask) -> MappingProxyType:
+    tree = dict(pristine(task.package))
+    m = task.mutation
+    tree[m.file] = m.apply(tree[m.file].decode("utf-8")).encode("utf-8")
+    return MappingProxyType(tree)
 
-    def walk(body: list[ast.stmt], prefix: tuple[str, ...], indent: str) -> None:
-        kept = 0
-        for node in body:
-            name = getattr(node, "name", None)
-            if isinstance(node, ast.ClassDef):
-                walk(node.body, (*prefix, node.name), " " * (node.col_offset + 4))
-            if (
-                isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef)
-                and (*prefix, name) in paths
-            ):
-                start = min([d.lineno for d in node.decorator_list] + [node.lineno]) - 1
-                cuts.append((start, node.end_lineno or node.lineno, ""))
-            else:
-                kept += 1
-        if prefix and kept == 0 and body:
-            cuts.append((body[-1].end_lineno or 0, body[-1].end_lineno or 0, indent + "pass\n"))
 
-    walk(parse(source).body, (), "")
-    for start, end, filler in sorted(cuts, reverse=True):
-        lines[start:end] = [filler] if filler else []
-    return "".join(lines)
+@functools.lru_cache(maxsize=64)
+def _workspace(task: SweTask) -> MappingProxyType:
+    tree = dict(_mutated(task))
+    roots = tuple(dict.fromkeys(("", task.spec.pythonpath)))
+    for file, paths in hidden_defs(tree, task.fail_tests, roots).items():
+        tree[file] = strip(tree[file].decode("utf-8"), paths).encode("utf-8")
+    return MappingProxyType(tree)
 
 
 def graded_tree(task: SweTask, final: Mapping[str, bytes]) -> tuple[dict, list[str], list[str]]:
-    """Buggy repo + the agent's source changes only; also (discarded paths, tamper hits)."""
-    base, seen, orig = mutated_tree(task), workspace_tree(task), pristine(task.package)
-    tree, discarded, tamper = dict(base), [], []
-    for path in sorted(set(final) | set(seen)):
-        new, old = final.get(path), seen.get(path)
-        if new == old:
-            continue
-        if not task.spec.is_source(path):
+    """Buggy repo + the agent's source changes only; also (discarded paths, refusals)."""
+    base, seen, orig = _mutated(task), _workspace(task), pristine(task.package)
+    tree, discarded, refused = dict(base), [], []
+    changed = [p for p in sorted(set(final) | set(seen)) if final.get(p) != seen.get(p)]
+    source = [p for p in changed if task.spec.is_source(p)]
+    size = sum(len(final.get(p) or b"") for p in source)
+    if len(source) > MAX_FILES or size > MAX_BYTES:  # before parsing anything
+        why = f"too many changes to grade: {len(source)} source files, {size} bytes"
+        return tree, changed, [f"{why} (limits {MAX_FILES} files, {MAX_BYTES} bytes)"]
+    for path in changed:
+        new = final.get(path)
+        if path not in source or path not in base:  # tests, config, new files
             discarded.append(path)
-            continue
-        if new is None:
+        elif new is None:
             tree.pop(path, None)
-            continue
-        tree[path] = new
-        tamper += screen(path, new, orig.get(path), base.get(path))
-        before = base.get(path, b"").decode("utf-8", "replace").splitlines()
-        after = new.decode("utf-8", "replace").splitlines()
-        for line in difflib.unified_diff(before, after, lineterm="", n=0):
-            if line.startswith("+") and not line.startswith("+++"):
-                if hit := TAMPER.search(line):
-                    tamper.append(f"{path}: {hit.group(0)!r} in {line[1:].strip()[:80]!r}")
-    return tree, discarded, tamper
+        else:
+            tree[path] = new
+            refused += screen(path, new, orig.get(path), base.get(path))
+    return tree, discarded, refused
 
 
 def grade(
@@ -174,44 +146,32 @@ def grade(
     n_hidden = len(task.fail_tests)
     if tamper:
         return Grade(
-            0.0, 0, n_hidden, 0, task.pass_count, discarded, tamper, "tampering: " + tamper[0]
+            0.0, 0, n_hidden, 0, task.pass_count, discarded, tamper, "refused: " + tamper[0]
         )
     outcomes = run_tests_in_sandbox(task, tree, backend, timeout_s)
     if outcomes is None:
         return Grade(
             0.0, 0, n_hidden, 0, task.pass_count, discarded, [], "the test run did not finish"
         )
-    hidden = set(task.fail_tests)
-    h_ok = sum(outcomes.get(t) == "passed" for t in hidden)
-    own = {t for t in outcomes if t not in hidden and _defined_in_tests(tree, t)}
-    o_ok = sum(outcomes[t] == "passed" for t in own)
+    h_ok = sum(outcomes.get(t) == "passed" for t in set(task.fail_tests))
+    broken = still_green(task, outcomes)
     reward = h_ok / n_hidden if mode == "fraction" else float(h_ok == n_hidden)
-    if o_ok < task.pass_count:
+    if broken:
         reward = 0.0
+    o_ok = task.pass_count - len(broken)
     return Grade(reward, h_ok, n_hidden, o_ok, task.pass_count, discarded, [])
 
 
-def _defined_in_tests(tree: Mapping[str, bytes], nodeid: str) -> bool:
-    """Is the test's function or class defined in its (restored) test file, not only imported?
-
-    A test file's ``from pkg import *`` collects ``test_*`` functions written into the source;
-    counted, they could stand in for the tests a change broke."""
-    file, _, rest = nodeid.partition("::")
-    return rest.split("::")[0].split("[")[0] in _top_names(tree.get(file, b""))
+def still_green(task: SweTask, outcomes: Mapping[str, str]) -> list[str]:
+    """The node ids that passed before the bug and do not pass now (must be empty)."""
+    return sorted(t for t in task.pass_tests if outcomes.get(t) != "passed")
 
 
-@functools.lru_cache(maxsize=256)
-def _top_names(source: bytes) -> frozenset[str]:
-    try:
-        body = parse(source).body
-    except (SyntaxError, ValueError):
-        return frozenset()
-    names = {n.name for n in body if isinstance(n, ast.FunctionDef | ast.AsyncFunctionDef)}
-    names |= {n.name for n in body if isinstance(n, ast.ClassDef)}
-    for n in body:
-        if isinstance(n, ast.Assign):
-            names |= {t.id for t in n.targets if isinstance(t, ast.Name)}
-    return frozenset(names)
+def collect(
+    task: SweTask, tree: Mapping[str, bytes], backend: str | SandboxBackend = "local"
+) -> set[str]:
+    """The node ids pytest collects from the package's suite on ``tree`` (in a sandbox)."""
+    return set(run_tests_in_sandbox(task, tree, backend, 120.0, collect=True) or {})
 
 
 def run_tests_in_sandbox(
@@ -220,6 +180,7 @@ def run_tests_in_sandbox(
     backend: str | SandboxBackend,
     timeout_s: float,
     tests: tuple[str, ...] | None = None,
+    collect: bool = False,
 ) -> dict[str, str] | None:
     """node id -> outcome for the package's suite on ``tree``; None if it never reported."""
     mark = "\x1e" + secrets.token_hex(16) + ":"
@@ -231,6 +192,7 @@ def run_tests_in_sandbox(
         "tests": list(tests or task.spec.tests),
         "timeout": timeout_s,
         "mark": mark,
+        "collect": collect,
     }
     files: dict[str, str | bytes] = {f"repo/{p}": b for p, b in tree.items()}
     files[f".grader/{PLUGIN}.py"] = PLUGIN_FILE.read_bytes()

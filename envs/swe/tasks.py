@@ -87,13 +87,18 @@ PACKAGES = {
 
 @dataclasses.dataclass(frozen=True)
 class SweTask:
-    """One bug to fix. ``fail_tests`` are pytest node ids; ``pass_count`` tests stay green."""
+    """One bug to fix. ``fail_tests`` are pytest node ids (hidden); ``pass_tests`` are the
+    node ids that passed before the bug and must stay green (a set, never a count)."""
 
     id: str
     package: str
     mutation: Mutation
     fail_tests: tuple[str, ...]
-    pass_count: int
+    pass_tests: tuple[str, ...]
+
+    @property
+    def pass_count(self) -> int:
+        return len(self.pass_tests)
 
     @property
     def spec(self) -> Package:
@@ -114,6 +119,7 @@ class SweTask:
     def to_json(self) -> str:
         d = dataclasses.asdict(self)
         d["fail_tests"] = list(self.fail_tests)
+        d["pass_tests"] = list(self.pass_tests)
         return json.dumps(d, sort_keys=True)
 
     @classmethod
@@ -123,7 +129,7 @@ class SweTask:
             package=d["package"],
             mutation=Mutation(**d["mutation"]),
             fail_tests=tuple(d["fail_tests"]),
-            pass_count=int(d["pass_count"]),
+            pass_tests=tuple(d["pass_tests"]),
         )
 
 
@@ -235,5 +241,7 @@ def build(
                 continue  # equivalent mutant, or one that breaks everything (import error)
             seen_funcs.add((m.file, m.function))
             tid = f"{package}-{seed}-{len(tasks):03d}"
-            tasks.append(SweTask(tid, package, m, tuple(broken), len(green) - len(broken)))
+            tasks.append(
+                SweTask(tid, package, m, tuple(broken), tuple(sorted(green - set(broken))))
+            )
         return tasks

@@ -1,7 +1,7 @@
 """Red-team of the `swe/*` reward: ways an RL policy could score without fixing the bug.
 
 Each test is a hole that was open (the exploit scored 1 on the shipped tasks before its fix)
-and must stay closed. Exploits that the static screen (``envs/swe/tamper.py``) rejects never
+and must stay closed. Exploits that the static screen (``envs/swe/edits.py``) rejects never
 reach a sandbox, so most of these run in milliseconds; the ones that need the real suite run
 it for real in the local sandbox.
 """
@@ -11,7 +11,7 @@ from __future__ import annotations
 import pytest
 
 from agentrl.envs.swe import grade as grading
-from agentrl.envs.swe.tamper import screen
+from agentrl.envs.swe.edits import screen
 from agentrl.envs.swe.tasks import load_tasks, pristine
 
 # Each one rewrote the report plugin's ranking so that every test reads "passed" (reward 1
@@ -53,7 +53,7 @@ def test_exploit_scores_zero_and_says_why(name: str) -> None:
     task = _task("inflection" if "re.enum" in EXPLOITS[name] else "minilib")
     g = grading.grade(task, _with_prefix(task, EXPLOITS[name]))
     assert g.reward == 0.0 and g.tamper, g.summary()
-    assert g.error.startswith("tampering: ")
+    assert g.error.startswith("refused: ")
 
 
 def test_exploit_hidden_in_a_non_utf8_file_is_rejected() -> None:
@@ -76,14 +76,22 @@ def test_every_oracle_passes_the_screen(package: str) -> None:
         assert tamper == [], (task.id, tamper)
 
 
-def test_copying_pristine_lines_is_not_tampering() -> None:
-    """A sensitive line that the file already had (moved or duplicated) is allowed."""
+def test_moving_an_existing_statement_within_its_function_is_accepted() -> None:
+    """Old code is free inside its own function: a sensitive statement (here one with an
+    import) that the function already had may move; the same statement elsewhere may not."""
     task = next(t for t in load_tasks() if t.package == "toolz")
-    f = task.mutation.file
-    src = pristine("toolz")[f].decode()
-    line = next(x for x in src.splitlines() if x.startswith("import "))
-    new = (line + "\n" + grading.workspace_tree(task)[f].decode()).encode()
-    assert screen(f, new, pristine("toolz")[f], grading.mutated_tree(task)[f]) == []
+    src = pristine("toolz")["toolz/__init__.py"]
+    text = src.decode()
+    line = "        from importlib.metadata import version\n"
+    assert line in text
+    moved = text.replace(line, "").replace("        rv = version", line + "        rv = version")
+    assert screen("toolz/__init__.py", moved.encode(), src, src) == []
+    elsewhere = text.replace("def __getattr__(name):\n", "def __getattr__(name):\n" + line, 1)
+    elsewhere = elsewhere.replace(
+        "functoolz._sigs.create", line.strip() + "\nfunctoolz._sigs.create"
+    )
+    assert screen("toolz/__init__.py", elsewhere.encode(), src, src)
+    assert task
 
 
 _LEAK = """
@@ -231,7 +239,7 @@ def test_tests_defined_in_the_source_do_not_count_as_still_green() -> None:
     fakes = "".join(f"\n\ndef test_fake_{i}():\n    pass\n" for i in range(20))
     tree["toolz/__init__.py"] += fakes.encode()
     g = grading.grade(task, tree)
-    # The fakes themselves break a real test (toolz checks its namespace): 166/167 others
-    # passed, but the 20 fakes made it 186/167 and the reward 1.
-    assert g.hidden_passed == g.hidden_total and g.others_passed <= task.pass_count, g.summary()
-    assert g.reward == 0.0, g.summary()
+    # Before: the fakes broke a real test (toolz checks its namespace), 166/167 others passed,
+    # but the 20 fakes made it 186/167 and the reward 1. Now new definitions are outside the
+    # repair language, and "still green" is a set of node ids the fakes are not in.
+    assert g.reward == 0.0 and g.error.startswith("refused: "), g.summary()
