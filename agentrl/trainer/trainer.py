@@ -31,11 +31,12 @@ from .actor import Actor, single_on_policy_pass
 from .batch import TrainBatch
 from .checkpoint import Checkpointer
 from .components import ActorRole, Components
+from .exclusion import exclude_infra_failures
 from .export import FINAL_DIR, HF_DIR, export_hf, write_config
 from .gc_control import GcSchedule
 from .logger import MetricsLogger, held_out_summary
 from .pipeline import AsyncCollector, is_spread, stamp_versions, start_pipeline, version_metrics
-from .step_record import dump_rollouts, dumps_at, rollout_metrics
+from .step_record import dump_rollouts, dumps_at, rollout_metrics, span_metrics
 
 
 class Trainer:
@@ -75,6 +76,7 @@ class Trainer:
         # prompt as baseline (ReMax), Σπ² per position (optimal token baseline).
         estimator = get_estimator(cfg.algorithm.adv_estimator)
         self.greedy_baseline = estimator.greedy_baseline
+        self.group_relative = estimator.group_relative  # infra exclusion's group-drop rule
         self.sum_pi_squared = estimator.sum_pi_squared
         self.generator = torch.Generator().manual_seed(cfg.trainer.seed)
         self.gc = GcSchedule(cfg.trainer.gc_every)  # full collections between steps only
@@ -119,6 +121,7 @@ class Trainer:
                 t0 = time.perf_counter()
                 metrics = self.train_step()
                 metrics["time/step"] = time.perf_counter() - t0
+                metrics |= span_metrics(metrics, pipelined=self.pipeline is not None)
                 if (gc_s := self.gc.after_step(self.step)) is not None:
                     metrics["time/gc"] = gc_s
                 self.logger.log(self.step, metrics)
@@ -145,6 +148,12 @@ class Trainer:
         if c.backend.is_main and (warning := env_error_line(groups)):
             self.logger.console.print(warning, style="yellow", markup=False, highlight=False)
         c.rollout.offload()  # engine.sleep_between_phases: the engine frees the GPU until reused
+        split = exclude_infra_failures(groups, group_relative=self.group_relative)
+        m |= split.metrics | {k: v for k, v in self._raw_stats.items() if k.startswith("span/")}
+        if not split.groups:  # every group failed for infrastructure reasons: no update
+            self.dump(split.groups, None, split.left_out)
+            return m
+        groups = split.groups
         batch = c.scorer.batch(groups)
         t0 = time.perf_counter()
         if self.needs_old_log_probs(batch):
@@ -159,9 +168,7 @@ class Trainer:
             batch.values = c.critic.compute_values(batch)
         sum_pi_sq = self.actor.compute_sum_pi_squared(batch) if self.sum_pi_squared else None
         m["time/logprobs"] = time.perf_counter() - t0
-        if dumps_at(self.step, self.cfg.trainer.dump_rollouts_every) and c.backend.is_main:
-            tokenizer = self.cfg.model.tokenizer or self.cfg.model.path
-            dump_rollouts(self.out, self.step, groups, batch, tokenizer)
+        self.dump(groups, batch, split.left_out)
         baseline = None
         if self.greedy_baseline:
             baseline = c.scorer.baseline_rewards(groups)
@@ -186,6 +193,13 @@ class Trainer:
         return m | rollout_metrics(groups, batch, self._raw_stats, c.success_at)
 
     # ------------------------------------------------------------------ pieces
+    def dump(self, groups: list[TrajectoryGroup], batch: TrainBatch | None, left_out: Any) -> None:
+        """The step's rollouts for `agentrl view` on a `trainer.dump_rollouts_every` step,
+        the episodes left out of training (`exclusion`) included."""
+        if dumps_at(self.step, self.cfg.trainer.dump_rollouts_every) and self.c.backend.is_main:
+            tokenizer = self.cfg.model.tokenizer or self.cfg.model.path
+            dump_rollouts(self.out, self.step, groups, batch, tokenizer, left_out)
+
     def collect_groups(self) -> list[TrajectoryGroup]:
         """One batch of groups; with DAPO dynamic sampling, refill dropped groups. Pipelined
         (`trainer.async`): the first batch of groups to finish (`agentrl.trainer.pipeline`)."""
