@@ -82,6 +82,9 @@ class InfraError(Exception):
         super().__init__(message)
         self.reason: TerminationReason = reason
 
+    def __reduce__(self) -> tuple[Any, ...]:  # crosses process boundaries (worker pools)
+        return (type(self), (self.reason, str(self)))
+
 
 @dataclass
 class ToolCall:

@@ -51,14 +51,16 @@ def exclude_infra_failures(groups: list[TrajectoryGroup], *, group_relative: boo
             if t.infra_failed:
                 t.metadata["left_out"] = "infra"
                 left_out.append(t)
-        if len(valid) >= min_size:
+        if len(valid) == len(g.trajectories) >= min_size:
+            kept.append(g)  # untouched: the same group object goes on
+        elif len(valid) >= min_size:
             kept.append(TrajectoryGroup(g.group_id, valid))
-            shrunk += len(valid) < len(g.trajectories)
-            continue
-        dropped += 1
-        for t in valid:
-            t.metadata["left_out"] = "group_dropped"
-            left_out.append(t)
+            shrunk += 1
+        else:
+            dropped += 1
+            for t in valid:
+                t.metadata["left_out"] = "group_dropped"
+                left_out.append(t)
     trajs = [t for g in groups for t in g.trajectories]
     counts = collections.Counter(t.termination for t in trajs)
     metrics = {f"termination_count/{reason}": float(k) for reason, k in sorted(counts.items())}

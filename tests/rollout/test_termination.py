@@ -11,6 +11,7 @@ row end the episode at `rollout.max_invalid_tool_calls`.
 from __future__ import annotations
 
 import json
+import pickle
 from typing import Any
 
 import numpy as np
@@ -68,6 +69,8 @@ def test_every_reason_is_classified_once() -> None:
     assert not is_infra_failure("stopped_early")
     with pytest.raises(ValueError, match="infra termination"):
         InfraError("max_turns", "a policy outcome is no infra error")
+    back = pickle.loads(pickle.dumps(InfraError("sandbox_error", "node lost")))
+    assert back.reason == "sandbox_error" and str(back) == "node lost"
 
 
 # ---------------------------------------------------------------- sandboxes
