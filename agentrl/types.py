@@ -27,10 +27,63 @@ TerminationReason = Literal[
     "max_turns",  # the turn limit: the env's max_turns, or rollout.max_turns when set
     "max_tokens",  # total token budget (prompt + all turns) exhausted
     "overlong",  # one generation hit its per-turn token budget without a stop
+    "invalid_tool_calls",  # rollout.max_invalid_tool_calls invalid calls in a row
     "timeout",  # episode wall-clock limit
     "env_error",  # env raised; recorded in metadata["error"]
-    "engine_error",  # engine raised; recorded in metadata["error"]
+    "engine_error",  # engine raised or aborted the request; recorded in metadata["error"]
+    "sandbox_error",  # the sandbox a tool or grader runs code in failed (`InfraError`)
+    "tool_error",  # a tool's own service failed, not the call (`InfraError`)
+    "agent_crash",  # the rollout's own code raised (a chat template, a parser); a bug
 ]
+
+# Which side of the line each reason falls on: "policy" outcomes are what the model did (its
+# reward stands and it is trained on), "infra" failures are the machine's (their reward is not
+# a score of the policy: the trainer leaves them out of the loss and of the group statistics,
+# see docs/algorithms.md "Infrastructure failures"). The rule: the episode is the policy's
+# when its end follows from the tokens the model sampled and the env's rules alone. So a
+# tool that raises on the model's bad arguments, a tool timing out on the model's code, a
+# parse error, a turn or token budget are the policy's (they do not even end the episode,
+# except through the budgets and `invalid_tool_calls`); a sandbox that cannot start, an
+# engine abort, an env that raises, the wall-clock timeout (it measures the machine's load:
+# queueing behind other episodes on a shared engine; the policy's own length is bounded by
+# the turn and token budgets) are infra. A reason not in the table (a file of another
+# version) counts as the policy's: trained, as it was before.
+TERMINATION_KIND: dict[str, Literal["policy", "infra"]] = {
+    "done": "policy",
+    "truncated": "policy",
+    "max_turns": "policy",
+    "max_tokens": "policy",
+    "overlong": "policy",
+    "invalid_tool_calls": "policy",
+    "timeout": "infra",
+    "env_error": "infra",
+    "engine_error": "infra",
+    "sandbox_error": "infra",
+    "tool_error": "infra",
+    "agent_crash": "infra",
+}
+
+
+def is_infra_failure(reason: str) -> bool:
+    """Whether an episode that ended for `reason` failed for the machine's sake, not the
+    policy's (`TERMINATION_KIND`): such episodes are kept on disk but never trained on."""
+    return TERMINATION_KIND.get(reason) == "infra"
+
+
+class InfraError(Exception):
+    """Raised by a tool, a grader or an env when the *infrastructure* failed (a sandbox that
+    cannot start or died, a tool's backing service down), never for what the model did: the
+    episode ends with `reason` and is left out of training (`is_infra_failure`). `ToolSet`
+    lets it through instead of showing it to the model as an error result."""
+
+    def __init__(self, reason: TerminationReason, message: str) -> None:
+        if not is_infra_failure(reason):
+            raise ValueError(f"InfraError reason must be an infra termination, got {reason!r}")
+        super().__init__(message)
+        self.reason: TerminationReason = reason
+
+    def __reduce__(self) -> tuple[Any, ...]:  # crosses process boundaries (worker pools)
+        return (type(self), (self.reason, str(self)))
 
 
 @dataclass
@@ -55,6 +108,9 @@ class ToolResult:
     is_error: bool = False
     truncated: bool = False
     wall_s: float = 0.0
+    # The call itself was invalid (unparsable, unknown tool, arguments off its schema): what
+    # `rollout.max_invalid_tool_calls` counts. Serialized only when set.
+    invalid: bool = False
 
 
 @dataclass
@@ -134,6 +190,12 @@ class Trajectory:
     multimodal: dict[str, Any] = field(default_factory=dict)
 
     @property
+    def infra_failed(self) -> bool:
+        """Ended for the machine's sake, not the policy's (`is_infra_failure`): kept on disk
+        and in the viewer, never trained on."""
+        return is_infra_failure(self.termination)
+
+    @property
     def turn_rewards(self) -> list[float]:
         return [t.reward for t in self.turns]
 
@@ -190,6 +252,10 @@ class Trajectory:
             del d["weight_versions"]  # unrecorded: the line reads as before the field existed
         for m in d["messages"]:
             m["images"] = len(m["images"])  # images live in `multimodal`; keep the count
+        for turn in d["turns"]:
+            for r in turn["tool_results"]:
+                if not r["invalid"]:
+                    del r["invalid"]  # unset: the line reads as before the field existed
         return d
 
     @classmethod

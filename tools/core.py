@@ -5,7 +5,9 @@ Google-style docstring via `transformers.utils.get_json_schema` (the same schema
 templates are written for), so what the model is told always matches what the code accepts.
 Arguments are validated against that schema *before* the call; the call runs with a timeout;
 exceptions, timeouts and oversized outputs become an error `ToolResult` the model sees, so a
-bad call never ends the episode.
+bad call never ends the episode. The one exception that passes through is
+`agentrl.types.InfraError` (a sandbox that cannot start, a tool's service down): that is the
+machine's failure, not the model's, and ends the episode as one (never trained on).
 
 A return value reaches the model as text: a str as is, a dict/list/tuple as JSON, None as
 `NO_RESULT` (so a forgotten `return` reads as "nothing", not the string "None").
@@ -18,6 +20,7 @@ from __future__ import annotations
 
 import asyncio
 import copy
+import dataclasses
 import enum
 import functools
 import inspect
@@ -38,7 +41,7 @@ from transformers.utils.chat_template_utils import (
 )
 
 from agentrl.tools.workers import in_daemon_thread
-from agentrl.types import ToolCall, ToolResult
+from agentrl.types import InfraError, ToolCall, ToolResult
 
 NO_RESULT = "(the tool returned nothing)"
 
@@ -293,8 +296,8 @@ class ToolSet:
         """
         t0 = time.monotonic()
         problem = self._check(call)
-        if problem:
-            return self._error(call, problem, t0)
+        if problem:  # the call itself is invalid: `rollout.max_invalid_tool_calls` counts it
+            return dataclasses.replace(self._error(call, problem, t0), invalid=True)
         spec = self._specs[call.name]
         try:
             kwargs = {k: spec.converters.get(k, _same)(v) for k, v in call.arguments.items()}
@@ -307,6 +310,8 @@ class ToolSet:
             return self._error(call, f"tool {call.name!r} timed out after {spec.timeout_s}s", t0)
         except ToolError as e:  # the tool's own message, meant for the model
             return self._error(call, str(e), t0)
+        except InfraError:  # the machine failed, not the call: ends the episode as such
+            raise
         except Exception as e:  # noqa: BLE001 - any tool failure is shown to the model
             return self._error(call, f"{type(e).__name__}: {e}", t0)
         return self._result(call, value, t0)

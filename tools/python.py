@@ -4,6 +4,8 @@ Wraps `agentrl.sandboxes.interpreter.PythonSession`, so isolation and limits are
 sandbox backend's. Variables persist across calls within an episode (like a notebook);
 `reset()` between episodes starts a fresh interpreter, so episodes never see each other's
 state. The model sees stdout, then stderr (tracebacks), then a status line when a limit hit.
+A sandbox that fails itself (cannot start, `sandbox_error`) is no result of the code: it raises
+`InfraError("sandbox_error")`, which ends the episode as an infrastructure failure.
 """
 
 from __future__ import annotations
@@ -11,6 +13,7 @@ from __future__ import annotations
 import threading
 
 from agentrl.sandboxes.interpreter import PythonSession
+from agentrl.types import InfraError
 
 from .core import ToolSet, tool
 
@@ -37,7 +40,12 @@ class PythonTools(ToolSet):
             code: Python source. Variables and imports persist between calls.
         """
         with self._lock:
-            r = self.session.execute(code)
+            try:
+                r = self.session.execute(code)
+            except OSError as e:  # the sandbox could not start: the host's failure
+                raise InfraError("sandbox_error", f"python sandbox: {e}") from e
+        if r.status == "sandbox_error":
+            raise InfraError("sandbox_error", f"python sandbox: {r.stderr.strip()[-500:]}")
         parts = [r.stdout, r.stderr] if r.stderr else [r.stdout]
         if r.status not in ("ok", "error"):
             parts.append(f"[{r.status}]")

@@ -103,6 +103,21 @@ def cmd_show(args: argparse.Namespace) -> int:
     for name, secs in s.phases.items():
         share = secs / s.wall_s if s.wall_s else 0.0
         table.add_row(f"  {name}", f"{_duration(secs)} ({share:.0%})")
+    if s.spans:
+        table.add_row("spans (mean s/step)", "")
+    for name, secs in s.spans.items():
+        table.add_row(f"  {name}", f"{secs:.3f}")
+    if s.totals.get("infra/excluded"):
+        reasons = ", ".join(
+            f"{k.split('/', 1)[1]} {v:.0f}"
+            for k, v in s.totals.items()
+            if k.startswith("termination_count/")
+        )
+        table.add_row(
+            "infra failures (left out)",
+            f"{s.totals['infra/excluded']:.0f} episodes, "
+            f"{s.totals.get('infra/groups_dropped', 0):.0f} groups dropped ({reasons})",
+        )
     for k in ("kl", "entropy", "response_length/mean"):
         if k in s.last:
             table.add_row(f"{k} (last)", _f(s.last[k], 4))

@@ -67,6 +67,11 @@ class RolloutConfig:
     concurrency: int = 64
     # Tool-call text format: hermes (<tool_call>JSON</tool_call>), llama3 (bare JSON), auto.
     tool_format: Literal["auto", "hermes", "llama3"] = "auto"
+    # This many invalid tool calls in a row (unparsable, unknown tool, arguments off the
+    # schema; a valid call resets the count) end the episode as termination
+    # "invalid_tool_calls", a policy outcome (trained on). null = no limit (the default: the
+    # model may learn from the error results); 3 stops a policy looping on bad calls early.
+    max_invalid_tool_calls: int | None = None
 
 
 @dataclass(kw_only=True)

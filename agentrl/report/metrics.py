@@ -109,6 +109,11 @@ class RunSummary:
     sft_steps: int = 0
     sft_loss_first: float | None = None
     sft_loss_last: float | None = None
+    # Mean seconds per step of each `span/<side>/<phase>` metric (trainer and rollout sides).
+    spans: dict[str, float] = field(default_factory=dict)
+    # Totals over the run: `infra/*` (episodes left out of training, groups dropped) and
+    # `termination_count/<reason>`.
+    totals: dict[str, float] = field(default_factory=dict)
 
 
 def wall_time(rows: list[dict[str, Any]]) -> float | None:
@@ -168,6 +173,11 @@ def summarize(run_dir: str | Path) -> RunSummary:
         s.wall_s = wall_time([*rows, *evals, *sft]) or wall_time(rows)
     if s.wall_s is not None:
         s.phases = _phases(s.wall_s, sessions, rows, evals, sft)
+    for k, (_, ys) in sorted(curves.items()):
+        if k.startswith("span/"):
+            s.spans[k.removeprefix("span/")] = sum(ys) / len(ys)
+        elif k.startswith(("infra/", "termination_count/")):
+            s.totals[k] = sum(ys)
     return s
 
 

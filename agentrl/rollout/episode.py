@@ -8,9 +8,16 @@ Loop: reset the env, render the prompt with the chat template, then per turn
 
 Observation tokens never eat the per-turn generation budget but do count against the
 episode's `max_total_tokens`. Whatever goes wrong (env raises or returns a malformed step or
-a reward that is not a finite number, engine fails, the episode runs past its wall-clock
-limit) ends *this* episode with a termination reason and `metadata["error"]`; the trajectory
-recorded so far stays valid (`traj.validate()` holds).
+a reward that is not a finite number, engine fails, a tool's sandbox fails (`InfraError`), the
+episode runs past its wall-clock limit, the rollout's own code raises) ends *this* episode
+with a termination reason and `metadata["error"]`; the trajectory recorded so far stays valid
+(`traj.validate()` holds). Which reasons are the machine's rather than the policy's:
+`agentrl.types.TERMINATION_KIND`. `rollout.max_invalid_tool_calls` invalid calls in a row end
+the episode as "invalid_tool_calls".
+
+`metadata["spans"]` holds the episode's seconds by phase: `generate` (awaiting the engine),
+`env` (awaiting `env.astep`, tools and scoring included), `tools` (the tools' own wall time,
+from their results) and `reward` (the step that ended the episode: the env's scoring).
 """
 
 from __future__ import annotations
@@ -27,7 +34,7 @@ from agentrl.chat.format import ChatFormat
 from agentrl.config.schema import RolloutConfig
 from agentrl.engines.base import Engine, SamplingParams
 from agentrl.multimodal.rollout import EpisodeImages, PendingImages
-from agentrl.types import Message, TerminationReason, ToolResult, Trajectory, Turn
+from agentrl.types import InfraError, Message, TerminationReason, ToolResult, Trajectory, Turn
 
 
 class _EpisodeEnd(Exception):  # noqa: N818 - control flow, not an error
@@ -44,6 +51,8 @@ class _State:
     tools: list[dict[str, Any]]
     budget: int
     images: EpisodeImages
+    max_invalid: int | None = None
+    invalid_run: int = 0  # invalid tool calls in a row so far
 
     @property
     def left(self) -> int:
@@ -65,6 +74,7 @@ async def run_episode(
     or timeout failures; those end the episode with a reason in `traj.termination`."""
     traj = Trajectory(prompt_ids=[], env_id=getattr(env, "spec_id", "") or "")
     traj.metadata.update({"seed": seed, "error": None})
+    traj.metadata["spans"] = dict.fromkeys(SPANS, 0.0)
     t0 = time.monotonic()
     try:
         await asyncio.wait_for(
@@ -77,10 +87,35 @@ async def run_episode(
     except asyncio.TimeoutError:
         traj.termination = "timeout"
         traj.metadata["error"] = f"episode exceeded {cfg.episode_timeout_s}s"
+    except Exception as e:  # noqa: BLE001 - the rollout's own bug ends this episode only
+        traj.termination = "agent_crash"
+        traj.metadata["error"] = f"rollout: {error_text(e)}"
+        _cut_to_turns(traj)
+    traj.metadata["spans"] = {k: round(v, 4) for k, v in traj.metadata["spans"].items()}
     traj.reward = sum(t.reward for t in traj.turns)
     traj.metadata["turns"] = len(traj.turns)
     traj.metadata["wall_s"] = round(time.monotonic() - t0, 4)
     return traj
+
+
+# The phases `metadata["spans"]` times, in seconds (see the module docstring).
+SPANS = ("generate", "env", "tools", "reward")
+
+
+def _cut_to_turns(traj: Trajectory) -> None:
+    """After a crash between appending tokens and recording their turn, drop the tokens no
+    turn covers, so the trajectory stays valid for the viewer."""
+    end = traj.turns[-1].obs_end if traj.turns else 0
+    if len(traj.response_ids) != end:
+        del traj.response_ids[end:], traj.loss_mask[end:], traj.logprobs[end:]
+        del traj.weight_versions[end:]
+
+
+def _span(traj: Trajectory, name: str, since: float) -> float:
+    """Add the seconds since `since` to `metadata["spans"][name]`; returns now."""
+    now = time.monotonic()
+    traj.metadata["spans"][name] += now - since
+    return now
 
 
 def error_text(e: BaseException) -> str:
@@ -102,6 +137,8 @@ async def _loop(
 ) -> None:
     try:
         obs, info = await env.areset(seed=seed, options=options)
+    except InfraError as e:
+        raise _EpisodeEnd(e.reason, f"reset: {error_text(e)}") from e
     except Exception as e:  # noqa: BLE001 - any env failure ends this episode only
         raise _EpisodeEnd("env_error", f"reset: {error_text(e)}") from e
     traj.messages = list(obs.messages)
@@ -112,7 +149,7 @@ async def _loop(
     ids = chat.prompt_ids(obs.messages, obs.tools)
     traj.prompt_ids, pending = _expand_images(images, obs.messages, ids, 0)
     images.commit(pending)
-    state = _State(traj, list(obs.tools), cfg.max_total_tokens, images)
+    state = _State(traj, list(obs.tools), cfg.max_total_tokens, images, cfg.max_invalid_tool_calls)
     if state.left <= 0:
         raise _EpisodeEnd("max_tokens", f"prompt has {len(traj.prompt_ids)} tokens")
     limit = turn_limit(env, cfg)
@@ -156,10 +193,13 @@ async def _generate(
     )
     mm = state.images.payload(engine)  # every image so far; text-only engines never see it
     extra = {"multimodal": mm} if mm else {}
+    t0 = time.monotonic()
     try:
         out = await engine.generate(state.traj.input_ids, params, session_id=session_id, **extra)
     except Exception as e:  # noqa: BLE001 - recorded on the trajectory
         raise _EpisodeEnd("engine_error", error_text(e)) from e
+    finally:
+        _span(state.traj, "generate", t0)
     if out.finish_reason in ("error", "abort"):
         raise _EpisodeEnd("engine_error", out.error or f"engine finished with {out.finish_reason}")
     if len(out.logprobs) != len(out.token_ids) or len(out.token_ids) > limit:
@@ -200,20 +240,28 @@ async def _turn(
     traj.messages.append(action)
     if out.finish_reason == "length":
         raise _EpisodeEnd("overlong" if limit == sampling.max_new_tokens else "max_tokens")
+    t0 = time.monotonic()
     try:  # a step that raises or returns something malformed ends this episode only
         obs, reward, terminated, truncated, info = _step_result(env, await env.astep(action))
     except _EpisodeEnd:
         raise
+    except InfraError as e:  # a sandbox or a tool's service failed: the machine's failure
+        raise _EpisodeEnd(e.reason, f"step: {error_text(e)}") from e
     except Exception as e:  # noqa: BLE001 - any env failure ends this episode only
         raise _EpisodeEnd("env_error", f"step: {error_text(e)}") from e
+    finally:
+        step_s = _span(traj, "env", t0) - t0
     turn.reward = reward
     turn.tool_results = _tool_results(info, obs.messages)
+    traj.metadata["spans"]["tools"] += sum(r.wall_s for r in turn.tool_results)
     traj.messages += obs.messages
     if terminated or truncated:
+        traj.metadata["spans"]["reward"] += step_s
         # An env truncating at its own turn limit ends like the rollout's limit: one name.
         at_limit = truncated and turn_no + 1 >= env_turn_limit(env)
         traj.termination = "done" if terminated else "max_turns" if at_limit else "truncated"
         return True
+    _count_invalid_calls(state, turn)
     if last:  # nothing will answer this observation: keep its messages, not its tokens
         raise _EpisodeEnd("max_turns")
     ids = chat.observation_ids(obs.messages, state.tools, sampled_ids=out.token_ids)
@@ -224,6 +272,18 @@ async def _turn(
     state.images.commit(pending)
     turn.obs_end = len(traj.response_ids)
     return False
+
+
+def _count_invalid_calls(state: _State, turn: Turn) -> None:
+    """Count the turn's calls in order: an invalid one (unparsable, or answered by a result
+    marked `invalid`: unknown tool, arguments off the schema) extends the run, a valid one
+    resets it; `rollout.max_invalid_tool_calls` in a row end the episode."""
+    invalid = {r.call_id for r in turn.tool_results if r.invalid}
+    for call in turn.tool_calls:
+        bad = call.parse_error is not None or call.id in invalid
+        state.invalid_run = state.invalid_run + 1 if bad else 0
+    if state.max_invalid is not None and state.invalid_run >= state.max_invalid:
+        raise _EpisodeEnd("invalid_tool_calls", f"{state.invalid_run} invalid tool calls in a row")
 
 
 def _step_result(env: Any, out: Any) -> tuple[Any, float, bool, bool, Any]:

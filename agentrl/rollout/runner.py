@@ -22,7 +22,7 @@ from typing import Any
 from agentrl.chat.format import ChatFormat
 from agentrl.config.schema import RolloutConfig, SamplingConfig
 from agentrl.engines.base import Engine, SamplingParams
-from agentrl.rollout.episode import error_text, run_episode
+from agentrl.rollout.episode import SPANS, error_text, run_episode
 from agentrl.rows import Row
 from agentrl.types import Trajectory, TrajectoryGroup
 
@@ -141,7 +141,9 @@ async def run_groups(
 
 
 def summarize(groups: Sequence[TrajectoryGroup]) -> dict[str, float]:
-    """Rollout metrics for logging: rewards, turns, lengths, termination shares."""
+    """Rollout metrics for logging: rewards, turns, lengths, termination shares, the share of
+    infrastructure failures (`is_infra_failure`) and the mean seconds per episode of each
+    phase (`span/rollout/<phase>`: generate, env, tools, reward; `run_episode`)."""
     trajs = [t for g in groups for t in g.trajectories]
     if not trajs:
         return {}
@@ -157,20 +159,33 @@ def summarize(groups: Sequence[TrajectoryGroup]) -> dict[str, float]:
     }
     for reason, count in collections.Counter(t.termination for t in trajs).items():
         stats[f"termination/{reason}"] = count / n
+    stats["infra_failures"] = sum(t.infra_failed for t in trajs)
+    for phase in SPANS:
+        seconds = (_span_s(t, phase) for t in trajs)
+        stats[f"span/rollout/{phase}"] = sum(seconds) / n
     return stats
 
 
+def _span_s(traj: Trajectory, phase: str) -> float:
+    spans = traj.metadata.get("spans")
+    value = spans.get(phase) if isinstance(spans, dict) else None
+    return float(value) if isinstance(value, (int, float)) else 0.0
+
+
 def env_error_line(groups: Sequence[TrajectoryGroup]) -> str | None:
-    """One console line for a step whose episodes hit env errors: how many, and the first
-    error (the metric `termination/env_error` alone is easy to miss); None when none did."""
+    """One console line for a step whose episodes hit infrastructure failures (env errors,
+    engine errors, sandbox errors, timeouts, ...: `is_infra_failure`): how many of each, and
+    the first error (the `termination/*` metrics alone are easy to miss); None when none did."""
     trajs = [t for g in groups for t in g.trajectories]
-    errors = [t for t in trajs if t.termination == "env_error"]
+    errors = [t for t in trajs if t.infra_failed]
     if not errors:
         return None
+    counts = collections.Counter(t.termination for t in errors)
+    kinds = ", ".join(f"{reason} {k}" for reason, k in sorted(counts.items()))
     first = str(errors[0].metadata.get("error") or "no message").splitlines()[0][:300]
     return (
-        f"warning: {len(errors)}/{len(trajs)} episodes ended in env_error "
-        f"(trained as reward 0); first: {first}"
+        f"warning: {len(errors)}/{len(trajs)} episodes ended in infrastructure failures "
+        f"({kinds}; left out of training); first: {first}"
     )
 
 

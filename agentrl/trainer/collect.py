@@ -15,6 +15,7 @@ step `next_batch` → `lag_metrics(batch)` (once the old log-probs exist) → `m
 
 from __future__ import annotations
 
+import time
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any, Protocol
 
@@ -107,6 +108,10 @@ class SyncCollector:
         self.offset: int | None = None
         self.pending: list[int] = []  # a pipelined checkpoint's untrained prompts
         self._stats: dict[str, float] = {}
+        # The engine's idle time between collects (the step's update, old log-probs, sync):
+        # the end of the last collect, and the idle before the latest one.
+        self._last_end: float | None = None
+        self._idle: float | None = None
 
     @property
     def stats(self) -> dict[str, float]:
@@ -123,6 +128,8 @@ class SyncCollector:
             self.data.cursor = min([self.data.cursor, *self.pending])
 
     def next_batch(self, step: int, progress: RunProgress) -> list[TrajectoryGroup]:
+        t0 = time.perf_counter()
+        self._idle = None if self._last_end is None else t0 - self._last_end
         groups = self.collect_once(step, progress)
         self._stats = dict(self.rollout.stats)
         kept = self.scorer.keep_informative(groups)
@@ -130,6 +137,7 @@ class SyncCollector:
             if len(kept) >= self.batch_size:
                 break
             kept += self.scorer.keep_informative(self.collect_once(step, progress))
+        self._last_end = time.perf_counter()
         return (kept or groups)[: max(self.batch_size, 1)]
 
     def collect_once(self, step: int, progress: RunProgress) -> list[TrajectoryGroup]:
@@ -159,7 +167,8 @@ class SyncCollector:
     def metrics(
         self, step: int, groups: Sequence[TrajectoryGroup], update_spread: dict[str, float]
     ) -> dict[str, float]:
-        return {}
+        # The engine idles while the previous step trained (nothing runs beside the update).
+        return {} if self._idle is None else {"span/rollout/idle": self._idle}
 
     def state(self) -> dict[str, Any]:
         return {}

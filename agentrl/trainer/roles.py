@@ -166,12 +166,18 @@ class RewardScorer:
     def keep_informative(self, groups: list[TrajectoryGroup]) -> list[TrajectoryGroup]:
         """DAPO dynamic sampling: drop groups whose rewards are all equal. A group carrying a
         greedy baseline (ReMax) counts it as one more value: samples that all tie with each
-        other but not with the baseline still have non-zero advantages."""
+        other but not with the baseline still have non-zero advantages. Infrastructure
+        failures (`Trajectory.infra_failed`) are not counted: their 0 is no score, and the
+        trainer leaves them out of the batch (`agentrl.trainer.exclusion`)."""
         if not self.algo.dynamic_sampling or not groups:
             return groups
-        rewards = torch.tensor([[t.reward for t in g.trajectories] + _baseline(g) for g in groups])
-        keep = filter_groups_by_reward_variance(rewards)
-        return [g for g, k in zip(groups, keep.tolist(), strict=True) if k]
+        values = [[t.reward for t in g.trajectories if not t.infra_failed] for g in groups]
+        values = [v + _baseline(g) if v else v for v, g in zip(values, groups, strict=True)]
+        index = torch.tensor([i for i, v in enumerate(values) for _ in v], dtype=torch.long)
+        rewards = torch.tensor([r for v in values for r in v], dtype=torch.float)
+        keep = filter_groups_by_reward_variance(rewards, index) if len(index) else index.bool()
+        informative = set(index[keep].tolist())
+        return [g for i, g in enumerate(groups) if i in informative]
 
     def shape(self, groups: list[TrajectoryGroup]) -> dict[str, float]:
         """DAPO overlong shaping: penalise episodes approaching `rollout.max_total_tokens`."""

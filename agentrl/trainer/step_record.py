@@ -7,9 +7,10 @@ so `Trainer.train_step` calls them as plain functions and stays readable top to 
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from pathlib import Path
 
-from agentrl.types import TrajectoryGroup
+from agentrl.types import Trajectory, TrajectoryGroup
 
 from .batch import TrainBatch
 
@@ -20,21 +21,48 @@ def dumps_at(step: int, every: int) -> bool:
 
 
 def dump_rollouts(
-    out: Path, step: int, groups: list[TrajectoryGroup], batch: TrainBatch, tokenizer: str
+    out: Path,
+    step: int,
+    groups: list[TrajectoryGroup],
+    batch: TrainBatch | None,
+    tokenizer: str,
+    left_out: Sequence[Trajectory] = (),
 ) -> None:
     """`out/rollouts/step_NNNNNN.jsonl`: the step's trajectories with the trainer's log-probs
     per token beside the engine's (their ratio is the rollout/train mismatch the viewer
-    colours). Needs the batch's old log-probs (the trainer computes them on dump steps)."""
+    colours), then the episodes left out of training (`metadata["left_out"]`, no trainer
+    log-probs). Needs the batch's old log-probs (the trainer computes them on dump steps);
+    `batch` is None only when no group trains."""
     from agentrl.types import write_jsonl
 
     trajs = [t for g in groups for t in g.trajectories]
-    assert batch.old_log_probs is not None
-    for i, t in enumerate(trajs):
-        t.metadata["trainer_logprobs"] = batch.old_log_probs[i, : len(t.response_ids)].tolist()
+    if trajs:
+        assert batch is not None and batch.old_log_probs is not None
+        for i, t in enumerate(trajs):
+            t.metadata["trainer_logprobs"] = batch.old_log_probs[i, : len(t.response_ids)].tolist()
+    for t in [*trajs, *left_out]:
         t.metadata["tokenizer"] = tokenizer
     folder = out / "rollouts"
     folder.mkdir(parents=True, exist_ok=True)
-    write_jsonl(folder / f"step_{step:06d}.jsonl", trajs)
+    write_jsonl(folder / f"step_{step:06d}.jsonl", [*trajs, *left_out])
+
+
+# Trainer-side spans: the step's `time/*` measurement each one is, so TensorBoard shows the
+# trainer's and the rollout's spans side by side under `span/`.
+_TRAINER_SPANS = {
+    "idle": "time/rollout",  # waiting for the step's groups
+    "old_logprobs": "time/logprobs",  # old (and ref) log-probs, values
+    "update": "time/update",
+    "weight_sync": "time/weight_sync",
+}
+
+
+def span_metrics(m: dict[str, float]) -> dict[str, float]:
+    """`span/trainer/<phase>` from the step's timings `m` (seconds per step). The rollout
+    side's busy spans are the episodes' own (`span/rollout/<phase>`,
+    `agentrl.rollout.runner.summarize`); its idle time is the collector's to measure
+    (`SyncCollector.metrics`: the engine waits from one collect's end to the next's start)."""
+    return {f"span/trainer/{name}": m[key] for name, key in _TRAINER_SPANS.items() if key in m}
 
 
 def rollout_metrics(

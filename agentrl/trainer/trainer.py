@@ -25,6 +25,7 @@ from agentrl.algorithms import (
 from agentrl.config import TrainConfig, to_dict
 from agentrl.report.progress import RunProgress
 from agentrl.rollout.runner import env_error_line
+from agentrl.types import TrajectoryGroup
 
 from . import run_dir
 from .actor import Actor, old_forward_needed
@@ -32,10 +33,11 @@ from .batch import TrainBatch
 from .checkpoint import Checkpointer
 from .collect import Collector
 from .components import ActorRole, Components
+from .exclusion import exclude_infra_failures
 from .export import FINAL_DIR, HF_DIR, export_hf, write_config
 from .gc_control import GcSchedule
 from .logger import MetricsLogger, held_out_summary
-from .step_record import dump_rollouts, dumps_at, rollout_metrics
+from .step_record import dump_rollouts, dumps_at, rollout_metrics, span_metrics
 
 
 class Trainer:
@@ -73,6 +75,7 @@ class Trainer:
         # prompt as baseline (ReMax), Σπ² per position (optimal token baseline).
         estimator = get_estimator(cfg.algorithm.adv_estimator)
         self.greedy_baseline = estimator.greedy_baseline
+        self.group_relative = estimator.group_relative  # infra exclusion's group-drop rule
         self.sum_pi_squared = estimator.sum_pi_squared
         self.generator = torch.Generator().manual_seed(cfg.trainer.seed)
         self.gc = GcSchedule(cfg.trainer.gc_every)  # full collections between steps only
@@ -115,6 +118,7 @@ class Trainer:
                 t0 = time.perf_counter()
                 metrics = self.train_step()
                 metrics["time/step"] = time.perf_counter() - t0
+                metrics |= span_metrics(metrics)
                 if (gc_s := self.gc.after_step(self.step)) is not None:
                     metrics["time/gc"] = gc_s
                 self.logger.log(self.step, metrics)
@@ -142,6 +146,14 @@ class Trainer:
         if c.backend.is_main and (warning := env_error_line(groups)):
             self.logger.console.print(warning, style="yellow", markup=False, highlight=False)
         c.rollout.offload()  # engine.sleep_between_phases: the engine frees the GPU until reused
+        split = exclude_infra_failures(groups, group_relative=self.group_relative)
+        m |= split.metrics | {
+            k: v for k, v in self.collector.stats.items() if k.startswith("span/")
+        }
+        if not split.groups:  # every group failed for infrastructure reasons: no update
+            self.dump(split.groups, None, split.left_out)
+            return m
+        groups = split.groups
         batch = c.scorer.batch(groups)
         t0 = time.perf_counter()
         if self.needs_old_log_probs(batch):
@@ -155,9 +167,7 @@ class Trainer:
             batch.values = c.critic.compute_values(batch)
         sum_pi_sq = self.actor.compute_sum_pi_squared(batch) if self.sum_pi_squared else None
         m["time/logprobs"] = time.perf_counter() - t0
-        if dumps_at(self.step, self.cfg.trainer.dump_rollouts_every) and c.backend.is_main:
-            tokenizer = self.cfg.model.tokenizer or self.cfg.model.path
-            dump_rollouts(self.out, self.step, groups, batch, tokenizer)
+        self.dump(groups, batch, split.left_out)
         baseline = None
         if self.greedy_baseline:
             baseline = c.scorer.baseline_rewards(groups)
@@ -180,6 +190,13 @@ class Trainer:
         return m | rollout_metrics(groups, batch, self.collector.stats, c.success_at)
 
     # ------------------------------------------------------------------ pieces
+    def dump(self, groups: list[TrajectoryGroup], batch: TrainBatch | None, left_out: Any) -> None:
+        """The step's rollouts for `agentrl view` on a `trainer.dump_rollouts_every` step,
+        the episodes left out of training (`exclusion`) included."""
+        if dumps_at(self.step, self.cfg.trainer.dump_rollouts_every) and self.c.backend.is_main:
+            tokenizer = self.cfg.model.tokenizer or self.cfg.model.path
+            dump_rollouts(self.out, self.step, groups, batch, tokenizer, left_out)
+
     def update_kl_coef(self, used: float, m: dict[str, float], n: int) -> dict[str, float]:
         """Move the KL coefficient after a step that used `used`, from the step's measured KL
         (`kl_seq_mean`: of the reward penalty, or of the loss term); logs `kl/coef`."""

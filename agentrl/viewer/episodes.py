@@ -67,8 +67,10 @@ def episode_errors(t: Trajectory) -> list[str]:
     errors = []
     if t.metadata.get("error"):
         errors.append(f"{t.termination}: {t.metadata['error']}")
-    elif t.termination in ("env_error", "engine_error", "timeout"):
+    elif t.infra_failed:
         errors.append(t.termination)
+    if t.metadata.get("left_out"):  # the trainer did not train on it (`trainer.exclusion`)
+        errors.append(f"left out of training ({t.metadata['left_out']})")
     for k, turn in enumerate(t.turns):
         for c in turn.tool_calls:
             if c.parse_error:

@@ -36,7 +36,7 @@ from agentrl.sandboxes.code_reward import (
     score_io,
 )
 from agentrl.tools import ToolSet, tool
-from agentrl.types import Message, ToolCall
+from agentrl.types import InfraError, Message, ToolCall
 
 from ..core import Observation, Task, ToolEnv
 from . import builtin
@@ -74,7 +74,7 @@ def grade(
     """Run `code` against the problem's hidden (or visible) tests in the sandbox."""
     tests, kw = _grade_args(problem, visible, mode, backend, timeout_s)
     fn = score_io if problem.kind == "stdio" else score_asserts
-    return fn(code, tests, **kw)
+    return _no_sandbox_failure(fn(code, tests, **kw))
 
 
 async def agrade(
@@ -88,7 +88,17 @@ async def agrade(
     """`grade` for event loops: sandbox runs happen in worker threads."""
     tests, kw = _grade_args(problem, visible, mode, backend, timeout_s)
     fn = ascore_io if problem.kind == "stdio" else ascore_asserts
-    return await fn(code, tests, **kw)
+    return _no_sandbox_failure(await fn(code, tests, **kw))
+
+
+def _no_sandbox_failure(result: CodeReward) -> CodeReward:
+    """`result`, unless a test could not run because the sandbox itself failed: then no score
+    (a 0 there would grade the machine, not the code) but `InfraError("sandbox_error")`, which
+    ends the episode as an infrastructure failure, left out of training."""
+    failed = [o for o in result.tests if o.status == "sandbox_error"]
+    if failed:
+        raise InfraError("sandbox_error", f"grading sandbox: {failed[0].name}: {failed[0].detail}")
+    return result
 
 
 class TestRunner(ToolSet):

@@ -15,7 +15,8 @@ from agentrl.config.validate import RANGES, Range, numeric_fields, validate
 
 def test_every_numeric_field_has_a_range_and_defaults_fit():
     keys = {k for k, _ in numeric_fields(TrainConfig())}
-    optional = {"rollout.max_turns"}  # default null (the env's own limit); checked when set
+    # default null (the env's own limit; no limit on invalid calls); checked when set
+    optional = {"rollout.max_turns", "rollout.max_invalid_tool_calls"}
     assert keys - set(RANGES) == set(), "add these keys to validate.RANGES"
     assert set(RANGES) - keys == optional, "RANGES names keys that no longer exist"
     validate(TrainConfig())

@@ -142,5 +142,6 @@ def test_env_error_line_counts_and_names_the_first_error() -> None:
     )
     line = env_error_line([ok, bad])
     assert line is not None
-    assert "2/4 episodes ended in env_error" in line and "step: KeyError('a')" in line
+    assert "2/4 episodes ended in infrastructure failures (env_error 2;" in line
+    assert "left out of training" in line and "step: KeyError('a')" in line
     assert "second" not in line and "more" not in line

@@ -140,7 +140,9 @@ def _dumps(out: Path) -> dict[int, list[dict]]:
 
 def _untimed(row: dict) -> dict:
     return {
-        k: v for k, v in row.items() if k != "time" and not k.startswith(("time/", "throughput/"))
+        k: v
+        for k, v in row.items()
+        if k != "time" and not k.startswith(("time/", "throughput/", "span/"))
     }
 
 

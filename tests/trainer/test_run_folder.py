@@ -106,6 +106,9 @@ def test_sft_rows_and_tensorboard_tags(short_run):
     acc.Reload()
     tags = set(acc.Tags()["scalars"])
     assert {"sft/loss", "sft/loss_first", "sft/loss_last", "eval/success_rate"} <= tags
+    spans = {f"span/trainer/{p}" for p in ("idle", "old_logprobs", "update", "weight_sync")}
+    spans |= {f"span/rollout/{p}" for p in ("generate", "env", "tools", "reward", "idle")}
+    assert spans <= tags, spans - tags  # both sides' spans per step
     assert not any(t.startswith("sft/sft/") for t in tags)
 
 
@@ -120,6 +123,13 @@ def test_run_json_and_runs_show_phases(short_run, capsys):
     assert abs(sum(phases.values()) - shown["wall_s"]) < 1e-6
     assert shown["wall_s"] >= session["end"] - session["start"] - 1e-6
     assert shown["sft_loss_first"] > shown["sft_loss_last"] > 0
+    spans = shown["spans"]  # mean seconds per step, trainer and rollout sides
+    assert {"trainer/update", "trainer/weight_sync", "rollout/generate", "rollout/idle"} <= set(
+        spans
+    )
+    assert all(v >= 0 for v in spans.values()) and spans["trainer/update"] > 0
+    assert main(["runs", "show", str(short_run)]) == 0
+    assert "spans (mean s/step)" in capsys.readouterr().out
 
 
 def test_second_run_refused_then_resume_is_a_noop(short_run, agentrl_cache, capsys):
