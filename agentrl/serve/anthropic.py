@@ -113,9 +113,10 @@ def _tools(tools: Any) -> list[dict[str, Any]] | None:
         if not isinstance(t, dict) or t.get("type", "custom") != "custom":
             kind = t.get("type") if isinstance(t, dict) else t
             raise _refuse(f"tools[{i}]: only client tools are served, got {kind!r}")
-        fn = {"name": t.get("name"), "parameters": t.get("input_schema") or {"type": "object"}}
-        if t.get("description"):
+        fn: dict[str, Any] = {"name": t.get("name")}  # OpenAI's key order: the template
+        if t.get("description"):  # renders the tools as JSON
             fn["description"] = t["description"]
+        fn["parameters"] = t.get("input_schema") or {"type": "object"}
         out.append({"type": "function", "function": fn})
     return out or None
 

@@ -170,7 +170,7 @@ def test_anthropic_messages_with_tools_and_a_tool_result(server: Any) -> None:
     client = anthropic_sdk.Anthropic(base_url=f"{url}/s/anth", api_key="x", max_retries=0)
     system = "You are a calculator agent."
     kw: dict[str, Any] = dict(
-        model="tiny", max_tokens=64, tools=ANTH_TOOLS, system=system, extra_body={"temperature": 0}
+        model="tiny", max_tokens=64, tools=ANTH_TOOLS, extra_body={"temperature": 0}
     )
     msgs: list[dict[str, Any]] = [{"role": "user", "content": QUESTION}]
     first = client.messages.create(messages=msgs, **kw)
@@ -184,8 +184,22 @@ def test_anthropic_messages_with_tools_and_a_tool_result(server: Any) -> None:
     assert raw.headers["x-session-id"] == "anth"
     second = raw.parse()
     assert second.stop_reason in ("end_turn", "tool_use", "max_tokens")
-    first_chat = [{"role": "system", "content": system}, {"role": "user", "content": QUESTION}]
+    first_chat = [{"role": "user", "content": QUESTION}]
     assert_token_exact(engine, chat, url, "anth", first_chat)
+
+    # a system prompt (as blocks) and stop sequences
+    sys_client = anthropic_sdk.Anthropic(base_url=f"{url}/s/anth-sys", api_key="x", max_retries=0)
+    said = sys_client.messages.create(
+        messages=msgs[:1],
+        system=[{"type": "text", "text": system}],
+        stop_sequences=["calculator"],
+        **kw,
+    )
+    assert said.stop_reason in ("stop_sequence", "end_turn", "tool_use", "max_tokens")
+    if said.stop_reason == "stop_sequence":
+        assert said.stop_sequence == "calculator"
+    with_system = [{"role": "system", "content": system}, *first_chat]
+    assert_token_exact(engine, chat, url, "anth-sys", with_system)
 
     st = anthropic_sdk.Anthropic(base_url=f"{url}/s/anth-st", api_key="x", max_retries=0)
     with st.messages.stream(messages=msgs[:1], **kw) as stream:
