@@ -121,9 +121,7 @@ class Server:
     def _budget(self, tokens: int, what: str) -> None:
         cap = self.limits.max_prompt_tokens
         if tokens > cap:
-            raise ContextLengthError(
-                f"{what} of {tokens} tokens is over the context's cap of {cap} tokens"
-            )
+            raise ContextLengthError(f"{what} of {tokens} tokens is over the cap of {cap} tokens")
 
     def precheck(self, req: ChatRequest) -> None:
         """The token budget from the text's length alone (no rendering, no tokenising):
