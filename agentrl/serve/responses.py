@@ -53,6 +53,9 @@ MAPPED = frozenset(
         "include",
         "store",
         "background",
+        "stream_options",
+        "prompt",
+        "conversation",
     }
 )
 
@@ -178,6 +181,9 @@ def to_chat(body: Any, kept: Kept) -> tuple[dict[str, Any], list[dict[str, Any]]
         raise _refuse("request body must be a JSON object")
     if body.get("background"):
         raise _refuse("background responses are not supported")
+    for key in ("prompt", "conversation"):  # server-side state this server does not have
+        if body.get(key) is not None:
+            raise _refuse(f"{key} is not supported: send the conversation as input items")
     history: list[dict[str, Any]] = []
     chat = {k: v for k, v in body.items() if k not in MAPPED}
     if body.get("previous_response_id") is not None:
