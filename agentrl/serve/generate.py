@@ -121,7 +121,9 @@ class Server:
     def _budget(self, tokens: int, what: str) -> None:
         cap = self.limits.max_prompt_tokens
         if tokens > cap:
-            raise ContextLengthError(f"{what} of {tokens} tokens is over the cap of {cap} tokens")
+            raise ContextLengthError(
+                f"{what} of {tokens} tokens is over the cap of {cap} tokens (context length exceeded)"
+            )
 
     def precheck(self, req: ChatRequest) -> None:
         """The token budget from the text's length alone (no rendering, no tokenising):
@@ -133,7 +135,7 @@ class Server:
         if floor > cap:
             raise ContextLengthError(
                 f"the prompt's {req.text_chars} characters make at least {floor} tokens, "
-                f"over the cap of {cap} tokens"
+                f"over the cap of {cap} tokens (context length exceeded)"
             )
 
     def check(self, req: ChatRequest) -> Prepared:
