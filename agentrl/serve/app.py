@@ -167,7 +167,8 @@ def create_app(
             "object": "list",
             "data": [{"id": model_name, "object": "model", "owned_by": "agentrl"}],
         }
-        return JSONResponse(body, headers={SESSION_HEADER: session_id(request, None, limits)})
+        sid = request.path_params.get("session") or request.headers.get(SESSION_HEADER)
+        return JSONResponse(body, headers={SESSION_HEADER: sid} if sid else None)
 
     add_route(app, "/v1/chat/completions", chat_completions)
     add_route(app, "/v1/models", models, "GET")

@@ -22,6 +22,7 @@ from agentrl.serve.messages import from_openai
 from agentrl.tools.calculator import calculator
 from agentrl.tools.core import build_schema
 from agentrl.types import Trajectory
+from agentrl.viewer.episodes import episode_record, summary
 
 openai = pytest.importorskip("openai")
 anthropic_sdk = pytest.importorskip("anthropic")
@@ -250,3 +251,7 @@ def test_rewards_and_split_episodes(server: Any) -> None:
     assert [s.reward for s in segs] == [0.5, 0.5]
     assert {s.metadata["episode"] for s in segs} == {segs[0].metadata["episode"]}
     assert [s.metadata["episode_segments"] for s in segs] == [2, 2]
+    # the viewer shows the split (a badge per segment, a count in the header)
+    records = [episode_record(t, i, lambda ids: [str(x) for x in ids]) for i, t in enumerate(segs)]
+    assert [r["split"] for r in records] == [2, 2]
+    assert summary(records)["split_episodes"] == 1
