@@ -139,6 +139,8 @@ def _tool_choice(choice: Any, chat: dict[str, Any]) -> None:
 def to_chat(body: Any) -> dict[str, Any]:
     if not isinstance(body, dict):
         raise _refuse("request body must be a JSON object")
+    if body.get("mcp_servers"):  # server-side tools this server does not run
+        raise _refuse("mcp_servers is not supported: give the tools as client tools")
     chat = {k: v for k, v in body.items() if k not in MAPPED}
     system = body.get("system")
     head = []
@@ -220,7 +222,7 @@ async def stream_events(
             if delta.get("content"):
                 if not open_text:
                     index, open_text = index + 1, True
-                    block = {"type": "text", "text": ""}
+                    block: dict[str, Any] = {"type": "text", "text": ""}
                     yield _event("content_block_start", index=index, content_block=block)
                 text += delta["content"]
                 yield _event(
