@@ -1,4 +1,5 @@
-"""OpenAI-compatible proxy that records token-exact trajectories of black-box agents.
+"""The recording gateway (OpenAI Chat Completions and Responses, Anthropic Messages): it
+records token-exact trajectories of black-box agents.
 
 `create_app` (the HTTP server) needs the `serve` extra and is imported on first use, so the
 recording parts (`recorder`, `journal`, `messages`) work without fastapi installed."""

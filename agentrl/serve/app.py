@@ -8,12 +8,16 @@ Needs the `serve` extra (fastapi, uvicorn; llguidance for `response_format` / fo
 `tool_choice`). Endpoints:
 * `POST /v1/chat/completions`: `stream`, `n`, `logprobs`/`top_logprobs`, `tool_choice`
   (none/auto/required/named, enforced by constrained decoding), `response_format` (json_object,
-  json_schema), `seed`, `stop`; any other field gets a 400 naming it (see `request`). The
-  session is the `X-Session-Id` header, else the body's `user`, else a fresh id per request.
+  json_schema), `seed`, `stop`, `return_token_ids`; a field that would change sampling and
+  is not honoured gets a 400 naming it, any other is ignored with a logged note (`request`).
+* `POST /v1/responses`: OpenAI's Responses API (see `responses`).
+* `POST /v1/messages`: Anthropic's Messages API (see `anthropic`).
+* every generation route also under `/s/{session}/...`: a session-scoped base URL (see
+  `gateway`, which is the one path all three share); every response has `X-Session-ID`.
 * `GET  /v1/models`
 * `GET  /v1/trajectories[?session=ID&clear=true]`: recorded segments as JSON (admin).
 * `POST /v1/trajectories/{session}/reward` `{"reward": float}`: score a session (admin;
-  the reward must be a finite number).
+  the reward must be a finite number; an unknown session is a 404).
 * `GET  /health`
 
 Admin endpoints need `Authorization: Bearer <token>`, the server's per-run token
@@ -29,6 +33,7 @@ import asyncio
 import hashlib
 import math
 import uuid
+from collections.abc import Callable
 from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
@@ -40,26 +45,25 @@ from fastapi.responses import JSONResponse, StreamingResponse
 from agentrl.chat.format import ChatFormat
 from agentrl.config.schema import SamplingConfig
 from agentrl.engines.base import Engine
-from agentrl.serve.generate import Completion, Server, choices_json
+from agentrl.serve import anthropic, responses
+from agentrl.serve.gateway import SESSION_HEADER, Gateway, session_id
+from agentrl.serve.generate import Server, choices_json
 from agentrl.serve.journal import Journal
 from agentrl.serve.limits import AdminAuth, HTTPError, ServeLimits, new_token, read_json
 from agentrl.serve.messages import completion
 from agentrl.serve.recorder import SessionRecorder
-from agentrl.serve.request import ChatRequest, RequestError, parse_request
 
-SESSION_HEADERS = ("x-session-id", "x-agentrl-session")
+__all__ = ["create_app", "session_id"]
 
 
 def _error(status: int, message: str, kind: str = "invalid_request_error") -> JSONResponse:
     return JSONResponse({"error": {"message": message, "type": kind}}, status_code=status)
 
 
-def session_id(request: Request, req: ChatRequest, limits: ServeLimits) -> str:
-    """The `X-Session-Id` header, else the body's `user`, else a fresh id."""
-    sid = next((request.headers[h] for h in SESSION_HEADERS if h in request.headers), None)
-    if sid is not None and len(sid) > limits.max_id_chars:
-        raise HTTPError(400, f"session id has {len(sid)} characters, over {limits.max_id_chars}")
-    return sid or req.user or f"anon-{uuid.uuid4().hex[:12]}"
+def add_route(app: FastAPI, path: str, fn: Callable[..., Any], method: str = "POST") -> None:
+    """`path` and its session-scoped twin `/s/{session}` + `path`."""
+    for full in (path, "/s/{session}" + path):
+        app.add_api_route(full, fn, methods=[method])
 
 
 def reward_value(body: object) -> float:
@@ -116,6 +120,7 @@ def create_app(
         run=uuid.uuid4().hex[:8],
     )
     server = Server(engine, chat, recorder, request_timeout_s, limits)
+    gateway = Gateway(server, chat, cfg, limits, model_name)
 
     @asynccontextmanager
     async def lifespan(app: Any) -> Any:
@@ -135,44 +140,40 @@ def create_app(
 
     @app.exception_handler(HTTPError)
     async def refused(request: Request, e: HTTPError) -> JSONResponse:
-        return e.response()
+        sid = getattr(request.state, "session", None) or request.path_params.get("session")
+        return e.response(request.url.path.endswith("/v1/messages"), sid)
 
     @app.exception_handler(RequestValidationError)
     async def bad_field(request: Request, e: RequestValidationError) -> JSONResponse:
         where = ", ".join(".".join(map(str, err.get("loc", ()))) for err in e.errors())
         return _error(400, f"invalid request field(s): {where or e}")
 
-    @app.post("/v1/chat/completions")
     async def chat_completions(request: Request) -> Any:
-        body = await read_json(request, limits)
-        try:
-            req = parse_request(body, chat, cfg, limits)
-            sid = session_id(request, req, limits)
-            server.precheck(req)  # the token budget from the length alone, before any work
-            prepared = await asyncio.to_thread(server.check, req)
-        except RequestError as e:
-            return _error(400, str(e))
-        model = req.model or model_name
-        if req.stream:
-            return StreamingResponse(
-                server.stream(req, prepared, sid, model), media_type="text/event-stream"
-            )
-        result = await server.complete(req, prepared, sid)
-        if isinstance(result, RequestError):
-            return _error(400, str(result))
-        if isinstance(result, Exception):
-            return _error(500, f"engine failed: {result}", "server_error")
-        assert isinstance(result, Completion)
+        out = await gateway.generate(request, await read_json(request, limits))
+        headers = {SESSION_HEADER: out.session}
+        if out.events is not None:
+            return StreamingResponse(out.events, media_type="text/event-stream", headers=headers)
+        assert out.completion is not None
+        done = out.completion
         # n x max_tokens logprob entries decode token by token: off the loop too
-        choices = await asyncio.to_thread(choices_json, chat, req, result)
-        return completion(model, choices, result.prompt_tokens, result.completion_tokens)
+        choices = await asyncio.to_thread(choices_json, chat, out.req, done)
+        body = completion(out.model, choices, done.prompt_tokens, done.completion_tokens)
+        if out.req.return_token_ids:  # vLLM's name
+            body["prompt_token_ids"] = done.prompt_ids
+        return JSONResponse(body, headers=headers)
 
-    @app.get("/v1/models")
-    async def models() -> Any:
-        return {
+    async def models(request: Request) -> Any:
+        body = {
             "object": "list",
             "data": [{"id": model_name, "object": "model", "owned_by": "agentrl"}],
         }
+        sid = request.path_params.get("session") or request.headers.get(SESSION_HEADER)
+        return JSONResponse(body, headers={SESSION_HEADER: sid} if sid else None)
+
+    add_route(app, "/v1/chat/completions", chat_completions)
+    add_route(app, "/v1/models", models, "GET")
+    add_route(app, "/v1/responses", responses.route(gateway, limits))
+    add_route(app, "/v1/messages", anthropic.route(gateway, limits))
 
     @app.get("/v1/trajectories", dependencies=[Depends(admin)])
     async def trajectories(session: str | None = None, clear: bool = False) -> Any:
@@ -183,7 +184,10 @@ def create_app(
 
     @app.post("/v1/trajectories/{session}/reward", dependencies=[Depends(admin)])
     async def reward(session: str, request: Request) -> Any:
-        n = recorder.set_reward(session, reward_value(await read_json(request, limits)))
+        value = reward_value(await read_json(request, limits))
+        if session not in recorder.sessions:
+            raise HTTPError(404, f"no session {session[:200]!r} was recorded", "not_found_error")
+        n = recorder.set_reward(session, value)
         return {"session": session, "segments": n}
 
     @app.get("/health")

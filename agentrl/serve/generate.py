@@ -38,6 +38,7 @@ class Prepared:
     grammar: str | None
     constrained: str | None  # which request field the grammar enforces
     tool_format: str  # "none" with tool_choice="none": nothing is parsed as a call
+    max_new: int | None = None  # max_tokens clamped to the context left (set by `_start`)
 
 
 @dataclass
@@ -50,7 +51,11 @@ class Choice:
 @dataclass
 class Completion:
     choices: list[Choice]
-    prompt_tokens: int
+    prompt_ids: list[int]
+
+    @property
+    def prompt_tokens(self) -> int:
+        return len(self.prompt_ids)
 
     @property
     def completion_tokens(self) -> int:
@@ -70,12 +75,24 @@ def assistant_message(text: str, tool_format: str, turn: int, index: int) -> Mes
     return Message("assistant", content, tool_calls=good)
 
 
+class ContextLengthError(RequestError):
+    """The prompt (history included) does not fit the context: a 400 with the code
+    `context_length_exceeded` (as OpenAI and vLLM send it), so SDKs do not retry it."""
+
+    code = "context_length_exceeded"
+
+
 def choices_json(chat: ChatFormat, req: ChatRequest, done: Completion) -> list[dict[str, Any]]:
     out = []
     for i, c in enumerate(done.choices):
         r = c.result
-        lps = logprob_entries(chat, r.token_ids, r.logprobs, r.top_logprobs)
-        out.append(choice_json(i, c.message, r.finish_reason, lps if req.logprobs else None))
+        lps = (
+            logprob_entries(chat, r.token_ids, r.logprobs, r.top_logprobs) if req.logprobs else None
+        )
+        body = choice_json(i, c.message, r.finish_reason, lps)
+        if req.return_token_ids:  # vLLM's names
+            body["token_ids"] = list(r.token_ids)
+        out.append(body)
     return out
 
 
@@ -104,7 +121,9 @@ class Server:
     def _budget(self, tokens: int, what: str) -> None:
         cap = self.limits.max_prompt_tokens
         if tokens > cap:
-            raise RequestError(f"{what} of {tokens} tokens is over the cap of {cap} tokens")
+            raise ContextLengthError(
+                f"{what} of {tokens} tokens is over the cap of {cap} tokens (context length exceeded)"
+            )
 
     def precheck(self, req: ChatRequest) -> None:
         """The token budget from the text's length alone (no rendering, no tokenising):
@@ -114,9 +133,9 @@ class Server:
             self.limits.max_prompt_tokens,
         )
         if floor > cap:
-            raise RequestError(
+            raise ContextLengthError(
                 f"the prompt's {req.text_chars} characters make at least {floor} tokens, "
-                f"over the cap of {cap} tokens"
+                f"over the cap of {cap} tokens (context length exceeded)"
             )
 
     def check(self, req: ChatRequest) -> Prepared:
@@ -154,7 +173,10 @@ class Server:
     def _params(self, req: ChatRequest, prep: Prepared, i: int, on_token: Any) -> SamplingParams:
         seed = None if req.params.seed is None else req.params.seed + i
         constraint = GrammarConstraint(prep.grammar, self.chat) if prep.grammar else None
-        return dataclasses.replace(req.params, seed=seed, constraint=constraint, on_token=on_token)
+        cap = min(req.params.max_new_tokens, prep.max_new or req.params.max_new_tokens)
+        return dataclasses.replace(
+            req.params, seed=seed, constraint=constraint, on_token=on_token, max_new_tokens=cap
+        )
 
     async def _start(
         self, req: ChatRequest, prep: Prepared, session: Session
@@ -167,6 +189,10 @@ class Server:
             raise RequestError(f"cannot render messages: {e}") from e
         history = len(plan.traj.input_ids) if plan.traj is not None else 0
         self._budget(history + len(plan.ids), "the session's prompt")
+        # max_tokens past the context is clamped to what is left, as vLLM does (its
+        # `get_max_tokens`: min(max_tokens, max_model_len - prompt)); the context is the
+        # prompt cap plus one (`agentrl serve` sets the cap to the model's context less one)
+        prep.max_new = self.limits.max_prompt_tokens + 1 - (history + len(plan.ids))
         ids, traj = self.recorder.apply(session, plan, req.tools)
         return ids, self.recorder.branch(session, traj, req.n)
 
@@ -211,12 +237,28 @@ class Server:
                 self._commit(t, r, prep, i)
                 for i, (t, r) in enumerate(zip(trajs, results, strict=True))
             ]
-        return Completion(choices, len(ids))
+        return Completion(choices, list(ids))
+
+    async def open_stream(
+        self, req: ChatRequest, prep: Prepared, sid: str, model: str
+    ) -> AsyncIterator[str]:
+        """The SSE events of one streamed completion, once its prompt is planned and
+        recorded: a request refused there (context overflow, a template that cannot render
+        it) raises `RequestError` here, before any byte of the stream is sent, so it is a
+        plain 400 and not an HTTP 200 carrying an error event."""
+        events = self.stream(req, prep, sid, model)
+        try:
+            started = await events.__anext__()
+        except StopAsyncIteration:  # pragma: no cover - `_stream` always yields once
+            started = ""
+        assert started == "", "the first event of `_stream` marks its start"
+        return events
 
     async def stream(
         self, req: ChatRequest, prep: Prepared, sid: str, model: str
     ) -> AsyncIterator[str]:
-        """SSE events of one streamed completion (see `stream`); errors are an error event."""
+        """SSE events of one streamed completion (see `stream`); after the start, errors are
+        an error event. The first item is "" (the start; see `open_stream`)."""
         session = self.recorder.session(sid)
         try:  # closed explicitly: a client that leaves must fail its choices now, not at GC
             async with contextlib.aclosing(self._stream(req, prep, sid, model, session)) as events:
@@ -228,16 +270,14 @@ class Server:
     async def _stream(
         self, req: ChatRequest, prep: Prepared, sid: str, model: str, session: Session
     ) -> AsyncGenerator[str, None]:
-        writer = ChunkWriter(model, req.logprobs, self.chat)
+        writer = ChunkWriter(model, req.logprobs, self.chat, req.return_token_ids)
         loop = asyncio.get_running_loop()
         queue: asyncio.Queue[tuple[int, Any, float, Any]] = asyncio.Queue()
         live = "stream" in self.engine.features
         async with session.lock:
-            try:
-                ids, trajs = await self._start(req, prep, session)
-            except RequestError as e:
-                yield sse({"error": {"message": str(e), "type": "invalid_request_error"}})
-                return
+            ids, trajs = await self._start(req, prep, session)  # a RequestError: no stream
+            writer.prompt_ids = list(ids) if req.return_token_ids else None
+            yield ""
 
             def hook(i: int) -> Any:
                 def on_token(tok: int, lp: float, top: list[tuple[int, float]]) -> None:
@@ -307,7 +347,7 @@ class Server:
             if tok is not None:
                 seen[i].append((tok, lp, top or []))
                 piece = streams[i].delta([s[0] for s in seen[i]])
-                if piece or req.logprobs:
+                if piece or req.logprobs or req.return_token_ids:
                     yield writer.chunk(i, {"content": piece} if piece else {}, tokens=seen[i][-1:])
                 continue
             task = tasks[i]
@@ -324,7 +364,7 @@ class Server:
             r = result
             tops = r.top_logprobs or [[] for _ in r.token_ids]
             left = list(zip(r.token_ids, r.logprobs, tops, strict=True))[len(seen[i]) :]
-            if rest or (left and req.logprobs):
+            if rest or (left and (req.logprobs or req.return_token_ids)):
                 yield writer.chunk(i, {"content": rest} if rest else {}, tokens=left)
             for c in calls:
                 yield writer.chunk(i, {"tool_calls": [c]})

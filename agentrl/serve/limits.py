@@ -58,15 +58,28 @@ class ServeLimits:
 class HTTPError(Exception):
     """A refusal with its HTTP status (400 bad field, 401 no token, 413 too large)."""
 
-    def __init__(self, status: int, message: str, kind: str = "invalid_request_error") -> None:
+    def __init__(
+        self,
+        status: int,
+        message: str,
+        kind: str = "invalid_request_error",
+        code: str | None = None,
+    ) -> None:
         super().__init__(message)
-        self.status, self.kind = status, kind
+        self.status, self.kind, self.code = status, kind, code
 
-    def response(self) -> JSONResponse:
+    def response(self, anthropic: bool = False, session: str | None = None) -> JSONResponse:
+        """OpenAI's error body (`code` when set, e.g. `context_length_exceeded`), or
+        Anthropic's (`{"type": "error", ...}`) for the Messages API."""
         from fastapi.responses import JSONResponse
 
-        headers = {"WWW-Authenticate": "Bearer"} if self.status == 401 else None
-        body = {"error": {"message": str(self), "type": self.kind}}
+        headers = {"WWW-Authenticate": "Bearer"} if self.status == 401 else {}
+        if session:
+            headers["X-Session-ID"] = session
+        error: dict[str, Any] = {"message": str(self), "type": self.kind}
+        if self.code:
+            error["code"] = self.code
+        body = {"type": "error", "error": error} if anthropic else {"error": error}
         return JSONResponse(body, status_code=self.status, headers=headers)
 
 

@@ -12,7 +12,14 @@ sampled. Each session (keyed by the client) holds trajectory segments. On a new 
    segment from the rendered prompt. Each segment is a valid `Trajectory` on its own.
 
 `n > 1` branches the segment: every choice is its own segment (a copy up to the prompt), so
-the client may continue any of them and each stays token-exact. Every change is handed to the
+the client may continue any of them and each stays token-exact.
+
+A session is one episode even when the harness rewrites its history (mini-swe-agent drops a
+failed turn, smolagents changes its tool list): every segment carries `metadata["episode"]`
+(the run and session) and `metadata["episode_segments"]` (how many segments, not counting
+`n > 1` branches, the episode was split into; kept current on every segment), and a reward
+goes to every segment. A trainer gives the segments of one episode the episode's reward and
+advantage and weighs each by 1 / `episode_segments`, so a split episode counts once. Every change is handed to the
 `Journal` as it happens (see `journal`), so a crash loses nothing that finished.
 
 Rendering and tokenising (`plan`) change nothing, so the server runs them in a worker thread
@@ -153,11 +160,15 @@ class SessionRecorder:
                 "session": s.id,
                 "segment": seg,
                 SNAPSHOT_KEY: f"{self.run}/{s.id}/{seg}",
+                "episode": f"{self.run}/{s.id}",
                 "tools": tools or [],
                 "appends": traj.metadata.get("appends", []),
             }
         )
         s.segments.append(traj)
+        splits = sum("branch_of" not in t.metadata for t in s.segments)
+        for t in s.segments:  # the journal writes the count with each segment's next change
+            t.metadata["episode_segments"] = splits
 
     def branch(self, s: Session, traj: Trajectory, n: int) -> list[Trajectory]:
         """`traj` and n-1 copies of it as it is now (before sampling), one per choice."""
@@ -165,6 +176,7 @@ class SessionRecorder:
         for _ in range(n - 1):
             copy = Trajectory.from_dict(traj.to_dict())
             copy.metadata["branch_of"] = traj.metadata["segment"]
+            copy.metadata.pop("episode_segments", None)
             self._register(s, copy, traj.metadata["tools"])
             out.append(copy)
         return out

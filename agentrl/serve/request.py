@@ -1,8 +1,10 @@
 """One chat-completions request body, checked field by field.
 
 Why: a field we silently ignore is a wrong answer the client cannot see (a `tool_choice` that
-does nothing, a `response_format` that is not enforced). Every field is either honoured,
-accepted because its value is the neutral default, or rejected with a 400 naming it. Every
+does nothing, a `response_format` that is not enforced). A field that would change sampling
+is honoured, accepted at its neutral value, or rejected with a 400 naming it; any other field
+(`metadata`, `store`, `reasoning_effort`, a newer SDK's bookkeeping) cannot change what is
+sampled, so it is accepted and noted once in the log: a harness runs unchanged. Every
 field's type is checked here too (a wrongly typed one was a 500 from deep in the server), and
 the sizes against `ServeLimits`.
 """
@@ -10,6 +12,7 @@ the sizes against `ServeLimits`.
 from __future__ import annotations
 
 import json
+import logging
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -40,6 +43,7 @@ SUPPORTED = frozenset(
         "top_logprobs",
         "response_format",
         "user",
+        "return_token_ids",
     }
 )
 # Accepted only with these neutral values (what the client sends when it means "off").
@@ -50,15 +54,37 @@ NEUTRAL: dict[str, tuple[Any, ...]] = {
     "logit_bias": (None, {}),
     "functions": (None, []),
     "function_call": (None,),
-    "metadata": (None, {}),
-    "store": (None, False),
-    "service_tier": (None, "auto", "default"),
-    "reasoning_effort": (None,),
     "modalities": (None, ["text"]),
     "min_p": (None, 0, 0.0),
     "echo": (None, False),
     "skip_special_tokens": (None, True),
+    "prediction": (None,),
+    "audio": (None,),
+    "web_search_options": (None,),
+    "best_of": (None, 1),
+    "use_beam_search": (None, False),
+    "length_penalty": (None, 1, 1.0),
+    "min_tokens": (None, 0),
+    "bad_words": (None, []),
+    "allowed_token_ids": (None,),
+    "guided_json": (None,),
+    "guided_regex": (None,),
+    "guided_choice": (None,),
+    "guided_grammar": (None,),
+    "structured_outputs": (None,),
 }
+log = logging.getLogger("agentrl.serve")
+_NOTED: set[str] = set()
+
+
+def ignore_field(name: str) -> None:
+    """A field that cannot change what is sampled (`metadata`, `store`, `reasoning_effort`,
+    a new SDK's bookkeeping): accepted, and noted in the log once per field name."""
+    if name not in _NOTED and len(_NOTED) < 1024:
+        _NOTED.add(name)
+        log.warning("ignoring request field %r (it does not change sampling)", name[:200])
+
+
 MAX_N = 64
 MAX_TOP_LOGPROBS = 20
 ROLES = frozenset({"system", "developer", "user", "assistant", "tool"})
@@ -66,6 +92,8 @@ ROLES = frozenset({"system", "developer", "user", "assistant", "tool"})
 
 class RequestError(ValueError):
     """A request the server refuses (HTTP 400); the message names the field."""
+
+    code: str | None = None  # the error body's `code` (see `generate.ContextLengthError`)
 
 
 @dataclass
@@ -84,7 +112,8 @@ class ChatRequest:
     response_format: dict[str, Any] | None = None  # {"schema": {...}} when constrained
     user: str | None = None
     raw: dict[str, Any] = field(default_factory=dict)
-    text_chars: int = 0  # characters of message text, tool arguments and schemas
+    text_chars: int = 0
+    return_token_ids: bool = False  # characters of message text, tool arguments and schemas
 
     @property
     def named_tool(self) -> str | None:
@@ -268,9 +297,12 @@ def parse_request(
             continue
         if key in NEUTRAL:
             if value not in NEUTRAL[key]:
-                raise RequestError(f"unsupported request field {key!r} (value {value!r:.200})")
+                raise RequestError(
+                    f"unsupported request field {key!r} (value {value!r:.200}): it would "
+                    "change sampling"
+                )
             continue
-        raise RequestError(f"unsupported request field {key[:200]!r}")
+        ignore_field(key)
     messages, chars = _messages(body, limits)
     tools, tool_chars = _tools(body, limits)
     stop = _stop(body, cfg, limits)
@@ -321,4 +353,5 @@ def parse_request(
         user=_str(body.get("user"), "user", limits.max_id_chars),
         raw=body,
         text_chars=chars + tool_chars,
+        return_token_ids=_bool(body, "return_token_ids"),
     )

@@ -105,12 +105,16 @@ class ChoiceStream:
 class ChunkWriter:
     """The chunks of one streamed completion (all choices share its id)."""
 
-    def __init__(self, model: str, logprobs: bool, chat: ChatFormat) -> None:
+    def __init__(
+        self, model: str, logprobs: bool, chat: ChatFormat, token_ids: bool = False
+    ) -> None:
         self.id = f"chatcmpl-{int(time.time() * 1000):x}"
         self.created = int(time.time())
         self.model = model
         self.logprobs = logprobs
         self.chat = chat
+        self.token_ids = token_ids  # `return_token_ids`: each chunk's sampled ids (vLLM's)
+        self.prompt_ids: list[int] | None = None  # sent once, on the first chunk
 
     def chunk(
         self,
@@ -121,13 +125,18 @@ class ChunkWriter:
         tokens: list[tuple[int, float, list[tuple[int, float]]]] | None = None,
     ) -> str:
         choice: dict[str, Any] = {"index": index, "delta": delta, "finish_reason": finish}
+        if self.token_ids:
+            choice["token_ids"] = [t[0] for t in tokens or []]
         if self.logprobs:
             entries = None
             if tokens:
                 ids, lps, tops = zip(*tokens, strict=True)
                 entries = logprob_entries(self.chat, list(ids), list(lps), list(tops))
             choice["logprobs"] = {"content": entries} if entries else None
-        return sse(self._body([choice]))
+        extra: dict[str, Any] = {}
+        if self.prompt_ids is not None:
+            extra["prompt_token_ids"], self.prompt_ids = self.prompt_ids, None
+        return sse(self._body([choice], **extra))
 
     def finish_chunk(self, index: int, finish: str, message: Message) -> str:
         return self.chunk(index, {}, finish=finish_reason(finish, message))

@@ -180,7 +180,14 @@ def episode_record(t: Trajectory, index: int, decode: Decoder) -> dict[str, Any]
             for m in t.messages
         ],
         "meta": _small_metadata(t.metadata),
+        # served sessions: how many segments the harness split its episode into
+        "split": _split(t),
     }
+
+
+def _split(t: Trajectory) -> int:
+    n = t.metadata.get("episode_segments")
+    return n if isinstance(n, int) and not isinstance(n, bool) and n > 1 else 1
 
 
 def summary(records: Sequence[dict[str, Any]]) -> dict[str, Any]:
@@ -195,4 +202,7 @@ def summary(records: Sequence[dict[str, Any]]) -> dict[str, Any]:
         "env_tokens": total - trained,
         "with_errors": sum(bool(r["errors"]) for r in records),
         "drifted": sum(1 for r in records if r.get("diff", {}).get("status") == "drift"),
+        "split_episodes": len(
+            {r["meta"].get("episode", r["i"]) for r in records if r.get("split", 1) > 1}
+        ),
     }

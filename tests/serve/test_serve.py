@@ -110,10 +110,18 @@ def test_unsupported_requests_are_rejected(served_model: Any) -> None:
     model, chat = served_model
     with live_server(create_app(SimpleTorchEngine(model, chat.stop_token_ids), chat)) as url:
         client = openai.OpenAI(base_url=f"{url}/v1", api_key="unused", max_retries=0)
-        with pytest.raises(openai.BadRequestError, match="unsupported request field 'foo'"):
+        with pytest.raises(openai.BadRequestError, match="'presence_penalty'.*change sampling"):
             client.chat.completions.create(
-                model="tiny", messages=[{"role": "user", "content": "x"}], extra_body={"foo": 1}
+                model="tiny", messages=[{"role": "user", "content": "x"}], presence_penalty=1.0
             )
+        # a field that cannot change sampling is ignored (with a logged note), not refused
+        ok = client.chat.completions.create(
+            model="tiny",
+            messages=[{"role": "user", "content": "x"}],
+            max_tokens=2,
+            extra_body={"foo": 1},
+        )
+        assert ok.choices
         with pytest.raises(openai.BadRequestError, match="top_logprobs: the SimpleTorchEngine"):
             client.chat.completions.create(
                 model="tiny",

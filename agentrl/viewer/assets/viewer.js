@@ -39,6 +39,7 @@
       ["episodes with errors", s.with_errors],
     ];
     if (D.diff) items.push(["episodes with template drift", s.drifted]);
+    if (s.split_episodes) items.push(["episodes split into segments", s.split_episodes]);
     for (const [k, v] of items) {
       const span = el("span", null, k + ": ");
       span.append(el("b", null, v));
@@ -269,6 +270,7 @@
     s.append(el("span", "muted", sizes));
     if (rec.errors.length) s.append(badge(rec.errors.length + " error(s)", "bad"));
     if (rec.diff && rec.diff.status === "drift") s.append(badge("template drift", "bad"));
+    if (rec.split > 1) s.append(badge("episode split into " + rec.split + " segments", "warn"));
     node.append(s);
     const card = { rec, node, rendered: false, search: searchText(rec) };
     node.addEventListener("toggle", () => { if (node.open) renderBody(card); });
