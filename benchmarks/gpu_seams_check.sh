@@ -28,6 +28,9 @@ for part in ${PARTS:-engine grpo}; do
           --json "$OUT/seams_engine_${tree}_${round}.json" ;;
         grpo) run $tree grpo 200 gpu_grpo.py --part agentrl --micro 128 --max-turns 1 --packing \
           --json "$OUT/seams_grpo_${tree}_${round}.json" ;;
+        async) run $tree async 280 gpu_grpo.py --micro 128 --packing --steps 6 --warmup 1 \
+          --max-staleness 0 2:thread:384 --tool-latency 0.02 0.5 \
+          --json "$OUT/seams_async_${tree}_${round}.json" ;;
       esac
     done
   done
