@@ -12,7 +12,7 @@ OUT=${OUT:-/tmp/gpu_out}; mkdir -p "$OUT"; L=$OUT/seams_log.txt
 . "$R/benchmarks/gpu_env.sh" || { echo "INSTALL_FAIL" >>"$L"; exit 1; }
 install_tree() {  # a tree NAME from .scratch/NAME.tar.gz into /tmp/tree_NAME, installed in /tmp/site_NAME
   local name=$1
-  [ -d "/tmp/site_$name/agentrl" ] && return
+  [ -d "/tmp/site_$name/agentrl" ] && [ -d "/tmp/tree_$name/benchmarks" ] && return
   rm -rf "/tmp/tree_$name" && mkdir -p "/tmp/tree_$name" && tar xzf "$R/.scratch/$name.tar.gz" -C "/tmp/tree_$name"
   python3 -m pip install -q --no-index --find-links "$R/.gpuwheels" --no-deps --no-compile \
     --target "/tmp/site_$name" "/tmp/tree_$name" 2>&1 | tail -2
