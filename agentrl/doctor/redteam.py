@@ -23,7 +23,7 @@ from typing import Any
 from agentrl.types import Message
 
 from .checks import Finding
-from .probes import PROBES, Probe, Seen
+from .probes import Probe, Seen, applicable
 
 
 @dataclass
@@ -82,16 +82,6 @@ async def _play(
             finally:  # a stalled env may still be busy: close it aside, never wait on it
                 threading.Thread(target=env.close, daemon=True).start()
     return out
-
-
-def applicable(family: str, tools: frozenset[str], names: list[str] | None = None) -> list[Probe]:
-    """The probes that apply to an env declaring `family` and advertising `tools` (all of
-    them, or only `names`; an unknown name is an error naming the known ones)."""
-    unknown = sorted(set(names or ()) - set(PROBES))
-    if unknown:
-        raise ValueError(f"unknown probe(s) {unknown}; known: {', '.join(PROBES)}")
-    chosen = [PROBES[n] for n in names] if names else list(PROBES.values())
-    return [p for p in chosen if p.applies(family, tools)]
 
 
 def _finding(o: Outcome, env_id: str, lo: float, hi: float, threshold: float) -> Finding:
