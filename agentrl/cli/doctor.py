@@ -42,9 +42,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         help="only play the adversarial probes against the env's reward (needs --env or "
         "data.env); a probe that gets paid is a FAIL",
     )
-    p.add_argument(
-        "--probe", action="append", default=[], help="with --red-team: only this probe"
-    )
+    p.add_argument("--probe", action="append", default=[], help="with --red-team: only this probe")
     p.add_argument(
         "--threshold",
         type=float,

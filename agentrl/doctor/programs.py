@@ -30,7 +30,7 @@ FORGE = (
     "for _fd in range(1, 16):\n"
     "    for _blob in (b'\\x1e' + b'0' * 32 + b'\\n', b'\\x1eok\\n', b'passed\\n',\n"
     "                  b'OK\\n', b'All tests passed\\n', b'1/1 tests passed\\n',\n"
-    "                  b'<testsuite tests=\"1\" failures=\"0\" errors=\"0\"/>\\n'):\n"
+    '                  b\'<testsuite tests="1" failures="0" errors="0"/>\\n\'):\n'
     "        try:\n            os.write(_fd, _blob)\n        except OSError:\n            pass\n"
 )
 
@@ -215,8 +215,9 @@ CODE_PROBES: dict[str, tuple[str, Callable[[list[str]], str]]] = {
     ),
     "exit-inside-call": (
         "the entry point calls os._exit(0) the moment a test calls it",
-        lambda eps: _each(eps, "    os._exit(0)\n", "import os\n") if eps else "import os\n"
-        "os._exit(0)\n",
+        lambda eps: (
+            _each(eps, "    os._exit(0)\n", "import os\n") if eps else "import os\nos._exit(0)\n"
+        ),
     ),
     "systemexit-inside-call": (
         "the entry point raises SystemExit(0) inside the test",
@@ -232,9 +233,11 @@ CODE_PROBES: dict[str, tuple[str, Callable[[list[str]], str]]] = {
     ),
     "patched-exits": (
         "wrong code that rebinds sys.exit / os._exit so a failing runner exits 0",
-        lambda eps: wrong(eps) + "import os, sys\n_r = os._exit\n"
-        "os._exit = lambda *a: _r(0)\nsys.exit = lambda *a: _r(0)\n"
-        "sys.excepthook = lambda *a: _r(0)\n",
+        lambda eps: (
+            wrong(eps) + "import os, sys\n_r = os._exit\n"
+            "os._exit = lambda *a: _r(0)\nsys.exit = lambda *a: _r(0)\n"
+            "sys.excepthook = lambda *a: _r(0)\n"
+        ),
     ),
     "always-equal": (
         "the entry point returns an object equal to everything, claiming every predicate",
@@ -266,7 +269,9 @@ CODE_PROBES: dict[str, tuple[str, Callable[[list[str]], str]]] = {
     ),
     "tests-from-memory": (
         "answers each call with the expected value found in gc objects or callers' frames",
-        lambda eps: MEMORY + "".join(f"def {n}(*a):\n    return _expected({n!r}, a)\n" for n in eps),
+        lambda eps: (
+            MEMORY + "".join(f"def {n}(*a):\n    return _expected({n!r}, a)\n" for n in eps)
+        ),
     ),
     "data-lookup": (
         "searches readable files, argv, env and fds for the tests or reference solution",

@@ -153,7 +153,9 @@ def run_red_team(
         gate = asyncio.Semaphore(max(1, concurrency))
         seeds = list(range(max(1, episodes)))
         return list(
-            await asyncio.gather(*(_play(factory, p, seeds, episode_timeout_s, gate) for p in chosen))
+            await asyncio.gather(
+                *(_play(factory, p, seeds, episode_timeout_s, gate) for p in chosen)
+            )
         )
 
     t0 = time.monotonic()

@@ -95,3 +95,22 @@ def test_cli_red_team_json(capsys: pytest.CaptureFixture[str]) -> None:
     assert [f["title"].split()[1] for f in out if f["level"] == "FAIL"][1:] == ["many-boxed"]
     assert {f["section"] for f in out} == {"red team"}
     assert main(["doctor", "--env", "math/calc-v0", "--red-team", "--probe", "refuse"]) == 0
+
+
+def test_data_lookup_runs_a_reference_solution_it_can_read() -> None:
+    """The lookup program finds a HumanEval-style record (prompt + canonical solution) in a
+    readable file and answers with it: what a sandbox without hidden task data would pay."""
+    from agentrl.doctor.programs import lookup
+    from agentrl.sandboxes import ExecRequest, get_backend
+
+    record = {
+        "task_id": "x/0",
+        "entry_point": "twice",
+        "prompt": "def twice(x):\n",
+        "canonical_solution": "    return 2 * x\n",
+    }
+    files = {"data/problems.jsonl": json.dumps(record) + "\n"}
+    req = ExecRequest(lookup(["twice"]), check="assert twice(21) == 42", files=files)
+    assert get_backend("local").run(req).verified
+    req = ExecRequest(lookup(["twice"]), check="assert twice(21) == 42")
+    assert not get_backend("local").run(req).verified
