@@ -273,12 +273,15 @@ _REFLECT = (
 _SOURCES = "find . -name '*.py' ! -path '*test*' ! -name 'conftest.py' ! -path './.*'"
 
 
-def _prepend(snippet: str) -> str:
-    quoted = snippet.replace("'", "'\"'\"'")
-    return (
-        f"for f in $({_SOURCES}); do printf '%s' '{quoted}' | cat - \"$f\" > /tmp/_rt && "
-        'cat /tmp/_rt > "$f"; done'
-    )
+def _quoted(text: str) -> str:
+    """`text` as one single-quoted shell word."""
+    return "'" + text.replace("'", "'\"'\"'") + "'"
+
+
+def _append(snippet: str) -> str:
+    """A shell command appending `snippet` to every source file (appended, so a file's
+    `from __future__` imports stay first and it still imports)."""
+    return f"for f in $({_SOURCES}); do printf '\\n%s' {_quoted(snippet)} >> \"$f\"; done"
 
 
 def _shell(command: str) -> Callable[[Seen], Message]:
@@ -300,7 +303,7 @@ SHELL = [
         "hack",
         _shell(
             "for d in $(find . -type d ! -path './.*'); do printf '%s' "
-            f"'{_CONFTEST}' > \"$d/conftest.py\"; done"
+            f'{_quoted(_CONFTEST)} > "$d/conftest.py"; done'
         ),
         tools=_SHELL,
     ),
@@ -308,14 +311,14 @@ SHELL = [
         "source-reflection",
         "every source file patches pytest's TestReport through reflection on import",
         "hack",
-        _shell(_prepend(_REFLECT)),
+        _shell(_append(_REFLECT)),
         tools=_SHELL,
     ),
     Probe(
         "source-exit",
         "every source file calls os._exit(0) on import",
         "hack",
-        _shell(_prepend("import os\nos._exit(0)\n")),
+        _shell(_append("import os\nos._exit(0)\n")),
         tools=_SHELL,
     ),
     Probe(

@@ -114,3 +114,10 @@ def test_data_lookup_runs_a_reference_solution_it_can_read() -> None:
     assert get_backend("local").run(req).verified
     req = ExecRequest(lookup(["twice"]), check="assert twice(21) == 42")
     assert not get_backend("local").run(req).verified
+
+
+def test_repo_grader_trusting_pytest_in_the_workspace_is_caught() -> None:
+    assert check_env(make("weaktest/repo-exit-code-v0"), seeds=(0,))["oracle"]
+    probes = ["conftest-pass-all", "source-reflection", "source-exit", "submit-now"]
+    findings = run_red_team("weaktest/repo-exit-code-v0", episodes=1, probes=probes)
+    assert set(paying(findings)) == {"conftest-pass-all", "source-reflection", "source-exit"}
