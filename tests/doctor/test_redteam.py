@@ -121,3 +121,13 @@ def test_repo_grader_trusting_pytest_in_the_workspace_is_caught() -> None:
     probes = ["conftest-pass-all", "source-reflection", "source-exit", "submit-now"]
     findings = run_red_team("weaktest/repo-exit-code-v0", episodes=1, probes=probes)
     assert set(paying(findings)) == {"conftest-pass-all", "source-reflection", "source-exit"}
+
+
+def test_stalls_are_bounded_and_crashes_reported() -> None:
+    probes = ["silent", "refuse", "echo-prompt"]
+    findings = run_red_team("weaktest/fragile-v0", probes=probes, episode_timeout_s=1.0)
+    by = {f.title.split()[1]: f for f in findings[1:]}
+    assert by["silent"].level == "WARN" and "stalls" in by["silent"].title
+    assert by["refuse"].level == "FAIL" and "the grader choked" in by["refuse"].detail
+    assert by["echo-prompt"].level == "OK"
+    assert findings[0].level == "FAIL" and "refuse" in findings[0].detail

@@ -14,6 +14,7 @@ Each has an oracle, so the honest policy is paid and only the probes reveal the 
 from __future__ import annotations
 
 import re
+import time
 from typing import Any
 
 import numpy as np
@@ -141,3 +142,24 @@ register("weaktest/repo-exit-code-v0", RepoExitCodeEnv, description="pytest's ex
 register("weaktest/exit-code-v0", ExitCodeEnv, description="trusts the exit code")
 register("weaktest/readable-tests-v0", ReadableTestsEnv, description="tests in the cwd")
 register("weaktest/any-boxed-v0", AnyBoxedEnv, description="any boxed answer pays")
+
+
+class FragileEnv(ToolEnv):
+    """Stalls on an empty reply and raises on a refusal: a probe must bound the first and
+    report the second, never hang or crash the doctor."""
+
+    family = "misc"
+    max_turns = 1
+
+    def new_task(self, rng: np.random.Generator, options: dict[str, Any]) -> Task:
+        return Task([Message("user", "Say something.")])
+
+    def score(self, final: Message) -> float:
+        if not final.content:
+            time.sleep(30)
+        if "know" in final.content:
+            raise ValueError("the grader choked")
+        return 0.0
+
+
+register("weaktest/fragile-v0", FragileEnv, description="stalls and raises")
