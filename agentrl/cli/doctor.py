@@ -3,6 +3,7 @@
 agentrl doctor                                   # default config, tiny model
 agentrl doctor --config configs/x.yaml --model /ckpt/Qwen3-8B rollout.max_total_tokens=8192
 agentrl doctor --env-module my_env.py --env demo/reverse-v0
+agentrl doctor --env code/humaneval-v0 --red-team     # do adversarial probes get paid?
 """
 
 from __future__ import annotations
@@ -29,7 +30,25 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--model", help="model dir or tiny:<preset> (overrides model.path)")
     p.add_argument("--env", help="env id (same as data.env=ID)")
     p.add_argument("--env-module", action="append", default=[], help="also load this env file")
-    p.add_argument("--episodes", type=int, default=2, help="oracle dry-run episodes (0 = skip)")
+    p.add_argument(
+        "--episodes",
+        type=int,
+        default=2,
+        help="oracle dry-run episodes (0 = skip); with --red-team, episodes per probe",
+    )
+    p.add_argument(
+        "--red-team",
+        action="store_true",
+        help="only play the adversarial probes against the env's reward (needs --env or "
+        "data.env); a probe that gets paid is a FAIL",
+    )
+    p.add_argument("--probe", action="append", default=[], help="with --red-team: only this probe")
+    p.add_argument(
+        "--threshold",
+        type=float,
+        default=0.05,
+        help="with --red-team: a probe pays above this fraction of the reward range",
+    )
     p.add_argument("--no-sandbox", action="store_true", help="skip the sandbox run")
     p.add_argument("--json", action="store_true", help="print findings as JSON")
     p.add_argument("--quiet", "-q", action="store_true", help="show only WARN and FAIL")
@@ -54,9 +73,24 @@ def cmd_doctor(args: argparse.Namespace) -> int:
     except (ConfigError, OSError) as e:
         console.print(f"[red]config error:[/] {e}")
         return 2
-    findings = run_doctor(
-        cfg, args.model, dry_run_episodes=args.episodes, sandbox=not args.no_sandbox
-    )
+    if args.red_team:
+        from agentrl.doctor import run_red_team
+
+        try:
+            findings = run_red_team(
+                cfg.data.env,
+                dict(cfg.data.env_kwargs),
+                episodes=args.episodes,
+                probes=args.probe or None,
+                threshold=args.threshold,
+            )
+        except ValueError as e:
+            console.print(f"[red]red team:[/] {e}")
+            return 2
+    else:
+        findings = run_doctor(
+            cfg, args.model, dry_run_episodes=args.episodes, sandbox=not args.no_sandbox
+        )
     if args.json:
         print(json.dumps([f.__dict__ for f in findings], indent=2))
         return exit_code(findings)
