@@ -68,7 +68,8 @@ def main(argv: list[str] | None = None) -> int:
     except DatasetError as e:  # a bad row: file, row and column, not a traceback
         print(f"agentrl {args.command}: dataset error: {e}", file=sys.stderr)
         return 2
-    except KeyboardInterrupt:
+    except KeyboardInterrupt:  # one line, not a traceback (`train` says which step)
+        print(f"\nagentrl {args.command}: interrupted", file=sys.stderr)
         return 130
 
 
