@@ -25,7 +25,9 @@ class MetricsLogger:
         self.enabled = enabled
         self.out_dir = out_dir
         self.path = out_dir / "metrics.jsonl"
-        self.console = Console()
+        # soft_wrap: a step line stays one line in a log file (rich wraps at 80 columns when
+        # stdout is not a terminal); a terminal wraps it itself.
+        self.console = Console(soft_wrap=True)
         self.tb: Any = None
         self.wandb: Any = None
         # Writers open on the first row, so building a trainer writes nothing into a folder
