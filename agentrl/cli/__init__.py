@@ -47,6 +47,9 @@ def build_parser() -> argparse.ArgumentParser:
         description="Reinforcement learning for tool-calling LLM agents.",
         formatter_class=RichHelpFormatter,
     )
+    from agentrl import __version__
+
+    parser.add_argument("--version", action="version", version=f"agentrl {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
     for name in SUBCOMMANDS:
         importlib.import_module(name).add_parser(sub)

@@ -1,7 +1,8 @@
 """What every subcommand shares: loading `--env-module` files as a usage error, not a crash.
 
-A missing user file is the user's typo, so it is a `ConfigError` (one line, exit code 2 from
-`agentrl.cli.main`), raised before any model is loaded.
+A missing user file, or one Python cannot parse, is the user's typo, so it is a `ConfigError`
+(one line naming file, line and column; exit code 2 from `agentrl.cli.main`), raised before
+any model is loaded.
 """
 
 from __future__ import annotations
@@ -18,3 +19,12 @@ def load_env_modules(paths: Iterable[str]) -> None:
             load_env_module(path)
         except FileNotFoundError:
             raise ConfigError(f"--env-module {path}: no such file") from None
+        except SyntaxError as e:
+            raise ConfigError(f"--env-module {syntax_error_line(path, e)}") from None
+
+
+def syntax_error_line(path: str, e: SyntaxError) -> str:
+    """`FILE:LINE:COL: syntax error: MESSAGE` (`near: CODE`)."""
+    code = (e.text or "").strip()
+    near = f" (near: {code[:80]})" if code else ""
+    return f"{path}:{e.lineno}:{e.offset}: syntax error: {e.msg}{near}"

@@ -41,18 +41,17 @@ def cmd_doctor(args: argparse.Namespace) -> int:
     from rich.table import Table
 
     from agentrl.assembly.validate import load_train_config
+    from agentrl.cli._common import load_env_modules
     from agentrl.config import ConfigError
     from agentrl.doctor import exit_code, run_doctor
-    from agentrl.envs import load_env_module
 
     console = Console()
     try:
-        for m in args.env_module:
-            load_env_module(m)
+        load_env_modules(args.env_module)
         env = [f"data.env={args.env}"] if args.env else []
         cfg = load_train_config(args.config, [*args.overrides, *env])
     except (ConfigError, OSError) as e:
-        console.print(f"[red]config error:[/] {e}")
+        console.print(f"[red]config error:[/] {e}", soft_wrap=True)
         return 2
     findings = run_doctor(
         cfg, args.model, dry_run_episodes=args.episodes, sandbox=not args.no_sandbox
