@@ -95,6 +95,8 @@ class MetricsLogger:
             self.wandb.log(tags, step=step)
         if echo:
             shown = " ".join(f"{k}={metrics[k]:.4g}" for k in SHOWN if k in metrics)
+            if overlong := metrics.get("termination/overlong", 0.0):  # a budget cuts episodes
+                shown += f" overlong={overlong:.0%}"
             self.console.print(f"[bold]{prefix}step {step}[/] {shown}")
 
     def close(self) -> None:
