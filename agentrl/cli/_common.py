@@ -28,3 +28,19 @@ def syntax_error_line(path: str, e: SyntaxError) -> str:
     code = (e.text or "").strip()
     near = f" (near: {code[:80]})" if code else ""
     return f"{path}:{e.lineno}:{e.offset}: syntax error: {e.msg}{near}"
+
+
+ROWS_RECIPE = "configs/smollm2-rows-cpu.yaml"
+
+
+def tiny_rows_warning(model_path: str, has_rows: bool) -> str | None:
+    """One line when dataset rows are trained or sampled on a `tiny:` model: a random-init
+    model of about a million parameters memorises rows and learns nothing that carries to
+    held-out ones (0% -> 0%), which looks like a broken pipeline; the real-model recipe."""
+    if not (has_rows and model_path.startswith("tiny:")):
+        return None
+    return (
+        f"warning: dataset rows on {model_path}, a random-init test model (~1M parameters, no "
+        f"pretraining): it memorises rows and will not learn to solve held-out ones; for a real "
+        f"model see {ROWS_RECIPE} (model.path=smollm2-135m-instruct)"
+    )

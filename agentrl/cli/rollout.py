@@ -242,6 +242,10 @@ def cmd_rollout(args: argparse.Namespace) -> int:
         ds = read_dataset(args.data, check=rows_env(env_id).read_row)
         tasks = ds.rows[args.seed : args.seed + args.episodes]
     console = Console(stderr=True, soft_wrap=True)  # a log file gets whole lines
+    from agentrl.cli._common import tiny_rows_warning
+
+    if warning := tiny_rows_warning(v["model"], bool(args.data)):
+        console.print(warning, style="yellow", markup=False, highlight=False)
     total = len(tasks) * v["n"]
     timeout = v.get("timeout") or default_timeout(v["temperature"], min(args.concurrency, total))
     model_cfg = None if cfg is None else cfg.model

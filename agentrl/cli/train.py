@@ -148,6 +148,12 @@ def cmd_train(args: argparse.Namespace) -> int:
     fresh = args.resume and not run_dir.has_checkpoint(out)
     note = " (--resume: no checkpoint there yet, so a fresh run starts)" if fresh else ""
     print(f"run folder: {out}{note}", flush=True)
+    from agentrl.cli._common import tiny_rows_warning
+
+    if warning := tiny_rows_warning(cfg.model.path, bool(cfg.data.train_paths())):
+        import sys
+
+        print(warning, file=sys.stderr, flush=True)
     if args.resume and not fresh:  # before the run rewrites config.yaml with the new values
         cfg = resumed_config(args, out, cfg)
     from agentrl.assembly import build_trainer
