@@ -250,9 +250,9 @@ def nearest_config(path: str | Path) -> str:
     for entry in shipped.iterdir():
         if entry.name.endswith((".yaml", ".yml")):
             where.setdefault(entry.name, f"configs/{entry.name}")
-    name = path.name if path.suffix else f"{path.name}.yaml"
-    near = difflib.get_close_matches(name, list(where), n=1, cutoff=0.5)
-    return f"; did you mean {where[near[0]]}?" if near else ""
+    stems = {Path(name).stem: name for name in where}  # `.yaml` alone is no likeness
+    near = difflib.get_close_matches(path.stem, list(stems), n=1, cutoff=0.6)
+    return f"; did you mean {where[stems[near[0]]]}?" if near else ""
 
 
 def dump_yaml(cfg: Any, *, changed_tuning_only: bool = False) -> str:
