@@ -193,7 +193,11 @@ def load_env_module(path: str | Path) -> None:
     assert spec and spec.loader
     module = importlib.util.module_from_spec(spec)
     sys.modules[name] = module
-    spec.loader.exec_module(module)
+    try:
+        spec.loader.exec_module(module)
+    except BaseException:  # a file that failed to import is not "already imported" next time
+        sys.modules.pop(name, None)
+        raise
 
 
 def spec(id: str) -> EnvSpec:

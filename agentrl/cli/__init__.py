@@ -47,6 +47,9 @@ def build_parser() -> argparse.ArgumentParser:
         description="Reinforcement learning for tool-calling LLM agents.",
         formatter_class=RichHelpFormatter,
     )
+    from agentrl import __version__
+
+    parser.add_argument("--version", action="version", version=f"agentrl {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
     for name in SUBCOMMANDS:
         importlib.import_module(name).add_parser(sub)
@@ -68,7 +71,8 @@ def main(argv: list[str] | None = None) -> int:
     except DatasetError as e:  # a bad row: file, row and column, not a traceback
         print(f"agentrl {args.command}: dataset error: {e}", file=sys.stderr)
         return 2
-    except KeyboardInterrupt:
+    except KeyboardInterrupt:  # one line, not a traceback (`train` says which step)
+        print(f"\nagentrl {args.command}: interrupted", file=sys.stderr)
         return 130
 
 

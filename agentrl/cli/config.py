@@ -34,6 +34,12 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     imp.add_argument("verl_config", help="verl YAML (a Hydra ppo_trainer-style file)")
     imp.add_argument("--out", help="write the agentrl YAML here (default: stdout)")
     imp.add_argument("--env", help="agentrl env id for data.env (verl has no env concept)")
+    imp.add_argument(
+        "--no-defaults",
+        action="store_true",
+        help="translate the file's own keys only, without composing its Hydra defaults: list "
+        "(verl's defaults for everything else are then not applied)",
+    )
     imp.set_defaults(func=cmd_import_verl)
 
 
@@ -59,8 +65,32 @@ def cmd_show(args: argparse.Namespace) -> int:
     return 0
 
 
+def read_verl(path: str, no_defaults: bool = False) -> tuple[dict, bool]:
+    """The verl YAML at `path` with its Hydra `defaults:` composed from the files beside it
+    (`agentrl.compat.verl.hydra`; refused when they cannot be), and whether it had any.
+    Anything that is not a YAML mapping (a shell script given by mistake) is one line."""
+    from agentrl.compat.verl.hydra import compose
+    from agentrl.config import ConfigError
+    from agentrl.config.loader import read_yaml
+
+    what = "a verl config is a YAML file of sections: data, actor_rollout_ref, algorithm, ..."
+    try:
+        tree = read_yaml(path)
+    except ConfigError as e:
+        if "invalid YAML" not in str(e):
+            raise
+        raise ConfigError(f"{path}: not a YAML mapping ({what}): {e}") from None
+    if not isinstance(tree, dict):
+        got = type(tree).__name__
+        raise ConfigError(f"{path}: not a YAML mapping ({what}); it parses as a {got}")
+    if no_defaults:
+        return {k: v for k, v in tree.items() if k != "defaults"}, False
+    return compose(tree, path), "defaults" in tree
+
+
 def cmd_import_verl(args: argparse.Namespace) -> int:
-    """Translate, validate through `load_config`, and report; exit 2 if the result is invalid."""
+    """Translate, validate through `load_train_config`, and report; exit 2 (and nothing
+    written) if the result is invalid."""
     import sys
     import tempfile
     from pathlib import Path
@@ -68,21 +98,32 @@ def cmd_import_verl(args: argparse.Namespace) -> int:
     from agentrl.assembly.validate import load_train_config
     from agentrl.compat.verl import import_verl, to_yaml
     from agentrl.config import ConfigError
-    from agentrl.config.loader import read_yaml
 
-    tree = read_yaml(args.verl_config)
+    tree, composed = read_verl(args.verl_config, args.no_defaults)
     result = import_verl(tree, env=args.env)
+    if args.no_defaults:
+        result.notes.append("--no-defaults: the file's Hydra defaults: list was not composed")
+    if composed:
+        result.notes.append(
+            f"defaults: composed from the YAML files beside {args.verl_config} (Hydra's list)"
+        )
     text = to_yaml(result, args.verl_config)
     with tempfile.TemporaryDirectory() as tmp:
-        check = Path(args.out) if args.out else Path(tmp) / "agentrl.yaml"
-        check.parent.mkdir(parents=True, exist_ok=True)
+        check = Path(tmp) / "agentrl.yaml"
         check.write_text(text, encoding="utf-8")
         try:
             load_train_config(check)
         except ConfigError as e:
-            print(f"config error in the translated config: {e}", file=sys.stderr)
+            problem = str(e).removeprefix(f"{check}: ")
+            print(
+                f"config error in the translated config (nothing written): {problem}",
+                file=sys.stderr,
+            )
             return 2
-    if not args.out:
+    if args.out:
+        Path(args.out).parent.mkdir(parents=True, exist_ok=True)
+        Path(args.out).write_text(text, encoding="utf-8")
+    else:
         print(text, end="")
     err = sys.stderr
     print(f"unmapped verl keys ({len(result.unmapped)}):", file=err)

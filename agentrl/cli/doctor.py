@@ -60,18 +60,17 @@ def cmd_doctor(args: argparse.Namespace) -> int:
     from rich.table import Table
 
     from agentrl.assembly.validate import load_train_config
+    from agentrl.cli._common import load_env_modules
     from agentrl.config import ConfigError
     from agentrl.doctor import exit_code, run_doctor
-    from agentrl.envs import load_env_module
 
     console = Console()
     try:
-        for m in args.env_module:
-            load_env_module(m)
+        load_env_modules(args.env_module)
         env = [f"data.env={args.env}"] if args.env else []
         cfg = load_train_config(args.config, [*args.overrides, *env])
     except (ConfigError, OSError) as e:
-        console.print(f"[red]config error:[/] {e}")
+        console.print(f"[red]config error:[/] {e}", soft_wrap=True)
         return 2
     if args.red_team:
         from agentrl.doctor import run_red_team

@@ -30,6 +30,11 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     chk.add_argument("ids", nargs="*", help="env ids to check")
     chk.add_argument("--all", action="store_true", help="check every registered env")
     chk.add_argument("--env-module", action="append", default=[], help="also load this file")
+    chk.add_argument(
+        "--config",
+        help="a training recipe: check its env (with its env kwargs) and tokenise the env's "
+        "oracle with its model's tokenizer against its token and turn budgets",
+    )
     chk.set_defaults(func=cmd_check)
 
 
@@ -96,17 +101,28 @@ def _prefixes() -> list[dict[str, Any]]:
 
 
 def cmd_check(args: argparse.Namespace) -> int:
+    """Exit 1 when an env fails its check; with `--config`, budget warnings are printed
+    (`agentrl.doctor.oracle`) but do not fail the check."""
     from agentrl.envs import EnvCheckError, all_specs, check_env, make
 
     _load(args.env_module)
+    cfg = None
+    config = vars(args).get("config")  # a Namespace built by hand may lack it
+    if config:
+        from agentrl.assembly.validate import load_train_config
+
+        cfg = load_train_config(config, local_files=True)
     ids = [s.id for s in all_specs()] if args.all else args.ids
+    if not ids and cfg is not None:
+        ids = [cfg.data.env]
     if not ids:
-        print("agentrl envs check: give env ids or --all")
+        print("agentrl envs check: give env ids, --all or --config RECIPE")
         return 2
     console, failed = Console(emoji=False), 0  # ids like `openenv:m:x` are not emoji codes
     for env_id in ids:
+        kwargs = dict(cfg.data.env_kwargs) if cfg is not None and env_id == cfg.data.env else {}
         try:
-            env = make(env_id)
+            env = make(env_id, **kwargs)
             try:
                 report = check_env(env)
             finally:
@@ -117,5 +133,24 @@ def cmd_check(args: argparse.Namespace) -> int:
         except (EnvCheckError, Exception) as e:  # noqa: BLE001 - report every env
             failed += 1
             console.print(f"[red]FAIL[/] {escape(env_id)}: {type(e).__name__}: {escape(str(e))}")
+            continue
+        if cfg is not None and report["oracle"]:
+            _budgets(console, env_id, kwargs, cfg)
     console.print(f"{len(ids) - failed} passed, {failed} failed")
     return 1 if failed else 0
+
+
+def _budgets(console: Console, env_id: str, kwargs: dict[str, Any], cfg: Any) -> None:
+    """The env's oracle against the recipe's budgets, one line per finding."""
+    import functools
+
+    from agentrl.doctor.oracle import check_oracle_budgets
+    from agentrl.envs import make
+    from agentrl.models.load import load_tokenizer
+
+    tok = load_tokenizer(cfg.model)
+    for f in check_oracle_budgets(functools.partial(make, env_id, **kwargs), tok, cfg):
+        style = "green" if f.level == "OK" else "yellow"
+        fix = f"; fix: {f.fix}" if f.fix else ""
+        line = f"[{style}]{f.level}[/] {escape(env_id)}: {escape(f.title)}{escape(fix)}"
+        console.print(line, soft_wrap=True)

@@ -25,9 +25,31 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.set_defaults(func=cmd_export)
 
 
+def checkpoint_hint(run: str) -> str | None:
+    """`RUN` given as a checkpoint folder (`runs/x/checkpoints/step_000020`, or
+    `runs/x/checkpoints`): the command that was meant, or None."""
+    from pathlib import Path
+
+    path = Path(run)
+    if path.name == "checkpoints" and (path.parent / "config.yaml").exists():
+        return f"{run} is the checkpoints folder; pass the run folder: {path.parent}"
+    if (path / "state.pt").exists() and path.name.startswith("step_"):
+        step = int(path.name.removeprefix("step_"))
+        run_folder = path.parent.parent
+        hf = "; its hf/ folder is already an HF directory" if (path / "hf").exists() else ""
+        return (
+            f"{run} is a checkpoint folder; pass the run folder and the step: agentrl export "
+            f"{run_folder} --step {step} --out DIR{hf}"
+        )
+    return None
+
+
 def cmd_export(args: argparse.Namespace) -> int:
     from agentrl.trainer.export import ADAPTER_DIR, export_run
 
+    if hint := checkpoint_hint(args.run):
+        print(f"export error: {hint}")
+        return 2
     try:
         out = export_run(args.run, args.out, args.step)
     except FileNotFoundError as e:

@@ -16,33 +16,91 @@ from rich_argparse import RichHelpFormatter
 
 if TYPE_CHECKING:
     from agentrl.chat import ChatFormat
+    from agentrl.config import ModelConfig, TrainConfig
     from agentrl.engines import Engine
 
 
+# Without --config, these; with it, the recipe's values (a flag given still wins).
+DEFAULTS = {
+    "n": 4,
+    "max_new_tokens": 64,
+    "max_total_tokens": 2048,
+    "temperature": 1.0,
+    "tool_format": "auto",
+    "max_turns": None,  # the env's own
+    "timeout": None,  # `default_timeout`
+}
+# The episode clock runs while an episode waits for the engine, so with many episodes in
+# flight on a busy machine each one takes as long as a batch does: the default timeout grows
+# with the episodes in flight (per 8 of them, this much), and is off for greedy evaluation.
+TIMEOUT_PER_8_S = 120.0
+NO_TIMEOUT_S = 24 * 3600.0
+# More timed-out episodes than this fraction: the run is not a measurement; exit code 1.
+TIMEOUT_FAIL_FRACTION = 0.5
+
+
 def add_parser(sub: argparse._SubParsersAction) -> None:
+    from agentrl.models.gguf import PRESETS as GGUF_PRESETS
+    from agentrl.models.tiny import PRESETS as TINY_PRESETS
+
     p = sub.add_parser(
         "rollout",
         help="sample episodes from an env and write trajectories",
         formatter_class=RichHelpFormatter,
+        description="Sample episodes and write token-exact JSONL. Example: agentrl rollout "
+        "--config configs/smollm2-calc-cpu.yaml --episodes 32 --temperature 0",
     )
-    p.add_argument("--env", required=True, help="env id, e.g. math/calc-v0")
-    p.add_argument("--model", required=True, help="checkpoint dir or tiny:<preset>")
-    p.add_argument("--n", type=int, default=4, help="samples per task (group size)")
-    p.add_argument("--episodes", type=int, default=8, help="tasks (seeds), each sampled n times")
-    p.add_argument("--seed", type=int, default=0, help="first task seed (with --data: row)")
+    p.add_argument(
+        "--config",
+        help="a training recipe: its model, env, env kwargs, sampling and rollout settings "
+        "(flags given here win)",
+    )
+    p.add_argument("--env", help="env id, e.g. math/calc-v0 (required without --config)")
+    real = ", ".join(sorted(GGUF_PRESETS))
+    tiny = ", ".join(f"tiny:{k}" for k in sorted(TINY_PRESETS))
+    p.add_argument(
+        "--model",
+        help=f"a checkpoint folder (a run's final/ or checkpoints/step_N/hf/), a real-model "
+        f"preset ({real}), or a random-init test model ({tiny}); required without --config",
+    )
+    p.add_argument(
+        "--env-kwargs",
+        default=None,
+        help="env constructor arguments as a JSON object, e.g. '{\"max_turns\": 6}' "
+        "(merged over the recipe's data.env_kwargs)",
+    )
+    p.add_argument("--n", type=int, default=None, help="samples per task (default: 4)")
+    p.add_argument(
+        "--episodes", type=int, default=8, help="tasks (seeds), each sampled n times (default: 8)"
+    )
+    p.add_argument(
+        "--seed", type=int, default=0, help="first task seed (with --data: row) (default: 0)"
+    )
     p.add_argument(
         "--data", action="append", default=[], help="dataset file/folder whose rows are the tasks"
     )
-    p.add_argument("--out", default="trajectories.jsonl", help="output JSONL path")
+    p.add_argument(
+        "--out", default="trajectories.jsonl", help="output JSONL (default: trajectories.jsonl)"
+    )
     p.add_argument(
         "--max-turns", type=int, default=None, help="turn limit (default: the env's max_turns)"
     )
-    p.add_argument("--max-new-tokens", type=int, default=64, help="per-turn budget")
-    p.add_argument("--max-total-tokens", type=int, default=2048, help="whole-episode budget")
-    p.add_argument("--temperature", type=float, default=1.0)
-    p.add_argument("--concurrency", type=int, default=64, help="episodes in flight")
-    p.add_argument("--timeout", type=float, default=120.0, help="episode wall-clock limit (s)")
-    p.add_argument("--tool-format", default="auto", choices=["auto", "hermes", "llama3"])
+    p.add_argument("--max-new-tokens", type=int, default=None, help="per-turn budget (default: 64)")
+    p.add_argument(
+        "--max-total-tokens", type=int, default=None, help="whole-episode budget (default: 2048)"
+    )
+    p.add_argument("--temperature", type=float, default=None, help="0 = greedy (default: 1.0)")
+    p.add_argument("--concurrency", type=int, default=64, help="episodes in flight (default: 64)")
+    p.add_argument(
+        "--timeout",
+        type=float,
+        default=None,
+        help=f"episode wall-clock limit in s, time queued for the engine included (default: "
+        f"{TIMEOUT_PER_8_S:.0f} s per 8 episodes in flight; none when --temperature 0)",
+    )
+    p.add_argument(
+        "--tool-format", default=None, choices=["auto", "hermes", "llama3"], help="(default: auto)"
+    )
     p.add_argument("--device", default=None, help="torch device (default: cuda if available)")
     p.add_argument("--env-module", action="append", default=[], help="also load this env file")
     p.set_defaults(func=cmd_rollout)
@@ -53,10 +111,12 @@ def load_engine(
     device: str | None = None,
     max_batch_size: int = 64,
     fast: Literal["auto"] | bool = "auto",
+    model_cfg: ModelConfig | None = None,
 ) -> tuple[Engine, ChatFormat]:
     """(engine, ChatFormat) for a checkpoint path or `tiny:<preset>`, loaded and built the way
     `agentrl train` does (`agentrl.models.load`, `agentrl.engines.build_engine`): the hf
-    engine, its CUDA fast path where it applies unless `fast=False`; bfloat16 on CUDA."""
+    engine, its CUDA fast path where it applies unless `fast=False`; bfloat16 on CUDA.
+    `model_cfg`: a recipe's model section (its cache folder, dtype); `model_path` wins."""
     import torch
 
     from agentrl.chat import ChatFormat
@@ -65,7 +125,8 @@ def load_engine(
     from agentrl.models.load import load_model, load_tokenizer
 
     device = device or ("cuda" if torch.cuda.is_available() else "cpu")
-    model_cfg = ModelConfig(path=model_path)
+    model_cfg = ModelConfig(path=model_path) if model_cfg is None else model_cfg
+    model_cfg.path = model_path
     if device.startswith("cuda"):
         model_cfg.dtype = "bfloat16"
     tok = load_tokenizer(model_cfg)
@@ -86,7 +147,70 @@ def tokenizer_ref(model: str) -> str:
     return str(local.resolve()) if local.exists() else model
 
 
+def settings(args: argparse.Namespace) -> tuple[TrainConfig | None, dict]:
+    """The recipe (`--config`, validated like `agentrl train`'s) and the values this rollout
+    uses: a flag given wins over the recipe, the recipe over `DEFAULTS`."""
+    import json
+
+    from agentrl.config import ConfigError
+
+    cfg = None
+    if args.config:
+        from agentrl.assembly.validate import load_train_config
+
+        cfg = load_train_config(args.config, local_files=True)
+    recipe: dict = {}
+    if cfg is not None:
+        recipe = {
+            "env": cfg.data.env,
+            "model": cfg.model.path,
+            "n": cfg.rollout.n,
+            "max_turns": cfg.rollout.max_turns,
+            "max_new_tokens": cfg.sampling.max_new_tokens,
+            "max_total_tokens": cfg.rollout.max_total_tokens,
+            "temperature": cfg.sampling.temperature,
+            "tool_format": cfg.rollout.tool_format,
+            "env_kwargs": dict(cfg.data.env_kwargs),
+        }
+    given = {k: v for k, v in vars(args).items() if v is not None}
+    out = DEFAULTS | recipe | given
+    for flag in ("env", "model"):
+        if flag not in out:
+            raise ConfigError(f"--{flag} is required (or --config RECIPE, which names one)")
+    kwargs = dict(recipe.get("env_kwargs", {}))
+    if args.env_kwargs:
+        try:
+            extra = json.loads(args.env_kwargs)
+        except json.JSONDecodeError as e:
+            raise ConfigError(f"--env-kwargs: not JSON ({e.msg}): {args.env_kwargs}") from None
+        if not isinstance(extra, dict):
+            raise ConfigError(f"--env-kwargs: a JSON object is needed, got {args.env_kwargs}")
+        kwargs |= extra
+    out["env_kwargs"] = kwargs
+    return cfg, out
+
+
+def default_timeout(temperature: float, in_flight: int) -> float:
+    """`--timeout` when not given: off for greedy evaluation (a measurement, not a sampler to
+    keep moving), else `TIMEOUT_PER_8_S` per 8 episodes in flight (the clock counts time
+    queued for the engine)."""
+    if temperature == 0:
+        return NO_TIMEOUT_S
+    return TIMEOUT_PER_8_S * max(1.0, in_flight / 8)
+
+
+def mark_timeouts(trajs: list) -> int:
+    """Mark each row: `metadata["scored"]` is False for an episode the clock ended (its reward
+    0 is no score: leave it out of means); returns how many."""
+    n = 0
+    for t in trajs:
+        t.metadata["scored"] = t.termination != "timeout"
+        n += t.termination == "timeout"
+    return n
+
+
 def cmd_rollout(args: argparse.Namespace) -> int:
+    """Exit 1 (and a first-line warning) when more than half the episodes timed out."""
     from rich.console import Console
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TimeElapsedColumn
 
@@ -99,29 +223,44 @@ def cmd_rollout(args: argparse.Namespace) -> int:
 
     load_env_modules(args.env_module)
     load_plugins()
-    if args.env not in registry and ":" not in args.env:  # prefixed ids: other stacks' envs
+    cfg, v = settings(args)
+    env_id, env_kwargs = v["env"], v["env_kwargs"]
+    if env_id not in registry and ":" not in env_id:  # prefixed ids: other stacks' envs
         from agentrl.config.validate import unknown_name
 
-        raise unknown_name("--env", args.env, registry, "env id", "agentrl rollout")
-    make(args.env).close()  # fail fast on a bad id, before loading the model
+        raise unknown_name("--env", env_id, registry, "env id", "agentrl rollout")
+    try:
+        make(env_id, **env_kwargs).close()  # fail fast on a bad id, before loading the model
+    except TypeError as e:
+        from agentrl.config import ConfigError
+
+        raise ConfigError(f"--env-kwargs for {env_id}: {e}") from None
     tasks: list = list(range(args.seed, args.seed + args.episodes))
     if args.data:  # rows, checked by the env class like data.path (docs/datasets.md)
         from agentrl.rows import read_dataset, rows_env
 
-        ds = read_dataset(args.data, check=rows_env(args.env).read_row)
+        ds = read_dataset(args.data, check=rows_env(env_id).read_row)
         tasks = ds.rows[args.seed : args.seed + args.episodes]
-    console = Console(stderr=True)
-    engine, chat = load_engine(args.model, args.device, max_batch_size=args.concurrency)
-    rollout = RolloutConfig(
-        n=args.n,
-        max_turns=args.max_turns,
-        max_total_tokens=args.max_total_tokens,
-        episode_timeout_s=args.timeout,
-        concurrency=args.concurrency,
-        tool_format=args.tool_format,
+    console = Console(stderr=True, soft_wrap=True)  # a log file gets whole lines
+    from agentrl.cli._common import tiny_rows_warning
+
+    if warning := tiny_rows_warning(v["model"], bool(args.data)):
+        console.print(warning, style="yellow", markup=False, highlight=False)
+    total = len(tasks) * v["n"]
+    timeout = v.get("timeout") or default_timeout(v["temperature"], min(args.concurrency, total))
+    model_cfg = None if cfg is None else cfg.model
+    engine, chat = load_engine(
+        v["model"], args.device, max_batch_size=args.concurrency, model_cfg=model_cfg
     )
-    sampling = SamplingConfig(temperature=args.temperature, max_new_tokens=args.max_new_tokens)
-    total = len(tasks) * args.n
+    rollout = RolloutConfig(
+        n=v["n"],
+        max_turns=v["max_turns"],
+        max_total_tokens=v["max_total_tokens"],
+        episode_timeout_s=timeout,
+        concurrency=args.concurrency,
+        tool_format=v["tool_format"],
+    )
+    sampling = SamplingConfig(temperature=v["temperature"], max_new_tokens=v["max_new_tokens"])
     columns = (
         "[progress.description]{task.description}",
         BarColumn(),
@@ -129,28 +268,43 @@ def cmd_rollout(args: argparse.Namespace) -> int:
         TimeElapsedColumn(),
     )
     with Progress(*columns, console=console) as progress:
-        bar = progress.add_task(f"{args.env}", total=total)
+        bar = progress.add_task(f"{env_id}", total=total)
         runner = RolloutRunner(
             engine,
             chat,
-            lambda: make(args.env),
+            lambda: make(env_id, **env_kwargs),
             rollout,
             sampling,
             on_episode=lambda _t: progress.advance(bar),
         )
-        groups = runner.collect_sync(tasks, args.n)
-        runner.close(close_engine=True)
+        try:
+            groups = runner.collect_sync(tasks, v["n"])
+        finally:
+            runner.close(close_engine=True)
     trajs = [t for g in groups for t in g.trajectories]
-    tokenizer = tokenizer_ref(args.model)
+    tokenizer = tokenizer_ref(v["model"])
     for t in trajs:  # `agentrl view traj.jsonl` decodes ids with it (viewer TOKENIZER_KEYS)
         t.metadata.setdefault("tokenizer", tokenizer)
+    timed_out = mark_timeouts(trajs)
     n = write_jsonl(args.out, trajs)
+    failed = bool(trajs) and timed_out / len(trajs) > TIMEOUT_FAIL_FRACTION
+    if timed_out:
+        limit = "none" if timeout >= NO_TIMEOUT_S else f"{timeout:g}s"
+        console.print(
+            f"[bold red]warning:[/] {timed_out} of {n} episodes timed out (--timeout {limit}, "
+            f"{args.concurrency} in flight); their rows have metadata.scored=false and are "
+            "left out of the reward below: raise --timeout or lower --concurrency",
+            highlight=False,
+        )
+    scored = [t.reward for t in trajs if t.metadata["scored"]]
     stats = runner.last_stats
     terms = ", ".join(
         f"{k.split('/')[1]} {v:.0%}" for k, v in stats.items() if k.startswith("termination/")
     )
+    reward = f"{sum(scored) / len(scored):.3f}" if scored else "n/a (nothing scored)"
     console.print(
-        f"wrote {n} trajectories to {args.out}: reward {stats['reward_mean']:.3f}, "
-        f"turns {stats['turns_mean']:.2f}, {terms}, {stats['wall_s']:.1f}s"
+        f"wrote {n} trajectories to {args.out}: reward {reward} over {len(scored)} scored, "
+        f"turns {stats['turns_mean']:.2f}, {terms}, {stats['wall_s']:.1f}s",
+        highlight=False,
     )
-    return 0
+    return 1 if failed else 0

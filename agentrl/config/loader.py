@@ -226,7 +226,7 @@ def read_yaml(path: str | Path) -> Any:
         with open(path, encoding="utf-8") as f:
             return yaml.safe_load(f) or {}
     except FileNotFoundError:
-        raise ConfigError(f"{path}: no such config file") from None
+        raise ConfigError(f"{path}: no such config file{nearest_config(path)}") from None
     except IsADirectoryError:
         raise ConfigError(f"{path}: is a directory, not a YAML config file") from None
     except yaml.YAMLError as e:
@@ -234,6 +234,25 @@ def read_yaml(path: str | Path) -> Any:
         where = f"{path}:{mark.line + 1}:{mark.column + 1}" if mark else str(path)
         problem = getattr(e, "problem", None) or str(e).splitlines()[0]
         raise ConfigError(f"{where}: invalid YAML: {problem}") from None
+
+
+def nearest_config(path: str | Path) -> str:
+    """`; did you mean X?` for a missing config file: the closest YAML name beside it or among
+    the shipped recipes (`agentrl.configs`), or ``."""
+    import importlib.resources
+
+    path = Path(path)
+    where: dict[str, str] = {}
+    folder = path.parent if path.parent.is_dir() else None
+    if folder is not None:
+        where |= {p.name: str(p) for p in sorted(folder.glob("*.y*ml"))}
+    shipped = importlib.resources.files("agentrl.configs")
+    for entry in shipped.iterdir():
+        if entry.name.endswith((".yaml", ".yml")):
+            where.setdefault(entry.name, f"configs/{entry.name}")
+    stems = {Path(name).stem: name for name in where}  # `.yaml` alone is no likeness
+    near = difflib.get_close_matches(path.stem, list(stems), n=1, cutoff=0.6)
+    return f"; did you mean {where[stems[near[0]]]}?" if near else ""
 
 
 def dump_yaml(cfg: Any, *, changed_tuning_only: bool = False) -> str:

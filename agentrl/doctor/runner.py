@@ -2,7 +2,7 @@
 
 Sections: stack (versions, GPU, engine), sandbox, template (present + linter), env and tools
 (reset, tool callability, tools in the prompt, parser round trip), budgets (context and first
-prompt), dry run (oracle episodes on CPU). A check that crashes becomes a FAIL naming the
+prompt; the oracle's turns against the token budgets), dry run (oracle episodes on CPU). A check that crashes becomes a FAIL naming the
 exception, so one broken component never hides the findings of the others.
 """
 
@@ -124,6 +124,10 @@ def run_doctor(
                 prompt_tokens,
             ),
         )
+    if tok is not None and tok.chat_template:
+        from .oracle import check_oracle_budgets
+
+        findings += _guard("budget", lambda: check_oracle_budgets(factory, tok, cfg))
     if dry_run_episodes > 0:
         findings += _guard("dry run", lambda: check_dry_run(factory, dry_run_episodes))
     return findings

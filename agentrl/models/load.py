@@ -40,7 +40,14 @@ def load_tokenizer(cfg: ModelConfig) -> Any:
 
     key = "model.tokenizer" if cfg.tokenizer else "model.path"
     path = _local(key, cfg.tokenizer or cfg.path, cfg.cache_dir)
-    tok = AutoTokenizer.from_pretrained(path)
+    try:
+        tok = AutoTokenizer.from_pretrained(path)
+    except OSError as e:  # a hub id without network: one line, not a traceback
+        if Path(path).expanduser().exists():
+            raise
+        from agentrl.models.paths import unreachable_model
+
+        raise unreachable_model(key, path, e) from None
     if tok.pad_token_id is None:
         tok.pad_token = tok.eos_token
     return tok

@@ -37,3 +37,13 @@ def looks_local(path: str) -> bool:
     if path in (".", "..") or path.lower().endswith(".gguf"):
         return True
     return path.count("/") >= 2 or (os.sep != "/" and os.sep in path)
+
+
+def unreachable_model(key: str, path: str, error: OSError) -> ConfigError:
+    """The one line for a hub id that could not be loaded (no network, no such repository, a
+    gated one): what `transformers` raises is a long traceback ending in an `OSError`."""
+    first = next((ln.strip() for ln in str(error).splitlines() if ln.strip()), type(error).__name__)
+    return ConfigError(
+        f"{key}: {path!r} is not a folder here, and loading it as a hub id failed ({first[:200]}); "
+        f"pass a local checkpoint folder, a preset (smollm2-135m-instruct) or tiny:<preset>"
+    )

@@ -25,7 +25,9 @@ class MetricsLogger:
         self.enabled = enabled
         self.out_dir = out_dir
         self.path = out_dir / "metrics.jsonl"
-        self.console = Console()
+        # soft_wrap: a step line stays one line in a log file (rich wraps at 80 columns when
+        # stdout is not a terminal); a terminal wraps it itself.
+        self.console = Console(soft_wrap=True)
         self.tb: Any = None
         self.wandb: Any = None
         # Writers open on the first row, so building a trainer writes nothing into a folder
@@ -93,6 +95,8 @@ class MetricsLogger:
             self.wandb.log(tags, step=step)
         if echo:
             shown = " ".join(f"{k}={metrics[k]:.4g}" for k in SHOWN if k in metrics)
+            if overlong := metrics.get("termination/overlong", 0.0):  # a budget cuts episodes
+                shown += f" overlong={overlong:.0%}"
             self.console.print(f"[bold]{prefix}step {step}[/] {shown}")
 
     def close(self) -> None:

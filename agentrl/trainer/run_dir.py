@@ -188,6 +188,24 @@ def resume_changes(out: Path, cfg: object) -> list[str]:
     return [k for k in keys if not k.startswith(_RESUME_QUIET)]
 
 
+def resume_diff(out: Path, cfg: object) -> list[tuple[str, object, object]]:
+    """`(key, saved value, new value)` for every dotted key where `cfg` differs from the run's
+    saved `config.yaml` (`trainer.out_dir` and `data.env_modules` aside: paths the command
+    line resolves); what `agentrl train --resume` lists before it starts."""
+    import yaml
+
+    from agentrl.config import to_dict
+
+    saved_file = out / "config.yaml"
+    if not saved_file.exists():
+        return []
+    saved = _flat(json.loads(json.dumps(yaml.safe_load(saved_file.read_text()), default=str)))
+    new = _flat(json.loads(json.dumps(to_dict(cfg), default=str)))
+    keys = sorted(k for k in saved.keys() | new.keys() if saved.get(k) != new.get(k))
+    quiet = ("trainer.out_dir", "data.env_modules")
+    return [(k, saved.get(k), new.get(k)) for k in keys if not k.startswith(quiet)]
+
+
 def resume_warning(changed: list[str]) -> str | None:
     """One line for `--resume` with a changed config: which keys changed, which of them the
     checkpoint's state overrides (docs/troubleshooting.md, "Resuming")."""

@@ -162,6 +162,8 @@ def rollout(c: Ctx) -> int:
     name = c.get(R + "name")
     if name in ENGINES:
         c.put("engine.kind", name)
+    elif name == "???":  # OmegaConf's "mandatory": verl's composed file leaves it to the CLI
+        c.unmapped(R + "name", "??? (verl sets it on the command line); engine.kind stays hf")
     elif name is not None:
         c.unmapped(R + "name", f"no agentrl engine {name!r}")
     top_k = c.get(R + "top_k")
@@ -177,9 +179,11 @@ def rollout(c: Ctx) -> int:
         }
     )
     tp = int(c.get(R + "tensor_model_parallel_size", 1))
-    if tp > 1:
+    if tp > 1 and name in ("vllm", "sglang"):
         key = "tp_size" if name == "sglang" else "tensor_parallel_size"
         c.put("engine.extra", {key: tp})
+    elif tp > 1:  # the hf engine has no tensor parallelism: never an invalid engine.extra
+        c.unmapped(R + "tensor_model_parallel_size", f"{tp}: the hf engine is not sharded")
     enable = c.get(R + "multi_turn.enable")
     if enable is False:  # verl generates one response: one assistant turn
         c.put("rollout.max_turns", 1)

@@ -1,0 +1,96 @@
+"""Ctrl-C and `--resume` as a user meets them (issue 42, part 2, items 4 and 5).
+
+Ctrl-C during `agentrl train`: one line naming the step and `--resume`, a checkpoint when the
+step had finished, exit 130, no traceback. `--resume`: the run's own `config.yaml` with the
+command line's overrides on top (not the recipe's values), every differing key listed.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from agentrl.cli import main
+
+pytestmark = pytest.mark.timeout(240)
+
+
+def tiny_args(cache: Path, out: Path, **extra: object) -> list[str]:
+    """A real but small `agentrl train`: tiny model, 2 prompts x 2 samples, no SFT."""
+    base: dict[str, object] = {
+        "model.path": "tiny:qwen2",
+        "model.cache_dir": str(cache),
+        "data.env": "math/calc-easy-v0",
+        "data.batch_size": 2,
+        "data.eval_episodes": 2,
+        "rollout.n": 2,
+        "sampling.max_new_tokens": 16,
+        "trainer.tensorboard": "false",
+        "trainer.mini_batch_size": 4,
+        "trainer.micro_batch_size": 2,
+        "trainer.out_dir": str(out),
+        "trainer.eval_every": 0,
+        "trainer.save_every": 0,
+        "sft.steps": 0,
+    }
+    base |= {k.replace("__", "."): v for k, v in extra.items()}
+    return [f"{k}={v}" for k, v in base.items()]
+
+
+def test_ctrl_c_during_train_is_one_line_and_exit_130(agentrl_cache: Path, tmp_path: Path) -> None:
+    out = tmp_path / "run"
+    argv = ["-m", "agentrl", "train", *tiny_args(agentrl_cache, out, trainer__steps=1000)]
+    env = os.environ | {"OMP_NUM_THREADS": "1"}
+    proc = subprocess.Popen(
+        [sys.executable, *argv], env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+    )
+    assert proc.stdout is not None
+    for line in proc.stdout:  # after the first step line
+        if line.startswith("step 1 "):
+            proc.send_signal(signal.SIGINT)
+            break
+    stdout, stderr = proc.communicate(timeout=120)
+    assert proc.returncode == 130, stderr[-3000:]
+    assert "Traceback" not in stderr + stdout
+    said = [ln for ln in stderr.splitlines() if ln.startswith("interrupted at step")]
+    assert len(said) == 1, stderr
+    lines = [ln for ln in stderr.splitlines() if ln.strip() and "Loading weights" not in ln]
+    assert len(lines) <= 3, stderr
+    step = int(said[0].split()[3].rstrip(";"))
+    assert step >= 1
+    # A finished step is checkpointed (the signal may also land mid-step: then the step is
+    # not done and there is nothing new to save; this run saves no checkpoint on its own).
+    if "resume with --resume" in said[0]:
+        assert said[0].endswith("resume with --resume")
+        assert (out / "checkpoints" / "latest").read_text().strip() == f"step_{step:06d}"
+    else:
+        assert "no checkpoint yet" in said[0] and not (out / "checkpoints").exists()
+
+
+def test_resume_uses_the_runs_own_config(
+    agentrl_cache: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    recipe = tmp_path / "recipe.yaml"
+    recipe.write_text("trainer:\n  steps: 30\nsampling:\n  temperature: 1.0\n")
+    out = tmp_path / "run"
+    first = tiny_args(agentrl_cache, out, trainer__steps=1, sampling__temperature=0.7)
+    assert main(["train", "--config", str(recipe), *first]) == 0
+    capsys.readouterr()
+    # The user resumes with the recipe but without the first run's overrides, asking for 2 steps.
+    again = ["--config", str(recipe), "--resume", f"trainer.out_dir={out}", "trainer.steps=2"]
+    assert main(["train", *again]) == 0
+    printed = capsys.readouterr().out
+    assert "--resume: the run's own config" in printed
+    assert "  trainer.steps: 1 -> 2" in printed
+    assert "not applied from" in printed and "sampling.temperature" in printed
+    saved = (out / "config.yaml").read_text()
+    assert "temperature: 0.7" in saved and "steps: 2" in saved  # not the recipe's 30 / 1.0
+    steps = [json.loads(ln)["step"] for ln in (out / "metrics.jsonl").read_text().splitlines()]
+    assert steps == [1, 2]
+    assert f"final model: {out / 'final'}" in printed
