@@ -30,6 +30,7 @@ TerminationReason = Literal[
     "timeout",  # episode wall-clock limit
     "env_error",  # env raised; recorded in metadata["error"]
     "engine_error",  # engine raised; recorded in metadata["error"]
+    "agent_crash",  # an agent program (harness rollout) crashed or called no model
 ]
 
 

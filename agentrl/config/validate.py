@@ -87,6 +87,7 @@ RANGES: dict[str, Range] = {
     "rollout.max_total_tokens": AT_LEAST_1,
     "rollout.episode_timeout_s": POS,
     "rollout.concurrency": AT_LEAST_1,
+    "rollout.harness.timeout_s": POS,
     "data.batch_size": AT_LEAST_1,
     "data.eval_seed_offset": NONNEG,
     "data.eval_episodes": NONNEG,

@@ -1,0 +1,93 @@
+"""`agentrl train --agent module:fn`: an agent program, unchanged, trained through the gateway.
+
+Real parts throughout: the tiny qwen2 model and its tokenizer, the real `agentrl serve` app
+under uvicorn on the training engine, the real `openai` client in a child process per episode,
+the env's own grader. The agents live in `harness_agents.py` and know nothing of agentrl.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+pytest.importorskip("fastapi", reason="pip install 'agentrl[serve]'")
+pytest.importorskip("uvicorn", reason="pip install 'agentrl[serve]'")
+pytest.importorskip("openai", reason="pip install openai")
+
+from agentrl.cli import main  # noqa: E402
+
+pytestmark = pytest.mark.timeout(600)
+HERE = Path(__file__).resolve().parent
+REPO = HERE.parents[1]
+
+
+@pytest.fixture(autouse=True)
+def agents_importable(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The agent child imports `harness_agents` (and agentrl from this checkout)."""
+    monkeypatch.setenv("PYTHONPATH", f"{HERE}:{REPO}")
+
+
+def overrides(cache: Path, out: Path, **extra: Any) -> list[str]:
+    base = {
+        "model.path": "tiny:qwen2",
+        "model.cache_dir": str(cache),
+        "data.batch_size": 2,
+        "rollout.n": 2,
+        "rollout.concurrency": 4,
+        "sampling.max_new_tokens": 12,
+        "trainer.tensorboard": "false",
+        "trainer.steps": 2,
+        "trainer.mini_batch_size": 8,
+        "trainer.micro_batch_size": 4,
+        "trainer.out_dir": str(out),
+        "sft.steps": 0,
+        "rollout.harness.timeout_s": 120,
+    }
+    base |= {k.replace("__", "."): v for k, v in extra.items()}
+    return [f"{k}={v}" for k, v in base.items()]
+
+
+def metrics(out: Path) -> list[dict[str, Any]]:
+    return [json.loads(line) for line in (out / "metrics.jsonl").read_text().splitlines()]
+
+
+def test_calc_agent_trains_two_grpo_steps(agentrl_cache: Path, tmp_path: Path) -> None:
+    """The one-line form: two GRPO steps on n=2 runs per task of a tool-calling agent."""
+    out = tmp_path / "run"
+    args = ["train", "--agent", "harness_agents:calc_agent", "--env", "math/calc-easy-v0"]
+    assert main([*args, *overrides(agentrl_cache, out)]) == 0
+    rows = metrics(out)
+    assert [r["step"] for r in rows] == [1, 2]
+    for r in rows:
+        assert r["harness/infra_failed"] == 0
+        assert r["harness/episodes"] == 4  # 2 tasks x n=2, every run trained
+        assert r["sampled_tokens"] > 0 if "sampled_tokens" in r else True
+        assert r["loss"] == r["loss"]  # finite (not NaN)
+
+
+def test_env_grader_scores_the_agents_answer(agentrl_cache: Path, tmp_path: Path) -> None:
+    """An agent whose answers are right gets the env's full reward: the score is the env's
+    grader on what the agent returned, not anything the model said."""
+    out = tmp_path / "run"
+    args = ["train", "--agent", "harness_agents:answer_agent", "--env", "math/calc-easy-v0"]
+    assert main([*args, *overrides(agentrl_cache, out, trainer__steps=1)]) == 0
+    (row,) = metrics(out)
+    assert row["reward/mean"] == 1.0
+
+
+@pytest.mark.parametrize(
+    ("agent", "reason"),
+    [("harness_agents:crashing_agent", "agent_crash"), ("harness_agents:hanging_agent", "timeout")],
+)
+def test_crash_and_hang_are_infra_failures(
+    agentrl_cache: Path, tmp_path: Path, agent: str, reason: str
+) -> None:
+    """Every run failing is an error naming the failure, never a step trained on zeros."""
+    out = tmp_path / "run"
+    args = ["train", "--agent", agent, "--env", "math/calc-easy-v0"]
+    extra = {"trainer__steps": 1, "rollout__harness__timeout_s": 3}
+    with pytest.raises(RuntimeError, match="no task has 2 agent run"):
+        main([*args, *overrides(agentrl_cache, out, **extra)])
