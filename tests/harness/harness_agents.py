@@ -99,3 +99,17 @@ def answer_agent(task: dict[str, Any], base_url: str) -> dict[str, Any]:
     )
     question = task["prompt"].split("What is", 1)[-1].split("?", 1)[0]
     return {"answer": arithmetic(question.strip())}
+
+
+def flaky_agent(task: dict[str, Any], base_url: str) -> dict[str, Any]:
+    """Right on even seeds; crashes on odd ones (after using the model)."""
+    if task["seed"] % 2:
+        return crashing_agent(task, base_url)  # type: ignore[return-value]
+    return answer_agent(task, base_url)
+
+
+def stuck_agent(task: dict[str, Any], base_url: str) -> dict[str, Any]:
+    """Right on even seeds; hangs on odd ones."""
+    if task["seed"] % 2:
+        return hanging_agent(task, base_url)  # type: ignore[return-value]
+    return answer_agent(task, base_url)
