@@ -41,10 +41,6 @@ class AdvantageInput:
     mask: Tensor
     # [B] prompt id; samples of one prompt share it. Needed by group-relative estimators.
     group_index: Tensor | None = None
-    # [B] episode id, when one episode spans several rows (a harness that rewrote its
-    # history: its session's segments share the episode's reward). The group statistics of
-    # the mean/std/leave-one-out estimators then count each episode once. None: a row each.
-    episode_index: Tensor | None = None
     # Critic values V(s_t) for gae.
     values: Tensor | None = None
     old_log_probs: Tensor | None = None
@@ -57,6 +53,10 @@ class AdvantageInput:
     sum_pi_squared: Tensor | None = None
     # Detached rollout-correction weights, when `algorithm.tis_mode` is on (optimal baseline).
     is_weights: Tensor | None = None
+    # [B] episode id, when one episode spans several rows (a harness that rewrote its
+    # history: its session's segments share the episode's reward). The group statistics of
+    # the mean/std/leave-one-out estimators then count each episode once. None: a row each.
+    episode_index: Tensor | None = None
 
 
 AdvantageFn = Callable[[AdvantageInput, AlgorithmConfig], tuple[Tensor, Tensor]]
