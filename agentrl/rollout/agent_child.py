@@ -22,6 +22,7 @@ import inspect
 import json
 import os
 import sys
+from collections.abc import Mapping
 from typing import Any
 
 
@@ -40,10 +41,11 @@ def load_callable(spec: str) -> Any:
 
 def call_agent(fn: Any, task: dict[str, Any], base_url: str, extra: dict[str, Any]) -> Any:
     """`fn(task, base_url, **the extras its signature names)`, awaited if it is a coroutine."""
+    params: Mapping[str, inspect.Parameter] = {}
     try:
         params = inspect.signature(fn).parameters
     except (TypeError, ValueError):  # a builtin or C callable: no signature to read
-        params = {}
+        pass
     takes_all = any(p.kind is inspect.Parameter.VAR_KEYWORD for p in params.values())
     kwargs = {k: v for k, v in extra.items() if takes_all or k in params}
     out = fn(task, base_url, **kwargs)

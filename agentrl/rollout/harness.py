@@ -227,7 +227,7 @@ class Harness:
         ]
         record.metadata["segments"] = len(segments)
         if run.status != "ok":
-            reason = "timeout" if run.status == "timeout" else "agent_crash"
+            reason: TerminationReason = "timeout" if run.status == "timeout" else "agent_crash"
             return _failed(record, reason, run.error)
         broken = [t for t in segments if t.termination == "engine_error"]
         if broken:
