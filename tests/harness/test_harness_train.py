@@ -8,6 +8,7 @@ the env's own grader. The agents live in `harness_agents.py` and know nothing of
 from __future__ import annotations
 
 import json
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -136,3 +137,15 @@ def test_every_run_failing_is_an_error(agentrl_cache: Path, tmp_path: Path) -> N
     args = ["train", "--agent", "harness_agents:crashing_agent", "--env", "math/calc-easy-v0"]
     with pytest.raises(RuntimeError, match="the agent's own bug"):
         main([*args, *overrides(agentrl_cache, out, trainer__steps=1)])
+
+
+def test_command_line_agent(agentrl_cache: Path, tmp_path: Path) -> None:
+    """`--agent-command`: a program that only reads OPENAI_BASE_URL / OPENAI_API_KEY and
+    $AGENTRL_TASK, answering on its last line of stdout, scored by the env's grader."""
+    out = tmp_path / "run"
+    command = f"{sys.executable} {HERE / 'command_agent.py'}"
+    args = ["train", "--agent-command", command, "--env", "math/calc-easy-v0"]
+    assert main([*args, *overrides(agentrl_cache, out, trainer__steps=1)]) == 0
+    (row,) = metrics(out)
+    assert row["harness/episodes"] == 4 and row["harness/infra_failed"] == 0
+    assert row["reward/mean"] == 1.0
