@@ -21,6 +21,7 @@ import torch
 from torch import Tensor
 
 from agentrl.algorithms._registry import lookup
+from agentrl.algorithms.losses import policy_agg_mode
 from agentrl.algorithms.masked import masked_whiten
 from agentrl.algorithms.returns import discounted_returns, gae, turn_ids_from_mask, turn_returns
 from agentrl.config.schema import AlgorithmConfig
@@ -146,7 +147,19 @@ def compute_advantages(inp: AdvantageInput, cfg: AlgorithmConfig) -> tuple[Tenso
         adv, returns = get_adv_estimator(cfg.adv_estimator)(inp, cfg)
         if whitens_advantages(cfg):
             adv = masked_whiten(adv, inp.mask)
-        return adv, returns
+        return split_weighted(adv, inp.episode_index, policy_agg_mode(cfg)), returns
+
+
+def split_weighted(adv: Tensor, episode_index: Tensor | None, mode: str) -> Tensor:
+    """Under a `seq-mean-*` loss each row counts as one sequence, so the k segments of a
+    split episode would weigh k episodes: their advantages are divided by k (the policy
+    losses are linear in A), so the episode weighs what an unsplit one does. Token modes
+    need nothing: each sampled token sits in exactly one segment."""
+    if episode_index is None or not mode.startswith("seq-mean"):
+        return adv
+    _, episode = torch.unique(episode_index, return_inverse=True)
+    rows = torch.bincount(episode).to(adv.dtype)[episode]
+    return adv / rows.unsqueeze(-1)
 
 
 # ---------------------------------------------------------------- shared pieces

@@ -56,3 +56,15 @@ def test_episode_index_from_metadata() -> None:
 
     assert episode_index([t(None), t(None)]) is None  # built-in rollouts: a row each
     assert episode_index([t("a"), t("b"), t("a"), t(None)]).tolist() == [0, 1, 0, 2]
+
+
+@pytest.mark.parametrize("mode", ["seq-mean-token-mean", "seq-mean-token-sum", "token-mean"])
+def test_split_episode_weighs_one_sequence(mode: str) -> None:
+    """Under a seq-mean loss a split episode's k segments each get A / k (the episode counts
+    once); under token-mean its tokens already count once, so A is untouched."""
+    cfg = AlgorithmConfig(adv_estimator="grpo", loss_agg_mode=mode)  # type: ignore[arg-type]
+    whole, _ = compute_advantages(_input([1.0, 0.0, 0.0], None), cfg)
+    split, _ = compute_advantages(_input([1.0, 1.0, 0.0, 0.0], [0, 0, 1, 2]), cfg)
+    k = 2.0 if mode.startswith("seq-mean") else 1.0
+    assert torch.allclose(split[:2, 0], whole[0, 0].expand(2) / k, atol=1e-6)
+    assert torch.allclose(split[2:, 0], whole[1:, 0], atol=1e-6)
