@@ -53,21 +53,8 @@ def build_collector(cfg: TrainConfig, c: Components) -> Collector:
 
 
 def harness_collector(cfg: TrainConfig, c: Components) -> HarnessCollector:
-    """The harness rollout's collector; what it cannot do yet is refused here, by key."""
-    refused = {
-        "trainer.async.max_staleness": cfg.trainer.async_.max_staleness >= 1,
-        "data.eval_episodes": cfg.data.eval_episodes > 0,
-        "algorithm.adv_estimator": get_estimator(cfg.algorithm.adv_estimator).greedy_baseline,
-        "algorithm.dynamic_sampling": cfg.algorithm.dynamic_sampling
-        and cfg.algorithm.max_resample_batches > 0,
-    }
-    for key, bad in refused.items():
-        if bad:
-            raise ConfigError(
-                f"{key}: not supported with rollout.harness (an agent program) yet; the "
-                "harness rollout is synchronous, has no held-out eval through the agent "
-                "(set data.eval_episodes=0), no greedy baseline and no resampled batches"
-            )
+    """The harness rollout's collector (what it cannot combine with is refused when the
+    config loads: `assembly.validate.check_harness`)."""
     if not isinstance(c.rollout, Rollout):
         raise ConfigError(
             "rollout.harness needs the engine in this process (trainer.placement: local, "

@@ -149,3 +149,23 @@ def test_command_line_agent(agentrl_cache: Path, tmp_path: Path) -> None:
     (row,) = metrics(out)
     assert row["harness/episodes"] == 4 and row["harness/infra_failed"] == 0
     assert row["reward/mean"] == 1.0
+
+
+@pytest.mark.parametrize(
+    ("extra", "message"),
+    [
+        (["data.eval_episodes=4"], "rollout.harness: does not combine with data.eval_episodes"),
+        (["trainer.async.max_staleness=1"], "does not combine with trainer.async.max_staleness"),
+        (["algorithm.adv_estimator=remax", "rollout.n=1"], "greedy baseline"),
+        (["rollout.harness.timeout_s=0"], "rollout.harness.timeout_s"),
+        (["rollout.harness.command=[python, a.py]"], "set agent or command, not both"),
+    ],
+)
+def test_what_the_harness_refuses_is_a_config_error(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], extra: list[str], message: str
+) -> None:
+    """Refused before any model loads, naming the key."""
+    args = ["train", "--agent", "harness_agents:calc_agent", "--env", "math/calc-easy-v0"]
+    assert main([*args, f"trainer.out_dir={tmp_path / 'run'}", *extra]) == 2
+    captured = capsys.readouterr()
+    assert message in captured.out + captured.err
