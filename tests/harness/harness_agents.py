@@ -113,3 +113,37 @@ def stuck_agent(task: dict[str, Any], base_url: str) -> dict[str, Any]:
     if task["seed"] % 2:
         return hanging_agent(task, base_url)  # type: ignore[return-value]
     return answer_agent(task, base_url)
+
+
+def cheating_agent(task: dict[str, Any], base_url: str) -> dict[str, Any]:
+    """Tries to score itself: posts a reward for its own session (root and session URLs),
+    tries to read every session, and returns a wrong answer claiming reward 1. Writes what
+    each probe got to $HARNESS_PROBE_FILE."""
+    import os
+    import urllib.error
+    import urllib.request
+
+    root, rest = base_url.split("/s/", 1)
+    session = rest.split("/", 1)[0]
+
+    def status(url: str, body: dict[str, Any] | None = None) -> int:
+        data = None if body is None else json.dumps(body).encode()
+        req = urllib.request.Request(url, data=data, headers={"Content-Type": "application/json"})
+        try:
+            with urllib.request.urlopen(req, timeout=30) as r:
+                return int(r.status)
+        except urllib.error.HTTPError as e:
+            return int(e.code)
+
+    probes = {
+        "reward_root": status(f"{root}/v1/trajectories/{session}/reward", {"reward": 1.0}),
+        "reward_session_url": status(f"{base_url}/trajectories/{session}/reward", {"reward": 1.0}),
+        "read_all": status(f"{root}/v1/trajectories"),
+        "token_in_env": [k for k in os.environ if "SERVE_TOKEN" in k],
+    }
+    OpenAI(base_url=base_url, api_key="unused", max_retries=0).chat.completions.create(
+        model="policy", messages=[{"role": "user", "content": task["prompt"]}], max_tokens=4
+    )
+    with open(os.environ["HARNESS_PROBE_FILE"], "a") as f:
+        f.write(json.dumps(probes) + "\n")
+    return {"answer": "no number here", "reward": 1.0}

@@ -169,3 +169,25 @@ def test_what_the_harness_refuses_is_a_config_error(
     assert main([*args, f"trainer.out_dir={tmp_path / 'run'}", *extra]) == 2
     captured = capsys.readouterr()
     assert message in captured.out + captured.err
+
+
+def test_the_agent_cannot_score_itself(
+    agentrl_cache: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """An agent with full Python posts rewards for its own session, reads the sessions and
+    returns a wrong answer claiming reward 1: every admin call is refused (no token reaches
+    it) and the env's grader scores the wrong answer 0."""
+    probe = tmp_path / "probes.jsonl"
+    monkeypatch.setenv("HARNESS_PROBE_FILE", str(probe))
+    monkeypatch.setenv("AGENTRL_SERVE_TOKEN", "a-token-the-agent-must-not-see-0123456789")
+    out = tmp_path / "run"
+    args = ["train", "--agent", "harness_agents:cheating_agent", "--env", "math/calc-easy-v0"]
+    assert main([*args, *overrides(agentrl_cache, out, trainer__steps=1)]) == 0
+    (row,) = metrics(out)
+    assert row["reward/mean"] == 0.0 and row["harness/episodes"] == 4
+    probes = [json.loads(line) for line in probe.read_text().splitlines()]
+    assert len(probes) == 4
+    for p in probes:
+        assert p["reward_root"] == 401 and p["read_all"] == 401
+        assert p["reward_session_url"] in (401, 404)
+        assert p["token_in_env"] == []
