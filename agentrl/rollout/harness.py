@@ -122,7 +122,9 @@ async def run_agent(cfg: HarnessConfig, task: dict[str, Any], root: str, session
             raise
         stderr = err.decode(errors="replace")[-STDERR_TAIL:]
         if proc.returncode != 0:
-            return AgentRun("crash", {}, f"agent exited with status {proc.returncode}: {stderr}")
+            last = next((x for x in reversed(stderr.splitlines()) if x.strip()), "")
+            why = f"agent exited with status {proc.returncode}: {last}"  # the exception line
+            return AgentRun("crash", {}, f"{why}\n{stderr}")
         return AgentRun("ok", _result(result_path, out.decode(errors="replace")))
 
 
