@@ -147,3 +147,14 @@ def cheating_agent(task: dict[str, Any], base_url: str) -> dict[str, Any]:
     with open(os.environ["HARNESS_PROBE_FILE"], "a") as f:
         f.write(json.dumps(probes) + "\n")
     return {"answer": "no number here", "reward": 1.0}
+
+
+def self_graded_agent(task: dict[str, Any], base_url: str) -> dict[str, Any]:
+    """A program with its own grader (`rollout.harness.reward: agent`): it reports 0.5."""
+    answer = answer_agent(task, base_url)
+    return {"answer": answer["answer"], "reward": 0.5}
+
+
+def quarter_reward(task: dict[str, Any], answer: str) -> float:
+    """A reward function (`rollout.harness.reward: function`): 0.25 for a numeric answer."""
+    return 0.25 if answer.strip().lstrip("-").isdigit() else 0.0

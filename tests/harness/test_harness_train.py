@@ -191,3 +191,29 @@ def test_the_agent_cannot_score_itself(
         assert p["reward_root"] == 401 and p["read_all"] == 401
         assert p["reward_session_url"] in (401, 404)
         assert p["token_in_env"] == []
+
+
+@pytest.mark.parametrize(
+    ("agent", "extra", "reward"),
+    [
+        ("harness_agents:self_graded_agent", {"rollout__harness__reward": "agent"}, 0.5),
+        (
+            "harness_agents:answer_agent",
+            {
+                "rollout__harness__reward": "function",
+                "rollout__harness__reward_fn": "harness_agents:quarter_reward",
+            },
+            0.25,
+        ),
+    ],
+)
+def test_other_reward_sources(
+    agentrl_cache: Path, tmp_path: Path, agent: str, extra: dict[str, Any], reward: float
+) -> None:
+    """`reward: agent` trains on the reward the program reports; `reward: function` on the
+    reward function's score of the answer (the env's grader would give 1.0 to both)."""
+    out = tmp_path / "run"
+    args = ["train", "--agent", agent, "--env", "math/calc-easy-v0"]
+    assert main([*args, *overrides(agentrl_cache, out, trainer__steps=1, **extra)]) == 0
+    (row,) = metrics(out)
+    assert row["reward/mean"] == reward and row["harness/episodes"] == 4
