@@ -33,7 +33,8 @@ TerminationReason = Literal[
     "engine_error",  # engine raised or aborted the request; recorded in metadata["error"]
     "sandbox_error",  # the sandbox a tool or grader runs code in failed (`InfraError`)
     "tool_error",  # a tool's own service failed, not the call (`InfraError`)
-    "agent_crash",  # the rollout's own code raised (a chat template, a parser); a bug
+    "agent_crash",  # the rollout's own code raised (a template, a parser), or an agent program
+    # (harness rollout) crashed or called no model
 ]
 
 # Which side of the line each reason falls on: "policy" outcomes are what the model did (its

@@ -21,6 +21,7 @@ import torch
 from torch import Tensor
 
 from agentrl.algorithms._registry import lookup
+from agentrl.algorithms.losses import policy_agg_mode
 from agentrl.algorithms.masked import masked_whiten
 from agentrl.algorithms.returns import discounted_returns, gae, turn_ids_from_mask, turn_returns
 from agentrl.config.schema import AlgorithmConfig
@@ -53,6 +54,10 @@ class AdvantageInput:
     sum_pi_squared: Tensor | None = None
     # Detached rollout-correction weights, when `algorithm.tis_mode` is on (optimal baseline).
     is_weights: Tensor | None = None
+    # [B] episode id, when one episode spans several rows (a harness that rewrote its
+    # history: its session's segments share the episode's reward). The group statistics of
+    # the mean/std/leave-one-out estimators then count each episode once. None: a row each.
+    episode_index: Tensor | None = None
 
 
 AdvantageFn = Callable[[AdvantageInput, AlgorithmConfig], tuple[Tensor, Tensor]]
@@ -142,7 +147,19 @@ def compute_advantages(inp: AdvantageInput, cfg: AlgorithmConfig) -> tuple[Tenso
         adv, returns = get_adv_estimator(cfg.adv_estimator)(inp, cfg)
         if whitens_advantages(cfg):
             adv = masked_whiten(adv, inp.mask)
-        return adv, returns
+        return split_weighted(adv, inp.episode_index, policy_agg_mode(cfg)), returns
+
+
+def split_weighted(adv: Tensor, episode_index: Tensor | None, mode: str) -> Tensor:
+    """Under a `seq-mean-*` loss each row counts as one sequence, so the k segments of a
+    split episode would weigh k episodes: their advantages are divided by k (the policy
+    losses are linear in A), so the episode weighs what an unsplit one does. Token modes
+    need nothing: each sampled token sits in exactly one segment."""
+    if episode_index is None or not mode.startswith("seq-mean"):
+        return adv
+    _, episode = torch.unique(episode_index, return_inverse=True)
+    rows = torch.bincount(episode).to(adv.dtype)[episode]
+    return adv / rows.unsqueeze(-1)
 
 
 # ---------------------------------------------------------------- shared pieces
@@ -174,24 +191,36 @@ class GroupStats:
     std: Tensor
 
 
-def group_stats(scores: Tensor, group_index: Tensor | None, estimator: str) -> GroupStats:
+def group_stats(
+    scores: Tensor,
+    group_index: Tensor | None,
+    estimator: str,
+    episode_index: Tensor | None = None,
+) -> GroupStats:
     """Group size, sum, mean and unbiased std (÷(n−1)) of `scores`, gathered back per sample.
 
-    Raises ValueError when a group has one sample: a group-relative baseline would then be the
-    sample itself and the advantage identically 0, which is a config error (`rollout.n`).
+    With `episode_index`, the k rows of one episode each count 1/k: size counts episodes and
+    the sums are over episodes (its rows share the episode's score), so a split episode is
+    one sample of its group. Raises ValueError when a group has one sample: a group-relative
+    baseline would then be the sample itself and the advantage identically 0, which is a
+    config error (`rollout.n`).
     """
     if group_index is None:
         raise ValueError(f"advantage estimator {estimator!r} needs AdvantageInput.group_index")
     _, inverse = torch.unique(group_index, return_inverse=True)
-    size = torch.bincount(inverse).to(scores.dtype)
+    weight = torch.ones_like(scores)
+    if episode_index is not None:
+        _, episode = torch.unique(episode_index, return_inverse=True)
+        weight = 1.0 / torch.bincount(episode).to(scores.dtype)[episode]
+    size = torch.zeros(int(inverse.max()) + 1, dtype=scores.dtype).scatter_add_(0, inverse, weight)
     if bool((size < 2).any()):
         raise ValueError(
             f"advantage estimator {estimator!r} is group-relative and needs >= 2 samples per "
             f"group (rollout.n >= 2); got a group of size 1"
         )
-    total = torch.zeros_like(size).scatter_add_(0, inverse, scores)
+    total = torch.zeros_like(size).scatter_add_(0, inverse, weight * scores)
     mean = total / size
-    sq = torch.zeros_like(size).scatter_add_(0, inverse, (scores - mean[inverse]) ** 2)
+    sq = torch.zeros_like(size).scatter_add_(0, inverse, weight * (scores - mean[inverse]) ** 2)
     std = (sq / (size - 1)).sqrt()
     return GroupStats(inverse, size[inverse], total[inverse], mean[inverse], std[inverse])
 
@@ -214,7 +243,7 @@ def gae_advantages(inp: AdvantageInput, cfg: AlgorithmConfig) -> tuple[Tensor, T
 
 
 def _grpo(inp: AdvantageInput, cfg: AlgorithmConfig, name: str) -> tuple[Tensor, Tensor]:
-    stats = group_stats(episode_scores(inp), inp.group_index, name)
+    stats = group_stats(episode_scores(inp), inp.group_index, name, inp.episode_index)
     adv = _relative(inp, cfg, stats.mean)
     if cfg.norm_adv_by_std:
         adv = adv / (stats.std.unsqueeze(-1) + GROUP_EPS)
@@ -240,7 +269,7 @@ def gspo_advantages(inp: AdvantageInput, cfg: AlgorithmConfig) -> tuple[Tensor, 
 @register_adv_estimator("dr_grpo", group_relative=True)
 def dr_grpo_advantages(inp: AdvantageInput, cfg: AlgorithmConfig) -> tuple[Tensor, Tensor]:
     """A = G − mean_g R: no std scaling. Pair with `loss_agg_mode: seq-mean-token-sum`."""
-    stats = group_stats(episode_scores(inp), inp.group_index, "dr_grpo")
+    stats = group_stats(episode_scores(inp), inp.group_index, "dr_grpo", inp.episode_index)
     return _relative(inp, cfg, stats.mean), credit_returns(inp, cfg)
 
 
@@ -248,7 +277,7 @@ def dr_grpo_advantages(inp: AdvantageInput, cfg: AlgorithmConfig) -> tuple[Tenso
 def rloo_advantages(inp: AdvantageInput, cfg: AlgorithmConfig) -> tuple[Tensor, Tensor]:
     """Leave-one-out: A_i = G_i − (Σ_{j∈g} R_j − R_i)/(n − 1); the baseline excludes i."""
     scores = episode_scores(inp)
-    stats = group_stats(scores, inp.group_index, "rloo")
+    stats = group_stats(scores, inp.group_index, "rloo", inp.episode_index)
     loo = (stats.total - scores) / (stats.size - 1)
     return _relative(inp, cfg, loo), credit_returns(inp, cfg)
 
@@ -295,7 +324,9 @@ def reinforce_pp_baseline_advantages(
     inp: AdvantageInput, cfg: AlgorithmConfig
 ) -> tuple[Tensor, Tensor]:
     """REINFORCE++-baseline: A = whiten_batch(G − mean_g R) over trained tokens."""
-    stats = group_stats(episode_scores(inp), inp.group_index, "reinforce_plus_plus_baseline")
+    stats = group_stats(
+        episode_scores(inp), inp.group_index, "reinforce_plus_plus_baseline", inp.episode_index
+    )
     adv = _relative(inp, cfg, stats.mean)
     return masked_whiten(adv, inp.mask), credit_returns(inp, cfg)
 
@@ -336,6 +367,6 @@ def gpg_advantages(inp: AdvantageInput, cfg: AlgorithmConfig) -> tuple[Tensor, T
     B / (B − M), M = samples in groups whose rewards all agree; the two coincide when every
     informative sample has a non-zero reward.)"""
     scores = episode_scores(inp)
-    stats = group_stats(scores, inp.group_index, "gpg")
+    stats = group_stats(scores, inp.group_index, "gpg", inp.episode_index)
     alpha = scores.shape[0] / (scores != 0).sum().clamp(min=1).to(scores.dtype)
     return alpha * _relative(inp, cfg, stats.mean), credit_returns(inp, cfg)

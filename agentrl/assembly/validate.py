@@ -223,6 +223,35 @@ def check_async(cfg: TrainConfig, src: str) -> None:
             raise ConfigError(f"{src}: {key}: >= 1 does not combine with {what}")
 
 
+def check_harness(cfg: TrainConfig, src: str) -> None:
+    """`rollout.harness` (an agent program, docs/rollout.md): what the harness rollout cannot
+    combine with yet, named, before anything loads."""
+    if not cfg.rollout.harness.enabled:
+        return
+    algo = cfg.algorithm
+    clashes = {
+        "trainer.async.max_staleness >= 1 (the harness rollout is synchronous)": (
+            cfg.trainer.async_.max_staleness >= 1
+        ),
+        "trainer.async.producer: process (the gateway runs on the engine's loop here)": (
+            cfg.trainer.async_.producer == "process"
+        ),
+        "trainer.placement: ray": cfg.trainer.placement == "ray",
+        "data.eval_episodes > 0 (the held-out eval does not run the agent yet; set 0)": (
+            cfg.data.eval_episodes > 0
+        ),
+        f"algorithm.adv_estimator: {algo.adv_estimator} (greedy baseline episodes)": (
+            get_estimator(algo.adv_estimator).greedy_baseline
+        ),
+        "algorithm.dynamic_sampling with max_resample_batches > 0 (no refills)": (
+            algo.dynamic_sampling and algo.max_resample_batches > 0
+        ),
+    }
+    for what, clash in clashes.items():
+        if clash:
+            raise ConfigError(f"{src}: rollout.harness: does not combine with {what}")
+
+
 def validate(cfg: TrainConfig, src: str = "<config>", *, local_files: bool = False) -> None:
     """Raise `ConfigError` for the first bad value of `cfg`: its ranges
     (`agentrl.config.validate`), then every name a registry must know; with `local_files`,
@@ -238,6 +267,7 @@ def validate(cfg: TrainConfig, src: str = "<config>", *, local_files: bool = Fal
     check_device(cfg, src)
     check_env(cfg, src)
     check_async(cfg, src)
+    check_harness(cfg, src)
 
 
 @overload

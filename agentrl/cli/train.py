@@ -27,6 +27,19 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--config", help="YAML recipe (default: the CPU quickstart)")
     p.add_argument("--env", help="env id (same as data.env=ID)")
     p.add_argument("--env-module", action="append", default=[], help="load a user env file")
+    p.add_argument(
+        "--agent",
+        metavar="MODULE:FUNCTION",
+        help="train an agent program, unchanged: FUNCTION(task, base_url) runs each episode "
+        "against an in-process gateway (rollout.harness.agent; turns data.eval_episodes "
+        "off unless set)",
+    )
+    p.add_argument(
+        "--agent-command",
+        metavar="CMDLINE",
+        help="the same with a command line, OPENAI_BASE_URL etc. pointing at the episode's "
+        "session (rollout.harness.command)",
+    )
     p.add_argument("--resume", action="store_true", help="continue from the latest checkpoint")
     p.add_argument(
         "--overwrite",
@@ -61,6 +74,7 @@ def resolve_config(args: argparse.Namespace, path: str | None = None) -> TrainCo
     overrides = list(args.overrides)
     if args.env:
         overrides.append(f"data.env={args.env}")
+    overrides = agent_overrides(args) + overrides
     cfg = load_train_config(path, overrides, local_files=True)
     # Every process that builds envs (Ray workers too) imports these; paths made absolute.
     mods = [str(Path(m).resolve()) for m in args.env_module]
@@ -129,6 +143,20 @@ def interrupted(trainer: Trainer) -> None:
     ckpt = int(latest.name.removeprefix("step_"))
     where = "" if ckpt == done else f" (from the checkpoint of step {ckpt})"
     print(f"\ninterrupted at step {done}; resume with --resume{where}", file=sys.stderr)
+
+
+def agent_overrides(args: argparse.Namespace) -> list[str]:
+    """`--agent` / `--agent-command` as overrides, put before the user's (theirs win): the
+    held-out eval runs the built-in env loop, not the agent, so it is off by default."""
+    import json
+    import shlex
+
+    out = []
+    if args.agent:
+        out.append(f"rollout.harness.agent={args.agent}")
+    if args.agent_command:
+        out.append(f"rollout.harness.command={json.dumps(shlex.split(args.agent_command))}")
+    return out + ["data.eval_episodes=0"] if out else []
 
 
 def cmd_train(args: argparse.Namespace) -> int:

@@ -53,6 +53,48 @@ class SamplingConfig:
 
 
 @dataclass(kw_only=True)
+class HarnessConfig:
+    """Train an agent program, unchanged (docs/rollout.md, "Training an agent program"): per
+    episode the trainer opens a session on an in-process recording gateway over the training
+    engine, runs the program against it and trains on what the gateway recorded. Set `agent`
+    or `command` (not both); with neither, episodes are run by the built-in env loop."""
+
+    # A Python callable "module:function", called as function(task, base_url) in a child
+    # process (its own interpreter: it cannot reach the trainer, the gateway's admin token or
+    # the grader). `task`: {"prompt", "messages", "tools", "seed", "env"}; `base_url`: the
+    # episode's OpenAI base URL. It returns the final answer (a string), a dict with
+    # "answer" (and "reward" for `reward: agent`), or None (the session's last assistant text).
+    agent: str = ""
+    # A command line run instead, with OPENAI_BASE_URL / OPENAI_API_KEY / ANTHROPIC_BASE_URL /
+    # ANTHROPIC_API_KEY pointing at the session and the task as JSON in $AGENTRL_TASK; its
+    # answer is its last line of stdout, or JSON written to $AGENTRL_RESULT.
+    command: list[str] = field(default_factory=list)
+    # Wall-clock limit of one agent run; past it the program is killed and the episode is an
+    # infrastructure failure (termination "timeout"), never a zero reward.
+    timeout_s: float = 300.0
+    # Who scores an episode: "env" (the env's grader on the agent's final answer, i.e.
+    # env.step(assistant message)), "agent" (the "reward" the program returns: its own
+    # grader), "function" (`reward_fn`).
+    reward: Literal["env", "agent", "function"] = "env"
+    # "module:function" called as function(task, answer) -> float, for `reward: function`.
+    reward_fn: str = ""
+    # The API key handed to the agent (the gateway does not check it; SDKs insist on one).
+    api_key: str = "agentrl"
+
+    @property
+    def enabled(self) -> bool:
+        return bool(self.agent or self.command)
+
+    def __post_init__(self) -> None:
+        if self.agent and self.command:
+            raise ValueError("rollout.harness: set agent or command, not both")
+        if self.agent and ":" not in self.agent:
+            raise ValueError(f"rollout.harness.agent must be 'module:function', got {self.agent!r}")
+        if self.reward == "function" and ":" not in self.reward_fn:
+            raise ValueError("rollout.harness.reward: function needs reward_fn 'module:function'")
+
+
+@dataclass(kw_only=True)
 class RolloutConfig:
     # Samples per prompt (the group size for GRPO/RLOO); the trainer passes it to every
     # collect (the runner has no default of its own).
@@ -72,6 +114,8 @@ class RolloutConfig:
     # "invalid_tool_calls", a policy outcome (trained on). null = no limit (the default: the
     # model may learn from the error results); 3 stops a policy looping on bad calls early.
     max_invalid_tool_calls: int | None = None
+    # Run an agent program instead of the built-in env loop (`agentrl train --agent m:fn`).
+    harness: HarnessConfig = field(default_factory=HarnessConfig)
 
 
 @dataclass(kw_only=True)

@@ -49,7 +49,7 @@ def sampling_params(
     )
 
 
-def _task_args(task: TaskSpec, index: int) -> tuple[str, int | None, dict[str, Any] | None]:
+def task_args(task: TaskSpec, index: int) -> tuple[str, int | None, dict[str, Any] | None]:
     """(group key, reset seed, reset options). Dataset rows reset with seed = row index."""
     if isinstance(task, Row):
         return f"row{index}", task.index, {"row": task}
@@ -92,7 +92,7 @@ async def run_groups(
     sem = sem or asyncio.Semaphore(max(1, cfg.concurrency))
 
     async def one(task: TaskSpec, index: int, k: int) -> Trajectory:
-        key, seed, options = _task_args(task, index)
+        key, seed, options = task_args(task, index)
         group_id = f"{group_prefix}{key}"
         session = f"{group_id}/{k}"
         params = sampling

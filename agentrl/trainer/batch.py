@@ -35,6 +35,9 @@ class TrainBatch:
     advantages: torch.Tensor | None = None
     returns: torch.Tensor | None = None
     is_weights: torch.Tensor | None = None
+    # [B] episode id where one episode spans several rows (a split harness session); None
+    # when every row is its own episode.
+    episode_index: torch.Tensor | None = None
     multimodal: list[dict[str, Any]] = field(default_factory=list)
 
     @property
@@ -147,4 +150,14 @@ def collate(groups: list[TrajectoryGroup], pad_id: int, reward_on: str = "episod
         group_index=torch.tensor(gidx, dtype=torch.long),
         rewards=torch.tensor([t.reward for t in trajs], dtype=torch.float),
         multimodal=[t.multimodal for t in trajs] if any(t.multimodal for t in trajs) else [],
+        episode_index=episode_index(trajs),
     )
+
+
+def episode_index(trajs: list[Any]) -> torch.Tensor | None:
+    """`[B]` dense episode ids from `metadata["episode"]` (a harness session: its segments
+    share one), or None when no two rows share an episode."""
+    keys = [t.metadata.get("episode") or ("row", i) for i, t in enumerate(trajs)]
+    ids: dict[Any, int] = {}
+    dense = [ids.setdefault(k, len(ids)) for k in keys]
+    return torch.tensor(dense, dtype=torch.long) if len(ids) < len(keys) else None

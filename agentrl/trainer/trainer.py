@@ -234,6 +234,7 @@ class Trainer:
             token_rewards=batch.token_rewards,
             mask=batch.response_mask,
             group_index=batch.group_index,
+            episode_index=batch.episode_index,
             values=batch.values,
             old_log_probs=batch.old_log_probs,
             ref_log_probs=batch.ref_log_probs,

@@ -1,0 +1,293 @@
+"""Harness episodes: an agent program, unchanged, runs one task against the recording gateway.
+
+Per episode: the env poses the task (`env.areset`), a fresh gateway session is opened, the
+user's agent runs in a child process (a `module:function` through `agent_child`, or a command
+line) with only the session's base URL, a dummy key and the task; its wait is bounded by
+`rollout.harness.timeout_s`, after which the process group is killed. The answer is scored by
+the env's grader (`env.astep` on a final assistant message), the reward the program returned,
+or a reward function; the session's recorded segments, token-exact from the training engine,
+are the episode's trajectories, each carrying the episode's reward.
+
+An agent that crashes, hangs, calls no model or whose request failed in the engine is an
+infrastructure failure (`termination` agent_crash / timeout / engine_error, `metadata
+["infra_failure"]`), never a zero reward: it is returned apart from the trained episodes.
+A harness that rewrites its history splits the session into several segments; they stay one
+episode (`metadata["episode"]`, `metadata["episode_segments"]`) for the advantage.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import math
+import os
+import signal
+import sys
+import tempfile
+import uuid
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from agentrl.config.schema import HarnessConfig
+from agentrl.rollout.agent_child import load_callable
+from agentrl.rollout.episode import error_text
+from agentrl.rollout.gateway_host import GatewayHost, anthropic_base_url, base_url
+from agentrl.rollout.runner import EpisodeHook, TaskSpec, task_args
+from agentrl.types import Message, TerminationReason, Trajectory, TrajectoryGroup
+
+STDERR_TAIL = 2000  # characters of a failed agent's stderr kept in metadata["error"]
+
+
+@dataclass
+class Episode:
+    """One agent run: its trained segments, or (`failure` set) why it is not trained."""
+
+    segments: list[Trajectory]
+    record: Trajectory  # the episode's summary row (the failure's record when it failed)
+    failure: TerminationReason | None = None  # an infra termination reason
+    meta: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass
+class AgentRun:
+    status: str  # "ok", "crash", "timeout"
+    result: dict[str, Any]
+    error: str = ""
+
+
+def task_json(obs: Any, seed: int | None, env_id: str) -> dict[str, Any]:
+    """What the agent is given: the env's prompt (last user message), the whole message list,
+    the env's tool schemas (for information: the agent brings its own tools) and the seed."""
+    messages = [m.to_chat() for m in obs.messages]
+    prompt = next((m.content for m in reversed(obs.messages) if m.role == "user"), "")
+    return {
+        "prompt": prompt,
+        "messages": messages,
+        "tools": list(obs.tools),
+        "seed": seed,
+        "env": env_id,
+    }
+
+
+def _kill(proc: asyncio.subprocess.Process) -> None:
+    try:
+        os.killpg(proc.pid, signal.SIGKILL)  # the agent's children too
+    except (ProcessLookupError, PermissionError):
+        pass
+
+
+async def run_agent(cfg: HarnessConfig, task: dict[str, Any], root: str, session: str) -> AgentRun:
+    """Run the agent program once; never raises for what the program does."""
+    with tempfile.TemporaryDirectory(prefix="agentrl-agent-") as tmp:
+        result_path = os.path.join(tmp, "result.json")
+        env = {k: v for k, v in os.environ.items() if not k.startswith("AGENTRL_SERVE")}
+        env |= {
+            "AGENTRL_TASK": json.dumps(task),
+            "AGENTRL_SESSION": session,
+            "AGENTRL_BASE_URL": base_url(root, session),
+            "AGENTRL_RESULT": result_path,
+            "OPENAI_BASE_URL": base_url(root, session),
+            "OPENAI_API_KEY": cfg.api_key,
+            "ANTHROPIC_BASE_URL": anthropic_base_url(root, session),
+            "ANTHROPIC_API_KEY": cfg.api_key,
+        }
+        if cfg.agent:
+            env["AGENTRL_AGENT"] = cfg.agent
+            argv = [sys.executable, "-m", "agentrl.rollout.agent_child"]
+        else:
+            argv = list(cfg.command)
+        try:
+            proc = await asyncio.create_subprocess_exec(
+                *argv,
+                env=env,
+                cwd=os.getcwd(),
+                stdin=asyncio.subprocess.DEVNULL,
+                stdout=asyncio.subprocess.PIPE,
+                stderr=asyncio.subprocess.PIPE,
+                start_new_session=True,
+            )
+        except OSError as e:
+            return AgentRun("crash", {}, f"cannot start {argv[0]}: {error_text(e)}")
+        try:
+            out, err = await asyncio.wait_for(proc.communicate(), cfg.timeout_s)
+        except asyncio.TimeoutError:
+            _kill(proc)
+            await proc.wait()
+            return AgentRun(
+                "timeout", {}, f"agent ran past rollout.harness.timeout_s={cfg.timeout_s}s"
+            )
+        except asyncio.CancelledError:
+            _kill(proc)
+            raise
+        stderr = err.decode(errors="replace")[-STDERR_TAIL:]
+        if proc.returncode != 0:
+            last = next((x for x in reversed(stderr.splitlines()) if x.strip()), "")
+            why = f"agent exited with status {proc.returncode}: {last}"  # the exception line
+            return AgentRun("crash", {}, f"{why}\n{stderr}")
+        return AgentRun("ok", _result(result_path, out.decode(errors="replace")))
+
+
+def _result(path: str, stdout: str) -> dict[str, Any]:
+    """The result file's object, else the last line of stdout as the answer."""
+    if os.path.exists(path):
+        with open(path, encoding="utf-8") as f:
+            value = json.load(f)
+        return value if isinstance(value, dict) else {"answer": value}
+    lines = [line for line in stdout.splitlines() if line.strip()]
+    return {"answer": lines[-1].strip() if lines else None}
+
+
+def final_answer(result: dict[str, Any], segments: Sequence[Trajectory]) -> str:
+    """The agent's answer, else the last assistant message the session recorded."""
+    answer = result.get("answer")
+    if answer is not None:
+        return str(answer)
+    for t in reversed(segments):
+        for m in reversed(t.messages):
+            if m.role == "assistant" and m.content:
+                return m.content
+    return ""
+
+
+class Harness:
+    """Runs harness episodes for the trainer on the gateway `host` (call from its loop)."""
+
+    def __init__(
+        self, host: GatewayHost, cfg: HarnessConfig, env_factory: Callable[[], Any]
+    ) -> None:
+        self.host, self.cfg, self.env_factory = host, cfg, env_factory
+        self.reward_fn = load_callable(cfg.reward_fn) if cfg.reward == "function" else None
+
+    async def collect(
+        self,
+        tasks: Sequence[TaskSpec],
+        n: int,
+        *,
+        prefix: str,
+        concurrency: int,
+        on_episode: EpisodeHook = None,
+    ) -> tuple[list[TrajectoryGroup], list[Episode]]:
+        """`n` agent runs per task: one group per task holding its trained episodes' segments
+        (in task order), and every failed run apart."""
+        sem = asyncio.Semaphore(max(1, concurrency))
+
+        async def one(task: TaskSpec, index: int, k: int) -> Episode:
+            async with sem:
+                ep = await self.episode(task, index, k, prefix)
+            if on_episode is not None:
+                on_episode(ep.record)
+            return ep
+
+        runs = await asyncio.gather(*(one(t, i, k) for i, t in enumerate(tasks) for k in range(n)))
+        groups, failed = [], []
+        for i in range(len(tasks)):
+            eps = runs[i * n : (i + 1) * n]
+            failed += [e for e in eps if e.failure]
+            segs = [s for e in eps if not e.failure for s in e.segments]
+            groups.append(TrajectoryGroup(f"{prefix}{task_args(tasks[i], i)[0]}", segs))
+        return groups, failed
+
+    async def episode(self, task: TaskSpec, index: int, k: int, prefix: str) -> Episode:
+        key, seed, options = task_args(task, index)
+        group_id = f"{prefix}{key}"
+        session = f"{group_id}-{k}-{uuid.uuid4().hex[:8]}"
+        record = Trajectory(prompt_ids=[], group_id=group_id)
+        record.metadata.update({"seed": seed, "sample": k, "episode": session})
+        try:
+            env = self.env_factory()
+        except Exception as e:  # noqa: BLE001 - a broken factory fails this episode only
+            return _failed(record, "env_error", f"env_factory: {error_text(e)}")
+        try:
+            return await self._run(env, record, session, seed, options)
+        finally:
+            self.host.recorder.clear(session)
+            try:
+                env.close()
+            except Exception as e:  # noqa: BLE001 - recorded, never raised
+                record.metadata["close_error"] = error_text(e)
+
+    async def _run(
+        self,
+        env: Any,
+        record: Trajectory,
+        session: str,
+        seed: int | None,
+        options: dict[str, Any] | None,
+    ) -> Episode:
+        env_id = getattr(env, "spec_id", "") or ""
+        record.env_id = env_id
+        try:
+            obs, _ = await env.areset(seed=seed, options=options)
+        except Exception as e:  # noqa: BLE001 - any env failure ends this episode only
+            return _failed(record, "env_error", f"reset: {error_text(e)}")
+        task = task_json(obs, seed, env_id)
+        record.messages = list(obs.messages)
+        run = await run_agent(self.cfg, task, self.host.root, session)
+        segments = [
+            Trajectory.from_dict(t.to_dict()) for t in self.host.recorder.trajectories(session)
+        ]
+        record.metadata["segments"] = len(segments)
+        if run.status != "ok":
+            reason: TerminationReason = "timeout" if run.status == "timeout" else "agent_crash"
+            return _failed(record, reason, run.error)
+        broken = [t for t in segments if t.termination == "engine_error"]
+        if broken:
+            return _failed(record, "engine_error", str(broken[0].metadata.get("error")))
+        if not segments:
+            return _failed(record, "agent_crash", "the agent made no model call in its session")
+        answer = final_answer(run.result, segments)
+        record.metadata["answer"] = answer[:2000]
+        try:
+            reward = await self._score(env, task, answer, run.result)
+        except _ScoreError as e:
+            return _failed(record, e.reason, e.message)
+        record.reward = reward
+        for t in segments:
+            t.reward, t.env_id, t.group_id = reward, env_id, record.group_id
+            t.metadata.update(
+                {
+                    "seed": seed,
+                    "sample": record.metadata["sample"],
+                    "episode": session,
+                    "episode_segments": len(segments),
+                    "answer": record.metadata["answer"],
+                }
+            )
+        return Episode(segments, record, meta={"segments": len(segments)})
+
+    async def _score(
+        self, env: Any, task: dict[str, Any], answer: str, result: dict[str, Any]
+    ) -> float:
+        if self.cfg.reward == "agent":
+            return _finite(result.get("reward"), "agent_crash", "the agent's returned reward")
+        if self.reward_fn is not None:
+            try:
+                value = await asyncio.to_thread(self.reward_fn, task, answer)
+            except Exception as e:  # noqa: BLE001 - the grader's failure is not the policy's
+                raise _ScoreError("env_error", f"reward_fn: {error_text(e)}") from e
+            return _finite(value, "env_error", f"reward_fn {self.cfg.reward_fn}")
+        try:
+            _, reward, _, _, _ = await env.astep(Message("assistant", answer))
+        except Exception as e:  # noqa: BLE001 - the env's grader failed
+            raise _ScoreError("env_error", f"grader: {error_text(e)}") from e
+        return _finite(reward, "env_error", "the env's grader")
+
+
+class _ScoreError(Exception):
+    def __init__(self, reason: TerminationReason, message: str) -> None:
+        super().__init__(message)
+        self.reason, self.message = reason, message
+
+
+def _finite(value: Any, reason: TerminationReason, what: str) -> float:
+    ok = isinstance(value, int | float) and not isinstance(value, bool)
+    if not ok or not math.isfinite(float(value)):
+        raise _ScoreError(reason, f"{what} is {value!r:.200}; a reward must be a finite number")
+    return float(value)
+
+
+def _failed(record: Trajectory, reason: TerminationReason, error: str) -> Episode:
+    record.termination = reason
+    record.metadata.update({"error": error, "infra_failure": True})
+    return Episode([], record, failure=reason)

@@ -1,0 +1,173 @@
+"""The harness collector: each step's groups come from an agent program, run unchanged.
+
+A `Collector` (`agentrl.trainer.collect`) that `agentrl.assembly` picks when
+`rollout.harness.agent` or `.command` is set. It hosts the recording gateway on the rollout's
+engine and event loop (`rollout.gateway_host`), and per step runs `rollout.n` agent episodes
+for each of the next `data.batch_size` tasks (`rollout.harness`), so GRPO's groups are n
+runs of one task. The groups hold the recorded segments of the episodes that ran; episodes
+that failed for the machine's sake (crash, timeout, engine error) are counted, logged and
+kept out of the groups, never trained as reward 0. A group-relative estimator drops a task
+left with fewer than two episodes. Segments of one split episode share its reward; the
+batch's `episode_index` (from `metadata["episode"]`) makes them one sample of the group.
+"""
+
+from __future__ import annotations
+
+import collections
+import math
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
+
+from agentrl.config.schema import HarnessConfig
+from agentrl.rollout.gateway_host import GatewayHost
+from agentrl.rollout.harness import Episode, Harness
+from agentrl.rollout.role import Rollout
+from agentrl.rollout.runner import summarize
+from agentrl.types import TrajectoryGroup
+
+from .collect import PENDING_KEY
+from .data import TaskSource
+
+if TYPE_CHECKING:
+    from agentrl.config.schema import SamplingConfig
+    from agentrl.report.progress import RunProgress
+
+    from .batch import TrainBatch
+    from .components import ScorerRole
+
+START_TIMEOUT_S = 120.0
+
+
+class HarnessCollector:
+    """Gathers each step's groups by running the user's agent against an in-process gateway."""
+
+    notes: Sequence[str] = ()
+
+    def __init__(
+        self,
+        rollout: Rollout,
+        scorer: ScorerRole,
+        data: TaskSource,
+        cfg: HarnessConfig,
+        sampling: SamplingConfig,
+        make_env: Any,
+        *,
+        n: int,
+        batch_size: int,
+        concurrency: int,
+        group_relative: bool,
+        tokenizer_name: str | None = None,
+    ) -> None:
+        self.rollout, self.scorer, self.data, self.cfg = rollout, scorer, data, cfg
+        self.sampling, self.make_env = sampling, make_env
+        self.n, self.batch_size, self.concurrency = n, batch_size, concurrency
+        self.group_relative, self.tokenizer_name = group_relative, tokenizer_name
+        self.host: GatewayHost | None = None
+        self.harness: Harness | None = None
+        self.pending: list[int] = []
+        self.failed: list[Episode] = []  # the last step's infra failures
+        self.dropped = 0  # groups of the last step left with too few episodes
+        self._stats: dict[str, float] = {}
+
+    @property
+    def stats(self) -> dict[str, float]:
+        return self._stats
+
+    def start(self, step: int) -> None:
+        """Run the rollout's loop in its thread and serve the gateway on it."""
+        runner = self.rollout.runner
+        runner.start_background()
+        self.host = GatewayHost(
+            self.rollout.engine,
+            self.rollout.chat,
+            self.sampling,
+            tokenizer_name=self.tokenizer_name,
+            request_timeout_s=self.cfg.timeout_s,
+        )
+        runner.submit(self.host.start()).result(timeout=START_TIMEOUT_S)
+        self.harness = Harness(self.host, self.cfg, self.make_env)
+        if self.pending:  # a pipelined checkpoint's untrained prompts: none is skipped
+            self.data.cursor = min([self.data.cursor, *self.pending])
+
+    def next_batch(self, step: int, progress: RunProgress) -> list[TrajectoryGroup]:
+        if self.harness is None:
+            raise RuntimeError("HarnessCollector.next_batch before start()")
+        items = self.data.next_batch()
+        episodes = len(items) * self.n
+        # every run is bounded by timeout_s; scoring and the engine's queue get the same again
+        waves = math.ceil(episodes / max(self.concurrency, 1))
+        limit = 2 * waves * self.cfg.timeout_s + 60
+        with progress.task(f"agent runs {step}", episodes) as bar:
+            coro = self.harness.collect(
+                items,
+                self.n,
+                prefix=f"s{step}-",
+                concurrency=self.concurrency,
+                on_episode=progress.callback(bar),
+            )
+            groups, self.failed = self.rollout.runner.submit(coro).result(timeout=limit)
+        version = step - 1  # every token was sampled by the policy being updated
+        for g in groups:
+            for t in g.trajectories:
+                t.weight_versions = [version if m else -1 for m in t.loss_mask]
+        need = 2 if self.group_relative else 1
+        kept = [g for g in groups if len(episodes_of(g)) >= need]
+        self.dropped = len(groups) - len(kept)
+        if not kept:
+            first = self.failed[0].record.metadata.get("error") if self.failed else None
+            raise RuntimeError(
+                f"step {step}: no task has {need} agent run(s) that finished "
+                f"({len(self.failed)} of {episodes} failed; first: {str(first)[:500]})"
+            )
+        self.scorer.shape(kept)
+        self._stats = summarize(kept)
+        return self.scorer.keep_informative(kept) or kept
+
+    def lag_metrics(self, batch: TrainBatch) -> dict[str, float]:
+        return {}  # synchronous: every token was sampled by the policy being updated
+
+    def metrics(
+        self, step: int, groups: Sequence[TrajectoryGroup], update_spread: dict[str, float]
+    ) -> dict[str, float]:
+        return harness_metrics(groups, self.failed, self.dropped)
+
+    def state(self) -> dict[str, Any]:
+        return {}
+
+    def load_state(self, state: dict[str, Any]) -> None:
+        self.pending = list(state.get(PENDING_KEY, []))
+
+    def close(self) -> None:
+        if self.host is not None:
+            host, self.host = self.host, None
+            try:
+                self.rollout.runner.submit(host.stop()).result(timeout=60)
+            except Exception:  # noqa: BLE001 - the loop may be gone already (closing)
+                host.sock.close()
+
+
+def episodes_of(group: TrajectoryGroup) -> list[str]:
+    """The distinct episodes among a group's segments, in order."""
+    return list(dict.fromkeys(str(t.metadata.get("episode", id(t))) for t in group.trajectories))
+
+
+def harness_metrics(
+    groups: Sequence[TrajectoryGroup], failed: Sequence[Episode], dropped: int
+) -> dict[str, float]:
+    """Episodes trained, split episodes and their segments, infra failures by reason."""
+    segs_per_episode: collections.Counter[str] = collections.Counter(
+        str(t.metadata.get("episode")) for g in groups for t in g.trajectories
+    )
+    episodes = len(segs_per_episode)
+    m: dict[str, float] = {
+        "harness/episodes": float(episodes),
+        "harness/segments": float(sum(segs_per_episode.values())),
+        "harness/split_episodes": float(sum(c > 1 for c in segs_per_episode.values())),
+        "harness/infra_failed": float(len(failed)),
+        "harness/groups_dropped": float(dropped),
+    }
+    if episodes:
+        m["harness/segments_per_episode"] = m["harness/segments"] / episodes
+    for reason, count in collections.Counter(e.failure for e in failed).items():
+        m[f"harness/failed/{reason}"] = float(count)
+    return m

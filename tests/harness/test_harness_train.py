@@ -1,0 +1,219 @@
+"""`agentrl train --agent module:fn`: an agent program, unchanged, trained through the gateway.
+
+Real parts throughout: the tiny qwen2 model and its tokenizer, the real `agentrl serve` app
+under uvicorn on the training engine, the real `openai` client in a child process per episode,
+the env's own grader. The agents live in `harness_agents.py` and know nothing of agentrl.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+pytest.importorskip("fastapi", reason="pip install 'agentrl[serve]'")
+pytest.importorskip("uvicorn", reason="pip install 'agentrl[serve]'")
+pytest.importorskip("openai", reason="pip install openai")
+
+from agentrl.cli import main  # noqa: E402
+
+pytestmark = pytest.mark.timeout(600)
+HERE = Path(__file__).resolve().parent
+REPO = HERE.parents[1]
+
+
+@pytest.fixture(autouse=True)
+def agents_importable(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The agent child imports `harness_agents` (and agentrl from this checkout)."""
+    monkeypatch.setenv("PYTHONPATH", f"{HERE}:{REPO}")
+
+
+def overrides(cache: Path, out: Path, **extra: Any) -> list[str]:
+    base = {
+        "model.path": "tiny:qwen2",
+        "model.cache_dir": str(cache),
+        "data.batch_size": 2,
+        "rollout.n": 2,
+        "rollout.concurrency": 4,
+        "sampling.max_new_tokens": 12,
+        "trainer.tensorboard": "false",
+        "trainer.steps": 2,
+        "trainer.mini_batch_size": 8,
+        "trainer.micro_batch_size": 4,
+        "trainer.out_dir": str(out),
+        "sft.steps": 0,
+        "rollout.harness.timeout_s": 120,
+    }
+    base |= {k.replace("__", "."): v for k, v in extra.items()}
+    return [f"{k}={v}" for k, v in base.items()]
+
+
+def metrics(out: Path) -> list[dict[str, Any]]:
+    return [json.loads(line) for line in (out / "metrics.jsonl").read_text().splitlines()]
+
+
+def test_calc_agent_trains_two_grpo_steps(agentrl_cache: Path, tmp_path: Path) -> None:
+    """The one-line form: two GRPO steps on n=2 runs per task of a tool-calling agent."""
+    out = tmp_path / "run"
+    args = ["train", "--agent", "harness_agents:calc_agent", "--env", "math/calc-easy-v0"]
+    assert main([*args, *overrides(agentrl_cache, out)]) == 0
+    rows = metrics(out)
+    assert [r["step"] for r in rows] == [1, 2]
+    for r in rows:
+        assert r["harness/infra_failed"] == 0
+        assert r["harness/episodes"] == 4  # 2 tasks x n=2, every run trained
+        assert r["sampled_tokens"] > 0 if "sampled_tokens" in r else True
+        assert r["loss"] == r["loss"]  # finite (not NaN)
+
+
+def test_env_grader_scores_the_agents_answer(agentrl_cache: Path, tmp_path: Path) -> None:
+    """An agent whose answers are right gets the env's full reward: the score is the env's
+    grader on what the agent returned, not anything the model said."""
+    out = tmp_path / "run"
+    args = ["train", "--agent", "harness_agents:answer_agent", "--env", "math/calc-easy-v0"]
+    assert main([*args, *overrides(agentrl_cache, out, trainer__steps=1)]) == 0
+    (row,) = metrics(out)
+    assert row["reward/mean"] == 1.0
+
+
+@pytest.mark.parametrize(
+    ("agent", "reason"),
+    [("harness_agents:flaky_agent", "agent_crash"), ("harness_agents:stuck_agent", "timeout")],
+)
+def test_failed_runs_leave_the_groups_not_score_zero(
+    agentrl_cache: Path, tmp_path: Path, agent: str, reason: str
+) -> None:
+    """Runs that crash or hang (odd seeds) are counted as infra failures and kept out of
+    training: the step trains only the task whose runs finished, at its true reward 1.0
+    (a crash scored 0 would pull the mean to 0.5)."""
+    out = tmp_path / "run"
+    args = ["train", "--agent", agent, "--env", "math/calc-easy-v0"]
+    extra = {"trainer__steps": 1, "rollout__harness__timeout_s": 40}  # a busy box starts slowly
+    assert main([*args, *overrides(agentrl_cache, out, **extra)]) == 0
+    (row,) = metrics(out)
+    assert row[f"harness/failed/{reason}"] == 2
+    assert row["harness/infra_failed"] == 2
+    assert row["harness/groups_dropped"] == 1
+    assert row["harness/episodes"] == 2
+    assert row["reward/mean"] == 1.0
+
+
+def test_split_session_trains_as_one_episode(agentrl_cache: Path, tmp_path: Path) -> None:
+    """An agent that rewrites its history mid-episode leaves two segments per session; both
+    are trained, token-exact (the trainer's log-probs reproduce the engine's), and carry the
+    episode's id, reward and segment count."""
+    out = tmp_path / "run"
+    args = ["train", "--agent", "harness_agents:rewriting_agent", "--env", "math/calc-easy-v0"]
+    extra = {"trainer__steps": 1, "trainer__dump_rollouts_every": 1}
+    assert main([*args, *overrides(agentrl_cache, out, **extra)]) == 0
+    (row,) = metrics(out)
+    assert row["harness/episodes"] == 4
+    assert row["harness/split_episodes"] == 4
+    assert row["harness/segments"] == 8
+    trajs = [
+        json.loads(x) for x in (out / "rollouts" / "step_000001.jsonl").read_text().splitlines()
+    ]
+    by_episode: dict[str, list[dict[str, Any]]] = {}
+    for t in trajs:
+        by_episode.setdefault(t["metadata"]["episode"], []).append(t)
+    assert len(by_episode) == 4 and all(len(v) == 2 for v in by_episode.values())
+    for segs in by_episode.values():
+        assert len({s["reward"] for s in segs}) == 1
+        assert all(s["metadata"]["episode_segments"] == 2 for s in segs)
+        assert segs[0]["prompt_ids"] != segs[1]["prompt_ids"]  # history rewritten
+    for t in trajs:
+        sampled = [i for i, m in enumerate(t["loss_mask"]) if m]
+        assert sampled
+        diffs = [abs(t["logprobs"][i] - t["metadata"]["trainer_logprobs"][i]) for i in sampled]
+        assert max(diffs) < 1e-3
+
+
+def test_every_run_failing_is_an_error(agentrl_cache: Path, tmp_path: Path) -> None:
+    """A step whose runs all failed stops the run naming the failure; nothing is trained."""
+    out = tmp_path / "run"
+    args = ["train", "--agent", "harness_agents:crashing_agent", "--env", "math/calc-easy-v0"]
+    with pytest.raises(RuntimeError, match="the agent's own bug"):
+        main([*args, *overrides(agentrl_cache, out, trainer__steps=1)])
+
+
+def test_command_line_agent(agentrl_cache: Path, tmp_path: Path) -> None:
+    """`--agent-command`: a program that only reads OPENAI_BASE_URL / OPENAI_API_KEY and
+    $AGENTRL_TASK, answering on its last line of stdout, scored by the env's grader."""
+    out = tmp_path / "run"
+    command = f"{sys.executable} {HERE / 'command_agent.py'}"
+    args = ["train", "--agent-command", command, "--env", "math/calc-easy-v0"]
+    assert main([*args, *overrides(agentrl_cache, out, trainer__steps=1)]) == 0
+    (row,) = metrics(out)
+    assert row["harness/episodes"] == 4 and row["harness/infra_failed"] == 0
+    assert row["reward/mean"] == 1.0
+
+
+@pytest.mark.parametrize(
+    ("extra", "message"),
+    [
+        (["data.eval_episodes=4"], "rollout.harness: does not combine with data.eval_episodes"),
+        (["trainer.async.max_staleness=1"], "does not combine with trainer.async.max_staleness"),
+        (["algorithm.adv_estimator=remax", "rollout.n=1"], "greedy baseline"),
+        (["rollout.harness.timeout_s=0"], "rollout.harness.timeout_s"),
+        (["rollout.harness.command=[python, a.py]"], "set agent or command, not both"),
+    ],
+)
+def test_what_the_harness_refuses_is_a_config_error(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], extra: list[str], message: str
+) -> None:
+    """Refused before any model loads, naming the key."""
+    args = ["train", "--agent", "harness_agents:calc_agent", "--env", "math/calc-easy-v0"]
+    assert main([*args, f"trainer.out_dir={tmp_path / 'run'}", *extra]) == 2
+    captured = capsys.readouterr()
+    assert message in captured.out + captured.err
+
+
+def test_the_agent_cannot_score_itself(
+    agentrl_cache: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """An agent with full Python posts rewards for its own session, reads the sessions and
+    returns a wrong answer claiming reward 1: every admin call is refused (no token reaches
+    it) and the env's grader scores the wrong answer 0."""
+    probe = tmp_path / "probes.jsonl"
+    monkeypatch.setenv("HARNESS_PROBE_FILE", str(probe))
+    monkeypatch.setenv("AGENTRL_SERVE_TOKEN", "a-token-the-agent-must-not-see-0123456789")
+    out = tmp_path / "run"
+    args = ["train", "--agent", "harness_agents:cheating_agent", "--env", "math/calc-easy-v0"]
+    assert main([*args, *overrides(agentrl_cache, out, trainer__steps=1)]) == 0
+    (row,) = metrics(out)
+    assert row["reward/mean"] == 0.0 and row["harness/episodes"] == 4
+    probes = [json.loads(line) for line in probe.read_text().splitlines()]
+    assert len(probes) == 4
+    for p in probes:
+        assert p["reward_root"] == 401 and p["read_all"] == 401
+        assert p["reward_session_url"] in (401, 404)
+        assert p["token_in_env"] == []
+
+
+@pytest.mark.parametrize(
+    ("agent", "extra", "reward"),
+    [
+        ("harness_agents:self_graded_agent", {"rollout__harness__reward": "agent"}, 0.5),
+        (
+            "harness_agents:answer_agent",
+            {
+                "rollout__harness__reward": "function",
+                "rollout__harness__reward_fn": "harness_agents:quarter_reward",
+            },
+            0.25,
+        ),
+    ],
+)
+def test_other_reward_sources(
+    agentrl_cache: Path, tmp_path: Path, agent: str, extra: dict[str, Any], reward: float
+) -> None:
+    """`reward: agent` trains on the reward the program reports; `reward: function` on the
+    reward function's score of the answer (the env's grader would give 1.0 to both)."""
+    out = tmp_path / "run"
+    args = ["train", "--agent", agent, "--env", "math/calc-easy-v0"]
+    assert main([*args, *overrides(agentrl_cache, out, trainer__steps=1, **extra)]) == 0
+    (row,) = metrics(out)
+    assert row["reward/mean"] == reward and row["harness/episodes"] == 4
