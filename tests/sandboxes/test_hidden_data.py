@@ -119,6 +119,9 @@ def test_task_data_packages_are_hidden_in_workspaces(backend):
 CODE_ONLY = {
     "numpy", "gymnasium", "PIL", "transformers", "jsonschema", "httpx", "pydantic", "omegaconf",
     "math_verify", "bm25s", "selenium", "mcp", "verifiers", "openenv", "skyrl_gym",
+    # the OpenReward SDK (an ORS env's own data is its package's: add that package), the
+    # docker client (Harbor's image builds), tomli (task.toml on Python 3.10)
+    "openreward", "docker", "tomli",
 }  # fmt: skip
 
 
