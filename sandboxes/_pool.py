@@ -64,6 +64,11 @@ class Pool(Generic[T]):
             threading.Thread(target=self._prewarm, args=(missing,), daemon=True).start()
         return self.spawn() if item is None else item
 
+    def idle(self) -> list[T]:
+        """A snapshot of the idle items (benchmarks read their cgroups' CPU time)."""
+        with self._lock:
+            return list(self._idle)
+
     def put(self, item: T) -> None:
         """Return a healthy zygote; extras beyond ``max_idle`` (or after close) are destroyed."""
         with self._lock:
