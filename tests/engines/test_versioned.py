@@ -23,7 +23,8 @@ class ScriptedPausableEngine:
     sampled it (`true_versions`). A request spends `transit` seconds before the engine sees
     it (an HTTP hop or vLLM's input processing)."""
 
-    def __init__(self, tick: float = 0.005) -> None:
+    def __init__(self, tick: float = 0.005, keep: bool = False) -> None:
+        self.keep = keep  # pause mode "keep": requests wait in place and stamp their tokens
         self.weights = 0
         self.paused = False
         self.tick = tick
@@ -49,7 +50,8 @@ class ScriptedPausableEngine:
                     return GenerateResult(out, [0.0] * len(out), "abort")
                 out.append(self.weights)
                 await asyncio.sleep(self.tick)
-            return GenerateResult(out, [0.0] * len(out), "length")
+            own = list(out) if self.keep else []
+            return GenerateResult(out, [0.0] * len(out), "length", weight_versions=own)
         finally:
             self.true_versions.setdefault(sid.rsplit("-", 1)[0], []).extend(out)
             del self.running[sid]
@@ -58,8 +60,9 @@ class ScriptedPausableEngine:
         self.calls.append("pause")
         self.paused = True
         self.resumed.clear()
-        for event in self.running.values():
-            event.set()
+        if not self.keep:
+            for event in self.running.values():
+                event.set()
 
     async def abort(self, ids: list[str]) -> None:
         self.calls.append("abort")
@@ -107,6 +110,28 @@ def test_stamps_equal_the_weights_that_sampled_each_token_even_for_late_arrivals
         assert res.weight_versions == eng.true_versions[rid], rid
     assert {tuple(sorted(set(r.weight_versions))) for r in out.values()} == {(0, 1), (1,)}
     assert eng.calls.count("abort") >= 2  # the late ones were aborted when they arrived
+
+
+def test_keep_mode_requests_stay_whole_and_carry_the_engines_own_stamps() -> None:
+    """Pause mode "keep" (vLLM's RL API): nothing is aborted or drained, each request is
+    one segment, and the stamps are the engine's own per-token labels."""
+
+    async def main() -> tuple[dict[str, GenerateResult], ScriptedPausableEngine]:
+        eng, vr = ScriptedPausableEngine(keep=True), VersionedRequests(drain_poll_s=0.01)
+        early = {f"r{i}": asyncio.ensure_future(request(vr, eng, f"r{i}", 0.0)) for i in range(3)}
+        await asyncio.sleep(0.05)
+        late = {f"l{i}": asyncio.ensure_future(request(vr, eng, f"l{i}", 0.03)) for i in range(2)}
+        await asyncio.sleep(0)
+        await update(vr, eng, drain=False)
+        out = {k: await t for k, t in {**early, **late}.items()}
+        return out, eng
+
+    out, eng = asyncio.run(main())
+    for rid, res in out.items():
+        assert res.finish_reason == "length" and len(res.token_ids) == 40
+        assert res.weight_versions == eng.true_versions[rid], rid
+    assert (0, 1) in {tuple(sorted(set(r.weight_versions))) for r in out.values()}
+    assert eng.calls == ["pause", "load", "resume"]
 
 
 def test_a_segment_that_never_returns_fails_the_update_and_the_engine_resumes() -> None:

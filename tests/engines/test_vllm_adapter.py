@@ -196,3 +196,16 @@ def test_servers_agentrl_starts_get_the_platform_defaults() -> None:
     assert server_args(cpu, ["--enable-chunked-prefill"]) == ["--enable-chunked-prefill"]
     assert server_args(cpu, ["--enable_chunked_prefill=true"]) == ["--enable_chunked_prefill=true"]
     assert server_args(gpu, []) == []
+
+
+def test_span_versions_from_vllm_weight_labels() -> None:
+    """vLLM 0.32's `weight_versions` spans (`WeightVersionSpan(version, start, end)`, here
+    as plain records) become one version per token; vLLM's start label is version 0."""
+    from agentrl.engines._vllm_io import span_versions
+
+    spans = [SimpleNamespace(version="default", start=0, end=2)]
+    spans.append(SimpleNamespace(version="3", start=2, end=5))
+    assert span_versions(spans, 5) == [0, 0, 3, 3, 3]
+    assert span_versions(None, 5) == [] and span_versions([], 0) == []
+    with pytest.raises(EngineError, match="cover 5 of 6"):
+        span_versions(spans, 6)

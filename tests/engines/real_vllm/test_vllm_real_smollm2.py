@@ -23,10 +23,10 @@ from agentrl.models import gguf
 
 pytestmark = [*checks.MARKS, pytest.mark.timeout(900)]
 PRESET = "smollm2-135m-instruct"
-# fp32 on both sides, but a 49k vocabulary and 576-wide rows: vLLM's CPU kernels and
-# transformers' sdpa differ by up to ~4e-5 here (1e-5 holds for the tiny presets). The
-# trainer's own re-score check uses 1e-4 too.
-TOL = 1e-4
+# fp32 on both sides, but a 49k vocabulary, 576-wide rows and a trained model's large
+# logits: the gap between vLLM's CPU kernels and transformers' grows with the logits'
+# magnitude and the CPU's vector width (1.01e-4 after a weight update on an AVX-512 CPU). The
+# limit is measured from rounding on each request's own tokens (`checks.rounding_tol`).
 
 
 @pytest.fixture(scope="module")
@@ -52,7 +52,7 @@ def engine(smol: tuple[str, Any, Any], loop: Any) -> Iterator[Any]:
 
 
 def test_sampled_logprobs_equal_transformers_rescore(engine: Any, smol: Any, loop: Any) -> None:
-    checks.logprobs_match_rescore(loop, engine, smol[1], smol[2], TOL)
+    checks.logprobs_match_rescore(loop, engine, smol[1], smol[2])
 
 
 def test_greedy_identical_to_hf_engine(engine: Any, smol: Any, loop: Any) -> None:
@@ -86,8 +86,11 @@ def test_multi_turn_tool_episodes_rescore_exactly(engine: Any, smol: Any) -> Non
     # the trainer sees it), compared on the sampled tokens only (the loss mask).
     for t in trajs:
         lp = checks.rescore(model, t.prompt_ids, t.response_ids, 1.0)
-        gaps = [abs(a - b) for a, b, m in zip(lp, t.logprobs, t.loss_mask, strict=True) if m]
-        assert gaps and max(gaps) < TOL, (max(gaps, default=None), len(gaps))
+        tol = checks.rounding_tol(model, t.prompt_ids, t.response_ids, 1.0)
+        sampled = [(a, b) for a, b, m in zip(t.logprobs, lp, t.loss_mask, strict=True) if m]
+        assert sampled, "an episode with no sampled token"
+        got, want = zip(*sampled, strict=True)
+        checks.assert_logprobs_close(list(got), list(want), tol, f"episode {t.metadata}")
 
 
 def test_update_weights_then_exact_logprobs(engine: Any, smol: Any, loop: Any) -> None:
@@ -95,6 +98,6 @@ def test_update_weights_then_exact_logprobs(engine: Any, smol: Any, loop: Any) -
     new = checks.perturbed(model, 7)
     try:
         engine.update_weights(new.state_dict().items())
-        checks.logprobs_under(loop, engine, new, tok, TOL)
+        checks.logprobs_under(loop, engine, new, tok)
     finally:
         engine.update_weights(model.state_dict().items())

@@ -25,7 +25,55 @@ MARKS = [
 ENGINE_EXTRA = {"dtype": "float32", "enforce_eager": True, "max_model_len": 1024}
 SERVER_ARGS = ["--dtype", "float32", "--enforce-eager", "--max-model-len", "1024"]
 SAMPLED = SamplingParams(max_new_tokens=24, temperature=0.8, seed=0)
+# The smallest logprob tolerance: what held for the tiny random presets on every CPU seen.
 TOL = 1e-5
+# vLLM's CPU kernels and transformers' both round in fp32, each in its own order: the gap
+# between them is at most the sum of their errors against exact arithmetic. The reference's
+# error is measured (`rounding_tol`) as its worst over every token a request could sample at
+# every position (a stable figure; the sampled tokens alone are a few dozen draws, and their
+# gaps can be small by luck); vLLM's is taken to be of the same size, hence 2x. Measured on
+# SmolLM2-135M (T=0.8): 4.5e-5 with its own weights, 2.1e-4 after `perturbed(.., 7)` (its
+# larger logits), against vLLM-transformers gaps of up to ~4e-5 / 1.01e-4 (an AVX-512 CPU,
+# where a fixed 1e-4 failed).
+ROUNDING_FACTOR = 2.0
+PLAUSIBLE_NATS = 20.0  # tokens within this of the top logprob: those sampling can pick
+_FP64: dict[int, Any] = {}
+
+
+def rounding_tol(model: Any, prompt: list[int], output: list[int], temperature: float) -> float:
+    """The limit for comparing an engine's fp32 logprobs of `output` with a transformers fp32
+    re-score (`rescore`): `ROUNDING_FACTOR` times the re-score's own rounding error, i.e. the
+    largest gap between its fp32 log-softmax and an fp64 one over the plausible tokens at
+    each position of `output` (it grows with the logits' magnitude, e.g. after a weight
+    update); never below `TOL`."""
+    fp64 = _FP64.get(id(model))
+    if fp64 is None:
+        fp64 = _FP64[id(model)] = copy.deepcopy(model).double()
+    ids = torch.tensor([prompt + output], device=model.device)
+    rows = slice(len(prompt) - 1, -1)
+    scale = temperature if temperature > 0 else 1.0
+    with torch.no_grad():
+        lp32 = torch.log_softmax(model(input_ids=ids).logits[0, rows].float().cpu() / scale, -1)
+        lp64 = torch.log_softmax(fp64(input_ids=ids).logits[0, rows].cpu() / scale, -1)
+    plausible = lp64 > lp64.max(-1, keepdim=True).values - PLAUSIBLE_NATS
+    err = float((lp32.double() - lp64).abs()[plausible].max()) if output else 0.0
+    return max(TOL, ROUNDING_FACTOR * err)
+
+
+def assert_logprobs_close(
+    got: list[float], want: list[float], tol: float, what: str = "logprobs"
+) -> None:
+    """`got` equals `want` within `tol` per token; on failure the message names the worst
+    token, its two values, the gap and the limit."""
+    assert len(got) == len(want), f"{what}: {len(got)} logprobs, {len(want)} expected"
+    gaps = [abs(a - b) for a, b in zip(got, want, strict=True)]
+    if not gaps:
+        return
+    i = max(range(len(gaps)), key=gaps.__getitem__)
+    assert gaps[i] <= tol, (
+        f"{what}: token {i} of {len(gaps)}: engine {got[i]:.7f} vs re-score {want[i]:.7f}, "
+        f"gap {gaps[i]:.3g} > limit {tol:.3g}"
+    )
 
 
 def free_port() -> int:
@@ -48,8 +96,10 @@ def token_in_token_out(loop: Any, engine: Engine, tok: Any) -> None:
 
 
 def logprobs_match_rescore(
-    loop: Any, engine: Engine, model: Any, tok: Any, tol: float = TOL
+    loop: Any, engine: Engine, model: Any, tok: Any, tol: float | None = None
 ) -> None:
+    """Sampled logprobs equal a transformers re-score (`tol`: fixed, or None for
+    `rounding_tol` measured on each request's tokens)."""
     prompts = [tok.encode(t) for t in TEXTS]
     params = [SamplingParams(24, temperature=0.8, seed=i) for i in range(len(prompts))]
 
@@ -61,7 +111,8 @@ def logprobs_match_rescore(
     for prompt, res in zip(prompts, results, strict=True):
         assert res.error is None, res.error
         expected = rescore(model, prompt, res.token_ids, 0.8)
-        assert res.logprobs == pytest.approx(expected, abs=tol)
+        limit = tol if tol is not None else rounding_tol(model, prompt, res.token_ids, 0.8)
+        assert_logprobs_close(res.logprobs, expected, limit)
 
 
 def greedy_matches_hf(loop: Any, engine: Engine, model: Any, tok: Any) -> None:
@@ -87,12 +138,16 @@ def perturbed(model: Any, seed: int, scale: float = 0.05) -> Any:
     return new
 
 
-def logprobs_under(loop: Any, engine: Engine, model: Any, tok: Any, tol: float = TOL) -> None:
-    """The engine's sampled logprobs equal a re-score under `model` (its current weights)."""
+def logprobs_under(
+    loop: Any, engine: Engine, model: Any, tok: Any, tol: float | None = None
+) -> None:
+    """The engine's sampled logprobs equal a re-score under `model` (its current weights);
+    `tol` as in `logprobs_match_rescore`."""
     prompt = tok.encode(TEXTS[1])
     res = run(loop, engine.generate(prompt, SAMPLED))
     assert res.error is None, res.error
-    assert res.logprobs == pytest.approx(rescore(model, prompt, res.token_ids, 0.8), abs=tol)
+    limit = tol if tol is not None else rounding_tol(model, prompt, res.token_ids, 0.8)
+    assert_logprobs_close(res.logprobs, rescore(model, prompt, res.token_ids, 0.8), limit)
 
 
 def lora_merged(model: Any, seed: int) -> tuple[Any, list[tuple[str, torch.Tensor]]]:
