@@ -124,8 +124,7 @@ class SyncCollector:
         if producer is None:  # Ray placement, sharded ranks: no engine this loop schedules on
             return
         self.offset = producer.weight_version - step
-        if self.pending:
-            self.data.cursor = min([self.data.cursor, *self.pending])
+        rewind_to_pending(self.data, self.pending)
 
     def next_batch(self, step: int, progress: RunProgress) -> list[TrajectoryGroup]:
         t0 = time.perf_counter()
@@ -178,6 +177,14 @@ class SyncCollector:
 
     def close(self) -> None:
         pass
+
+
+def rewind_to_pending(data: TaskSource, pending: Sequence[int]) -> None:
+    """A run resumed from a pipelined checkpoint by a collector that issues prompts in order:
+    the cursor goes back to the oldest prompt that checkpoint issued but did not train, so no
+    prompt is skipped."""
+    if pending:
+        data.cursor = min([data.cursor, *pending])
 
 
 def stamp_versions(groups: Sequence[TrajectoryGroup], offset: int) -> None:

@@ -25,7 +25,7 @@ from agentrl.rollout.role import Rollout
 from agentrl.rollout.runner import summarize
 from agentrl.types import TrajectoryGroup
 
-from .collect import PENDING_KEY
+from .collect import PENDING_KEY, rewind_to_pending
 from .data import TaskSource
 
 if TYPE_CHECKING:
@@ -86,8 +86,7 @@ class HarnessCollector:
         )
         runner.submit(self.host.start()).result(timeout=START_TIMEOUT_S)
         self.harness = Harness(self.host, self.cfg, self.make_env)
-        if self.pending:  # a pipelined checkpoint's untrained prompts: none is skipped
-            self.data.cursor = min([self.data.cursor, *self.pending])
+        rewind_to_pending(self.data, self.pending)
 
     def next_batch(self, step: int, progress: RunProgress) -> list[TrajectoryGroup]:
         if self.harness is None:
