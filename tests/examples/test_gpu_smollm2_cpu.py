@@ -6,6 +6,7 @@ engine-vs-generate throughput; every output file the lead collects from $OUT exi
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -13,6 +14,8 @@ from pathlib import Path
 import pytest
 
 SCRIPT = Path(__file__).parents[2] / "benchmarks" / "gpu_smollm2.py"
+# the tests' shared model cache (conftest.CACHE): the script's default is runs/ in the checkout
+CACHE = os.environ.get("AGENTRL_CACHE", str(Path.home() / ".cache" / "agentrl"))
 SMALL = [
     "trainer.steps=2",
     "trainer.save_every=0",
@@ -31,7 +34,7 @@ SMALL = [
 
 
 def _run(tmp: Path, part: str, *extra: str) -> dict:
-    cmd = [sys.executable, str(SCRIPT), "--part", part, "--device", "cpu"]
+    cmd = [sys.executable, str(SCRIPT), "--part", part, "--device", "cpu", "--cache-dir", CACHE]
     cmd += ["--model", "tiny:qwen2", "--episodes", "3", "--out", str(tmp / "out")]
     cmd += ["--run-dir", str(tmp / "run"), "--batches", "1,2", "--prompt-len", "16"]
     cmd += ["--new-tokens", "8", *extra, "--set", *SMALL]
