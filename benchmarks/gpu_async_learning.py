@@ -6,6 +6,12 @@ held-out success (greedy, the recipe's `data.eval_episodes`) every `--eval-every
 Both curves go into one PNG (x: sampled episodes) and one JSON with the final numbers and
 each run's wall time. The runs are the real `agentrl train` CLI, one after the other (one GPU).
 
+Issue #41's matrix names its runs with `--modes NAME=K[:key=value,...]` instead of
+`--staleness` (K = 0 is the synchronous loop; the keys are overrides for that run only):
+
+    python benchmarks/gpu_async_learning.py --seeds 0 1 2 --modes sync=0 \
+        naive4=4 decoupled4=4:algorithm.off_policy=decoupled
+
     python benchmarks/gpu_async_learning.py --out /tmp/gpu_out/async_learning          # H200
     python benchmarks/gpu_async_learning.py --config configs/quickstart-cpu.yaml \\
         --set trainer.steps=2 sft.steps=2 data.eval_episodes=4 data.batch_size=2 rollout.n=2 \\
@@ -26,8 +32,9 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[1]
 
 
-def run(args: argparse.Namespace, k: int, seed: int) -> dict[str, Any]:
-    out = args.out / f"k{k}_seed{seed}"
+def run(args: argparse.Namespace, mode: Mode, seed: int) -> dict[str, Any]:
+    name, k, extra = mode
+    out = args.out / f"{name}_seed{seed}"
     sets = [
         f"trainer.async.max_staleness={k}",
         f"trainer.seed={seed}",
@@ -37,13 +44,15 @@ def run(args: argparse.Namespace, k: int, seed: int) -> dict[str, Any]:
         "trainer.tensorboard=false",
         *args.set,
         *([f"trainer.async.producer={args.producer}"] if k else []),
+        *extra,
     ]
     cmd = [sys.executable, "-m", "agentrl.cli", "train", "--config", str(args.config)]
     cmd += [*sets, "--overwrite"]
     t0 = time.perf_counter()
-    with open(args.out / f"k{k}_seed{seed}.log", "w") as log:
+    with open(args.out / f"{name}_seed{seed}.log", "w") as log:
         proc = subprocess.run(cmd, stdout=log, stderr=log, timeout=args.timeout, env=os.environ)
-    res: dict[str, Any] = {"k": k, "seed": seed, "wall_s": time.perf_counter() - t0}
+    res: dict[str, Any] = {"mode": name, "k": k, "seed": seed, "overrides": extra}
+    res["wall_s"] = time.perf_counter() - t0
     res["producer"] = args.producer if k else "-"
     if proc.returncode:
         res["error"] = f"rc {proc.returncode}; see {log.name}"
@@ -58,7 +67,25 @@ def run(args: argparse.Namespace, k: int, seed: int) -> dict[str, Any]:
     res["final_success"] = evals[-1]["success_rate"] if evals else None
     res["rl_s"] = sum(m["time/step"] for m in metrics)
     res["staleness_mean"] = [m.get("async/staleness_mean") for m in metrics]
+    res["staleness_max"] = max((m.get("async/staleness_max", 0.0) for m in metrics), default=0)
     return res
+
+
+Mode = tuple[str, int, list[str]]
+
+
+def modes(args: argparse.Namespace) -> list[Mode]:
+    """`--modes NAME=K[:key=value,...]`, else one mode per `--staleness` value."""
+    if not args.modes:
+        return [(f"k{k}", k, []) for k in args.staleness]
+    out: list[Mode] = []
+    for spec in args.modes:
+        name, _, rest = spec.partition("=")
+        k, _, sets = rest.partition(":")
+        if not name or not k.isdigit():
+            raise SystemExit(f"--modes: {spec!r} is not NAME=K[:key=value,...]")
+        out.append((name, int(k), [s for s in sets.split(",") if s]))
+    return out
 
 
 def plot(runs: list[dict[str, Any]], path: Path) -> bool:
@@ -74,7 +101,7 @@ def plot(runs: list[dict[str, Any]], path: Path) -> bool:
         if "curve" in r:
             xs = [p["episodes"] for p in r["curve"]]
             ys = [100 * p["success"] for p in r["curve"]]
-            label = "synchronous" if r["k"] == 0 else f"async K={r['k']} ({r['producer']})"
+            label = "synchronous" if r["k"] == 0 else f"{r['mode']} K={r['k']} ({r['producer']})"
             ax.plot(xs, ys, marker="o", label=f"{label}, seed {r['seed']}")
     ax.set_xlabel("sampled training episodes")
     ax.set_ylabel("held-out success (%)")
@@ -91,6 +118,7 @@ def parse() -> argparse.Namespace:
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("--config", type=Path, default=ROOT / "configs" / "quickstart-gpu.yaml")
     p.add_argument("--staleness", type=int, nargs="+", default=[0, 1])
+    p.add_argument("--modes", nargs="+", default=[], help="NAME=K[:key=value,...] per run")
     p.add_argument("--seeds", type=int, nargs="+", default=[0])
     p.add_argument("--eval-every", type=int, default=10)
     p.add_argument("--producer", choices=["thread", "process"], default="thread", help="K >= 1")
@@ -110,8 +138,8 @@ def main() -> None:
     args.episodes_per_step = cfg.data.batch_size * cfg.rollout.n
     runs = []
     for seed in args.seeds:
-        for k in args.staleness:
-            runs.append(run(args, k, seed))
+        for mode in modes(args):
+            runs.append(run(args, mode, seed))
             print(json.dumps({key: v for key, v in runs[-1].items() if key != "curve"}))
     png = args.out / "async_learning.png"
     result: dict[str, Any] = {
@@ -122,11 +150,11 @@ def main() -> None:
         "runs": runs,
         "png": str(png) if plot(runs, png) else None,
     }
-    finals = {(r["k"], r["seed"]): r.get("final_success") for r in runs}
+    sync = {r["seed"]: r.get("final_success") for r in runs if r["k"] == 0}
     result["gap_points_vs_sync"] = {
-        f"k{k}_seed{s}": 100 * (v - finals[(0, s)])
-        for (k, s), v in finals.items()
-        if k and v is not None and finals.get((0, s)) is not None
+        f"{r['mode']}_seed{r['seed']}": 100 * (r["final_success"] - sync[r["seed"]])
+        for r in runs
+        if r["k"] and r.get("final_success") is not None and sync.get(r["seed"]) is not None
     }
     path = args.json or args.out / "async_learning.json"
     path.write_text(json.dumps(result, indent=1))

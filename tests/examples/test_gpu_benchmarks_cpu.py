@@ -99,11 +99,12 @@ def test_gpu_async_learning_on_cpu(tmp_path: Path) -> None:
     sets += ["rollout.n=2", "trainer.mini_batch_size=4", "trainer.device=cpu"]
     config = BENCH.parent / "configs" / "quickstart-cpu.yaml"
     args = ["--config", str(config), "--set", *sets, "--eval-every", "1", "--out", str(tmp_path)]
-    args += ["--producer", "process"]
+    args += ["--producer", "process", "--modes", "sync=0", "dec1=1:algorithm.off_policy=decoupled"]
     result = _run("gpu_async_learning.py", args, tmp_path / "learning.json")
     assert [(r["k"], "error" in r) for r in result["runs"]] == [(0, False), (1, False)]
     assert [r["producer"] for r in result["runs"]] == ["-", "process"]
+    assert result["runs"][1]["overrides"] == ["algorithm.off_policy=decoupled"]
     for r in result["runs"]:
         assert [p["step"] for p in r["curve"]] == [0, 1, 2]
-    assert set(result["gap_points_vs_sync"]) == {"k1_seed0"}
+    assert set(result["gap_points_vs_sync"]) == {"dec1_seed0"}
     assert result["png"] is None or Path(result["png"]).stat().st_size > 0
