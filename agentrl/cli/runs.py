@@ -89,6 +89,8 @@ def cmd_show(args: argparse.Namespace) -> int:
         table.add_row("reward", "[yellow]no reward key logged[/]")
     if s.success_key:
         table.add_row(f"{s.success_key} (last)", _f(s.last_success))
+    for k in _eval_keys(s.eval_untouched, {}):  # before the SFT bootstrap
+        table.add_row(f"eval {k} untouched (before SFT)", _f(s.eval_untouched[k]))
     for k in _eval_keys(s.eval_before, s.eval_after):
         after = s.eval_after.get(k)
         before = s.eval_before[k]

@@ -2,7 +2,8 @@
 
 The trainer appends one JSON object per step to `metrics.jsonl` (`step` plus any numeric
 keys: `reward/mean`, `success_rate`, `response_length/mean`, `kl`, `entropy`, ...) and one per
-evaluation to `eval.jsonl`. Nothing here assumes a fixed key set: the reward and success keys
+evaluation to `eval.jsonl` (and, when an SFT bootstrap runs, the untouched model's eval to
+`untouched.jsonl`). Nothing here assumes a fixed key set: the reward and success keys
 are found by name, non-numeric values are ignored, and a half-written last line (a run that
 is still going, or was killed mid-write) is skipped rather than fatal.
 
@@ -24,6 +25,9 @@ from typing import Any
 
 METRICS_FILE = "metrics.jsonl"
 EVAL_FILE = "eval.jsonl"
+# The held-out eval of the model as loaded, before the SFT bootstrap (a file of its own, so
+# `eval.jsonl` stays the curve of the policy being trained, SFT'd at step 0).
+UNTOUCHED_FILE = "untouched.jsonl"
 SFT_FILE = "sft.jsonl"
 RUN_FILE = "run.json"
 REWARD_KEYS = ("reward/mean", "reward", "rewards/mean", "train/reward/mean", "reward_mean")
@@ -100,6 +104,8 @@ class RunSummary:
     best_step: float | None = None
     success_key: str | None = None
     last_success: float | None = None
+    # The model as loaded, before the SFT bootstrap (empty when no SFT ran).
+    eval_untouched: dict[str, float] = field(default_factory=dict)
     eval_before: dict[str, float] = field(default_factory=dict)
     eval_after: dict[str, float] = field(default_factory=dict)
     wall_s: float | None = None
@@ -158,6 +164,9 @@ def summarize(run_dir: str | Path) -> RunSummary:
     if evals:
         s.eval_before = _eval_point(evals[0])
         s.eval_after = _eval_point(evals[-1]) if len(evals) > 1 else {}
+    if untouched := read_rows(run_dir / UNTOUCHED_FILE):
+        s.eval_untouched = _eval_point(untouched[-1])
+    evals = [*untouched, *evals]  # for wall time and the eval phase
     sft = read_rows(run_dir / SFT_FILE)
     losses = [float(r["loss"]) for r in sft if is_number(r.get("loss"))]
     if losses:

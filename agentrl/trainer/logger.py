@@ -9,6 +9,8 @@ from typing import Any
 
 from rich.console import Console
 
+from agentrl.report.metrics import UNTOUCHED_FILE
+
 SHOWN = ("reward/mean", "success_rate", "response_length/mean", "kl", "entropy", "time/step")
 
 
@@ -108,7 +110,8 @@ class MetricsLogger:
 
 def held_out_summary(path: Path, after: dict[str, float]) -> str | None:
     """ "held-out success: 12.5% before RL -> 40.0% after (...)" from `eval.jsonl`'s step-0
-    row and the final eval `after`; None without both."""
+    row and the final eval `after`; when SFT ran, "1.6% untouched -> 12.5% after SFT ->
+    40.0% after RL (...)" with the untouched model's eval; None without both."""
     if not (after and path.exists()):
         return None
     rows = [json.loads(line) for line in path.read_text().splitlines() if line]
@@ -116,7 +119,12 @@ def held_out_summary(path: Path, after: dict[str, float]) -> str | None:
     if not starts:
         return None
     b, a = starts[-1]["success_rate"], after["success_rate"]
-    return (
-        f"held-out success: {b:.1%} before RL -> {a:.1%} after "
-        f"({(a - b) * 100:+.1f} points, {int(after['episodes'])} episodes)"
-    )
+    tail = f"({(a - b) * 100:+.1f} points, {int(after['episodes'])} episodes)"
+    untouched = path.with_name(UNTOUCHED_FILE)
+    if untouched.exists() and (lines := untouched.read_text().splitlines()):
+        u = json.loads(lines[-1])["success_rate"]
+        return (
+            f"held-out success: {u:.1%} untouched -> {b:.1%} after SFT -> {a:.1%} after RL "
+            + tail.replace(" points", " points from RL")
+        )
+    return f"held-out success: {b:.1%} before RL -> {a:.1%} after {tail}"

@@ -27,6 +27,7 @@ from agentrl.config import ConfigError
 RUN_FILES = (
     "metrics.jsonl",
     "eval.jsonl",
+    "untouched.jsonl",
     "sft.jsonl",
     "run.json",
     "checkpoints",

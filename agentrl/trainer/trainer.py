@@ -23,6 +23,7 @@ from agentrl.algorithms import (
     ratio_spread,
 )
 from agentrl.config import TrainConfig, to_dict
+from agentrl.report.metrics import UNTOUCHED_FILE
 from agentrl.report.progress import RunProgress
 from agentrl.rollout.runner import env_error_line
 from agentrl.types import TrajectoryGroup
@@ -104,6 +105,7 @@ class Trainer:
             for line in self.c.data.describe():
                 self.logger.console.print(line)
         if not resumed and self.cfg.sft.steps:
+            self.evaluate("untouched")  # the model as loaded: what SFT and RL each add
             self.bootstrap_sft()
         if not resumed:
             self.evaluate("before")
@@ -282,7 +284,8 @@ class Trainer:
         # Logged under the training curves' names, so plots overlay eval on them.
         row = {"reward/mean": res["reward"], "success_rate": res["success_rate"]}
         row |= {"episodes": res["episodes"], "time/eval": time.perf_counter() - t0}
-        self.logger.log(self.step, row, file="eval.jsonl", echo=False)
+        file = UNTOUCHED_FILE if tag == "untouched" else "eval.jsonl"
+        self.logger.log(self.step, row, file=file, echo=False)
         if self.c.backend.is_main:
             self.logger.console.print(
                 f"[bold cyan]eval ({tag})[/] step {self.step}: success {res['success_rate']:.3f}"

@@ -95,6 +95,34 @@ def test_last_step_eval_runs_once_and_overlays(short_run):
     assert all(r["time/eval"] > 0 for r in evals)
 
 
+def test_untouched_model_is_evaluated_before_sft(short_run, capsys):
+    """With an SFT bootstrap, step 0's eval is after SFT; the model as loaded gets its own eval
+    (issue #42: the recipe's "before" number is not the untouched model's)."""
+    (untouched,) = _rows(short_run / "untouched.jsonl")
+    assert untouched["step"] == 0 and untouched["episodes"] > 0 and untouched["time/eval"] > 0
+    assert main(["runs", "show", str(short_run), "--json"]) == 0
+    shown = json.loads(capsys.readouterr().out)
+    assert shown["eval_untouched"]["success_rate"] == untouched["success_rate"]
+    assert main(["runs", "show", str(short_run)]) == 0
+    assert "untouched (before SFT)" in capsys.readouterr().out
+
+
+def test_held_out_line_leads_with_the_untouched_model(tmp_path):
+    from agentrl.trainer.logger import held_out_summary
+
+    rows = [{"step": 0, "success_rate": 0.125}, {"step": 3, "success_rate": 0.5}]
+    (tmp_path / "eval.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    after = {"success_rate": 0.5, "episodes": 8}
+    plain = held_out_summary(tmp_path / "eval.jsonl", after)
+    assert plain == "held-out success: 12.5% before RL -> 50.0% after (+37.5 points, 8 episodes)"
+    (tmp_path / "untouched.jsonl").write_text(json.dumps({"step": 0, "success_rate": 0.0}) + "\n")
+    line = held_out_summary(tmp_path / "eval.jsonl", after)
+    assert line == (
+        "held-out success: 0.0% untouched -> 12.5% after SFT -> 50.0% after RL "
+        "(+37.5 points from RL, 8 episodes)"
+    )
+
+
 def test_sft_rows_and_tensorboard_tags(short_run):
     sft = _rows(short_run / "sft.jsonl")
     assert [r["step"] for r in sft if "loss" in r] == [1, 2, 3, 4]
