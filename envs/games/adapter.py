@@ -18,6 +18,7 @@ Gymnasium id (or an env instance, or a zero-argument factory):
 
 from __future__ import annotations
 
+import importlib
 import re
 from collections.abc import Callable
 from typing import Any, cast
@@ -180,8 +181,12 @@ class GymTextEnv(AgentEnv):
 
 def _renders_ansi(env_id: str) -> bool:
     """Whether a registered Gymnasium env declares an ANSI render. Asking one that does not
-    (Blackjack-v1) only warns, then fails at the first render: such envs use `repr(obs)`."""
-    entry = gym.spec(env_id).entry_point
+    (Blackjack-v1) only warns, then fails at the first render: such envs use `repr(obs)`.
+    A `module:Name-v0` id (Gymnasium's own form) imports its module, which registers it."""
+    module, _, name = env_id.rpartition(":")
+    if module:
+        importlib.import_module(module)
+    entry = gym.spec(name).entry_point
     creator = entry if callable(entry) else gym.envs.registration.load_env_creator(cast(str, entry))
     modes = getattr(creator, "metadata", {}).get("render_modes", [])
     return "ansi" in modes

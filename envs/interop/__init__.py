@@ -11,7 +11,10 @@
 Why prefixes and not registrations: the foreign registries are large (TextArena has 700 ids,
 Gymnasium's grows with every installed package) or open-ended (a folder of task folders, a
 class in any module), so an id is resolved when it is asked for, by the adapter of its family,
-into an `AgentEnv`. `env_kwargs` reach the adapter (and from it the foreign constructor).
+into an `AgentEnv`. `env_kwargs` reach the adapter (and from it the foreign constructor),
+except `python` (and `process_timeout_s`): with `python: PATH` the env runs in a child process
+of that interpreter, the way to use a package whose pins clash with agentrl's
+(`process_env.py`).
 
 `PREFIXES` is the one table: each row names the adapter, the pip extra that installs what it
 needs, the modules it imports (so a missing one is named before anything is imported), what
@@ -145,6 +148,10 @@ def resolve(env_id: str) -> EnvSpec | None:
         raise KeyError(f"env id {env_id!r}: give {prefix.target} after '{name}:'")
 
     def build(**kwargs: Any) -> Any:
+        if "python" in kwargs:  # its own venv: the package is imported there, not here
+            from .process_env import ProcessEnv
+
+            return ProcessEnv(env_id, **kwargs)
         gone = missing_modules(prefix)
         if gone:
             raise ImportError(

@@ -1,0 +1,236 @@
+"""A foreign env in a child process of another Python: `env_kwargs: {python: PATH}`.
+
+Why: some ecosystems pin packages agentrl's own environment cannot hold (verifiers pins
+`mcp==2.0.0` and `openai<3`; openreward pins `sse-starlette==2.3.6`). Installed in a venv of
+their own, their env runs there, in a child process, and the trainer talks to it over a pipe:
+
+    agentrl train --env vf:my_pkg.tasks:MyTaskset data.env_kwargs.python=.venv-vf/bin/python
+
+Any prefixed id works this way (`agentrl.envs.interop.resolve` reads the `python` key). The
+child runs `python -m agentrl.envs.interop.env_worker`, so that venv needs agentrl too (`pip
+install --no-deps agentrl`, or `--system-site-packages` with agentrl installed here); the
+foreign package is imported only there.
+
+The pipe carries JSON, never pickle: the child runs foreign code next to whatever the env lets
+the agent run, so nothing it sends may execute in the trainer. Messages, tool calls and tool
+schemas cross exactly; `info` crosses as JSON (a value JSON cannot hold becomes its `repr`);
+images do not cross (a VLM env stays in-process). Requests and replies go over two pipes of
+their own (fds handed to the child), so an env that prints to stdout cannot corrupt them; the
+child's stdout and stderr go to a temporary file whose tail names the failure when the child
+dies. Every call waits at most `process_timeout_s` (default 600; start-up at least `START_S`; a
+child that hangs is killed and the call raises
+`TimeoutError` naming the env); `close()` stops the child (SIGTERM, then SIGKILL).
+
+One child per env instance: the rollout builds one env per episode, so an episode pays the
+child's start-up (the Python interpreter, agentrl's and the foreign package's imports).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import select
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import asdict
+from pathlib import Path
+from typing import Any
+
+from agentrl.types import Message, ToolCall
+
+from ..core import AgentEnv, Observation
+
+# What a child reports about its env at start (class attributes the rollout and check_env read).
+ATTRS = ("family", "description", "reward_range", "max_turns", "max_observation_chars")
+# The child's start-up (an interpreter, agentrl's and the foreign package's imports, the
+# env's constructor) may take this long even when calls are given less.
+START_S = 300.0
+_LEN = 8  # bytes of the length prefix (hex) before each JSON frame
+
+
+def encode_message(m: Message) -> dict[str, Any]:
+    if m.images:
+        raise ValueError("a message with images cannot cross to an env in another process")
+    d = asdict(m)
+    del d["images"]
+    return d
+
+
+def decode_message(d: dict[str, Any]) -> Message:
+    d = dict(d)
+    d["tool_calls"] = [ToolCall(**c) for c in d.get("tool_calls", [])]
+    d.pop("images", None)
+    return Message(**d)
+
+
+def encode_observation(obs: Observation) -> dict[str, Any]:
+    return {"messages": [encode_message(m) for m in obs.messages], "tools": obs.tools}
+
+
+def decode_observation(d: dict[str, Any]) -> Observation:
+    return Observation([decode_message(m) for m in d["messages"]], list(d.get("tools", [])))
+
+
+def to_json(value: Any) -> Any:
+    """`info` and the like: JSON as is; anything JSON cannot hold becomes its repr."""
+    return json.loads(json.dumps(value, default=repr))
+
+
+def write_frame(fd: int, payload: dict[str, Any]) -> None:
+    data = json.dumps(payload, ensure_ascii=False).encode()
+    buf = f"{len(data):0{_LEN}x}".encode() + data
+    while buf:
+        buf = buf[os.write(fd, buf) :]
+
+
+def read_frame(fd: int, deadline: float | None = None, max_bytes: int = 256 << 20) -> Any:
+    """One frame from `fd`; EOFError when the writer is gone, TimeoutError past `deadline`."""
+
+    def exactly(n: int) -> bytes:
+        out = b""
+        while len(out) < n:
+            if deadline is not None:
+                left = deadline - time.monotonic()
+                if left <= 0 or not select.select([fd], [], [], left)[0]:
+                    raise TimeoutError
+            chunk = os.read(fd, n - len(out))
+            if not chunk:
+                raise EOFError
+            out += chunk
+        return out
+
+    head = exactly(_LEN)
+    try:
+        size = int(head, 16)
+    except ValueError:
+        raise EOFError(f"bad frame header {head!r}") from None
+    if size > max_bytes:
+        raise EOFError(f"frame of {size} bytes (over {max_bytes})")
+    return json.loads(exactly(size))
+
+
+class ProcessEnv(AgentEnv):
+    """`env_id` built by `agentrl.envs.make` in a child process of `python`."""
+
+    family = "process"
+
+    def __init__(
+        self, env_id: str, *, python: str, process_timeout_s: float = 600.0, **kwargs: Any
+    ) -> None:
+        exe = Path(python).expanduser()
+        if not exe.is_file() or not os.access(exe, os.X_OK):
+            raise FileNotFoundError(
+                f"env {env_id!r}: env_kwargs.python={python!r} is not an executable file"
+            )
+        self.env_id, self.timeout_s = env_id, float(process_timeout_s)
+        self._log = tempfile.TemporaryFile()
+        req_r, self._req = os.pipe()
+        self._rep, rep_w = os.pipe()
+        self._proc: subprocess.Popen[bytes] | None = subprocess.Popen(
+            [str(exe), "-m", "agentrl.envs.interop.env_worker", str(req_r), str(rep_w)],
+            stdin=subprocess.DEVNULL,
+            stdout=self._log,
+            stderr=self._log,
+            pass_fds=(req_r, rep_w),
+            start_new_session=True,  # its own process group: close() stops its children too
+        )
+        os.close(req_r), os.close(rep_w)
+        attrs = self._call("build", id=env_id, kwargs=to_json(kwargs))
+        for name in ATTRS:  # instance attributes shadow this class's defaults
+            if name in attrs:
+                value = attrs[name]
+                setattr(self, name, tuple(value) if name == "reward_range" else value)
+
+    # ---------------------------------------------------------------- the pipe
+    def _call(self, op: str, **payload: Any) -> Any:
+        if self._proc is None:
+            raise RuntimeError(f"env {self.env_id!r}: its process is closed")
+        wait = max(self.timeout_s, START_S) if op == "build" else self.timeout_s
+        try:
+            write_frame(self._req, {"op": op, **payload})
+            reply = read_frame(self._rep, time.monotonic() + wait)
+        except TimeoutError:
+            self.close()
+            raise TimeoutError(
+                f"env {self.env_id!r} (own process): {op} took over {wait:g}s "
+                "(env_kwargs.process_timeout_s); the process was stopped"
+            ) from None
+        except (EOFError, BrokenPipeError, OSError) as e:
+            tail = self._tail()
+            self.close()
+            raise RuntimeError(
+                f"env {self.env_id!r} (own process) died during {op}: {e or 'pipe closed'}"
+                + (f"; its output ends: {tail}" if tail else "")
+            ) from None
+        if not reply.get("ok"):
+            raise RuntimeError(f"env {self.env_id!r} (own process), {op}: {reply.get('error')}")
+        return reply.get("value")
+
+    def _tail(self, n: int = 1200) -> str:
+        try:
+            if self._proc is not None:
+                self._proc.wait(timeout=5)
+        except subprocess.TimeoutExpired:
+            pass
+        self._log.seek(0, os.SEEK_END)
+        size = self._log.tell()
+        self._log.seek(max(size - n, 0))
+        return self._log.read().decode(errors="replace").strip()
+
+    # ---------------------------------------------------------------- the env API
+    def reset(
+        self, *, seed: int | None = None, options: dict[str, Any] | None = None
+    ) -> tuple[Observation, dict[str, Any]]:
+        value = self._call("reset", seed=seed, options=to_json(options))
+        return decode_observation(value["obs"]), value["info"]
+
+    def step(self, action: Message) -> tuple[Observation, float, bool, bool, dict[str, Any]]:
+        v = self._call("step", action=encode_message(action))
+        return decode_observation(v["obs"]), float(v["reward"]), v["term"], v["trunc"], v["info"]
+
+    def oracle_action(self) -> Message | None:
+        value = self._call("oracle")
+        return None if value is None else decode_message(value)
+
+    def adversaries(self) -> dict[str, list[Message]]:
+        value = self._call("adversaries")
+        return {name: [decode_message(m) for m in ms] for name, ms in value.items()}
+
+    def close(self) -> None:
+        proc, self._proc = self._proc, None
+        if proc is None:
+            return
+        try:
+            write_frame(self._req, {"op": "close"})
+            proc.wait(timeout=10)
+        except (OSError, subprocess.TimeoutExpired):
+            pass
+        if proc.poll() is None:
+            stop(proc)
+        for fd in (self._req, self._rep):
+            try:
+                os.close(fd)
+            except OSError:
+                pass
+
+    def __del__(self) -> None:  # a forgotten env must not leave its child behind
+        if getattr(self, "_proc", None) is not None and sys.meta_path is not None:
+            self.close()
+
+
+def stop(proc: subprocess.Popen[bytes]) -> None:
+    """SIGTERM the child's process group, then SIGKILL after 5 s."""
+    import signal
+
+    for sig, wait in ((signal.SIGTERM, 5), (signal.SIGKILL, 5)):
+        try:
+            os.killpg(proc.pid, sig)
+        except ProcessLookupError:
+            return
+        try:
+            proc.wait(timeout=wait)
+            return
+        except subprocess.TimeoutExpired:
+            continue
