@@ -2,7 +2,8 @@
 
     python -m agentrl.envs.interop.env_worker REQUEST_FD REPLY_FD
 
-Reads JSON frames (`build`, `reset`, `step`, `oracle`, `adversaries`, `close`) and answers
+Reads JSON frames (`build`, `reset`, `step`, `oracle`, `adversaries`, `release`: close the env
+and wait for the next `build`, `close`: exit) and answers
 each with `{"ok": true, "value": ...}` or `{"ok": false, "error": "..."}`: an env that raises
 is reported to the trainer, which raises it there; the worker itself keeps serving. It exits
 on `close` or when the trainer's end of the pipe closes (the trainer died).
@@ -36,6 +37,12 @@ def serve(req: int, rep: int) -> None:
         try:
             if op == "close":
                 break
+            if op == "release":  # the trainer parks this worker: close the env, stay up
+                env, closing = None, env
+                if closing is not None:
+                    closing.close()
+                write_frame(rep, {"ok": True, "value": None})
+                continue
             value = handle(env, msg)
             if op == "build":
                 env, value = value

@@ -21,23 +21,29 @@ dies. Every call waits at most `process_timeout_s` (default 600; start-up at lea
 child that hangs is killed and the call raises
 `TimeoutError` naming the env); `close()` stops the child (SIGTERM, then SIGKILL).
 
-One child per env instance: the rollout builds one env per episode, so an episode pays the
-child's start-up (the Python interpreter, agentrl's and the foreign package's imports).
+One worker per env instance at a time. The rollout builds one env per episode, so a closed
+env's worker is parked (its env closed) and the next env of the same kind (interpreter, id,
+kwargs) is built in it: only the first episodes pay the interpreter's start-up and the
+imports. A worker that failed is never parked; parked ones stop when the trainer exits (and
+on their own when its end of the pipe closes).
 """
 
 from __future__ import annotations
 
+import atexit
 import json
 import os
 import select
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
+from agentrl.tools.workers import in_daemon_thread
 from agentrl.types import Message, ToolCall
 
 from ..core import AgentEnv, Observation
@@ -111,6 +117,66 @@ def read_frame(fd: int, deadline: float | None = None, max_bytes: int = 256 << 2
     return json.loads(exactly(size))
 
 
+class _Child:
+    """One worker process and its two pipes; parked in `_POOL` between envs."""
+
+    def __init__(self, exe: Path) -> None:
+        self.log = tempfile.TemporaryFile()
+        req_r, self.req = os.pipe()
+        self.rep, rep_w = os.pipe()
+        self.proc = subprocess.Popen(
+            [str(exe), "-m", "agentrl.envs.interop.env_worker", str(req_r), str(rep_w)],
+            stdin=subprocess.DEVNULL,
+            stdout=self.log,
+            stderr=self.log,
+            pass_fds=(req_r, rep_w),
+            start_new_session=True,  # its own process group: stop() reaches its children
+        )
+        os.close(req_r)
+        os.close(rep_w)
+
+    def tail(self, n: int = 1200) -> str:
+        try:
+            self.proc.wait(timeout=5)
+        except subprocess.TimeoutExpired:
+            pass
+        self.log.seek(0, os.SEEK_END)
+        self.log.seek(max(self.log.tell() - n, 0))
+        return self.log.read().decode(errors="replace").strip()
+
+    def stop(self) -> None:
+        if self.proc.poll() is None:
+            stop(self.proc)
+        for fd in (self.req, self.rep):
+            try:
+                os.close(fd)
+            except OSError:
+                pass
+        self.log.close()
+
+
+# Idle workers by (interpreter, env id, kwargs): an env's close() parks its worker (the env
+# inside is closed) and the next env of the same kind builds in it, so episodes after the
+# first skip the interpreter's start-up and the imports. Stopped at exit.
+_POOL: dict[tuple[str, str, str], list[_Child]] = {}
+_POOL_LOCK = threading.Lock()
+POOL_MAX = 256  # idle workers kept per kind (the rollout's concurrency, typically)
+
+
+@atexit.register
+def _drain_pool() -> None:
+    with _POOL_LOCK:
+        children = [c for kind in _POOL.values() for c in kind]
+        _POOL.clear()
+    for c in children:
+        try:
+            write_frame(c.req, {"op": "close"})
+        except OSError:
+            pass
+    for c in children:
+        c.stop()
+
+
 class ProcessEnv(AgentEnv):
     """`env_id` built by `agentrl.envs.make` in a child process of `python`."""
 
@@ -125,41 +191,45 @@ class ProcessEnv(AgentEnv):
                 f"env {env_id!r}: env_kwargs.python={python!r} is not an executable file"
             )
         self.env_id, self.timeout_s = env_id, float(process_timeout_s)
-        self._log = tempfile.TemporaryFile()
-        req_r, self._req = os.pipe()
-        self._rep, rep_w = os.pipe()
-        self._proc: subprocess.Popen[bytes] | None = subprocess.Popen(
-            [str(exe), "-m", "agentrl.envs.interop.env_worker", str(req_r), str(rep_w)],
-            stdin=subprocess.DEVNULL,
-            stdout=self._log,
-            stderr=self._log,
-            pass_fds=(req_r, rep_w),
-            start_new_session=True,  # its own process group: close() stops its children too
-        )
-        os.close(req_r), os.close(rep_w)
-        attrs = self._call("build", id=env_id, kwargs=to_json(kwargs))
+        args = to_json(kwargs)
+        self._kind = (str(exe.resolve()), env_id, json.dumps(args, sort_keys=True))
+        with _POOL_LOCK:
+            idle = _POOL.get(self._kind, [])
+            child = idle.pop() if idle else None
+        if child is not None and child.proc.poll() is not None:
+            child.stop()  # died while parked
+            child = None
+        self._child: _Child | None = child or _Child(exe)
+        attrs = self._call("build", id=env_id, kwargs=args)
         for name in ATTRS:  # instance attributes shadow this class's defaults
             if name in attrs:
                 value = attrs[name]
                 setattr(self, name, tuple(value) if name == "reward_range" else value)
 
+    @property
+    def _proc(self) -> subprocess.Popen[bytes] | None:
+        return None if self._child is None else self._child.proc
+
     # ---------------------------------------------------------------- the pipe
     def _call(self, op: str, **payload: Any) -> Any:
-        if self._proc is None:
+        child = self._child
+        if child is None:
             raise RuntimeError(f"env {self.env_id!r}: its process is closed")
         wait = max(self.timeout_s, START_S) if op == "build" else self.timeout_s
         try:
-            write_frame(self._req, {"op": op, **payload})
-            reply = read_frame(self._rep, time.monotonic() + wait)
+            write_frame(child.req, {"op": op, **payload})
+            reply = read_frame(child.rep, time.monotonic() + wait)
         except TimeoutError:
-            self.close()
+            self._child = None
+            child.stop()
             raise TimeoutError(
                 f"env {self.env_id!r} (own process): {op} took over {wait:g}s "
                 "(env_kwargs.process_timeout_s); the process was stopped"
             ) from None
-        except (EOFError, BrokenPipeError, OSError) as e:
-            tail = self._tail()
-            self.close()
+        except (EOFError, OSError) as e:
+            self._child = None
+            tail = child.tail()
+            child.stop()
             raise RuntimeError(
                 f"env {self.env_id!r} (own process) died during {op}: {e or 'pipe closed'}"
                 + (f"; its output ends: {tail}" if tail else "")
@@ -167,17 +237,6 @@ class ProcessEnv(AgentEnv):
         if not reply.get("ok"):
             raise RuntimeError(f"env {self.env_id!r} (own process), {op}: {reply.get('error')}")
         return reply.get("value")
-
-    def _tail(self, n: int = 1200) -> str:
-        try:
-            if self._proc is not None:
-                self._proc.wait(timeout=5)
-        except subprocess.TimeoutExpired:
-            pass
-        self._log.seek(0, os.SEEK_END)
-        size = self._log.tell()
-        self._log.seek(max(size - n, 0))
-        return self._log.read().decode(errors="replace").strip()
 
     # ---------------------------------------------------------------- the env API
     def reset(
@@ -199,25 +258,38 @@ class ProcessEnv(AgentEnv):
         return {name: [decode_message(m) for m in ms] for name, ms in value.items()}
 
     def close(self) -> None:
-        proc, self._proc = self._proc, None
-        if proc is None:
+        """Close the env in its worker and park the worker for the next env of this kind
+        (or stop it, when the pool is full or the env's close failed)."""
+        if self._child is None:
             return
         try:
-            write_frame(self._req, {"op": "close"})
-            proc.wait(timeout=10)
-        except (OSError, subprocess.TimeoutExpired):
-            pass
-        if proc.poll() is None:
-            stop(proc)
-        for fd in (self._req, self._rep):
-            try:
-                os.close(fd)
-            except OSError:
-                pass
+            self._call("release")
+        except RuntimeError:
+            if (child := self._child) is not None:  # the env's close raised: no reuse
+                self._child = None
+                child.stop()
+            raise
+        child, self._child = self._child, None
+        if child is None:
+            return
+        with _POOL_LOCK:
+            idle = _POOL.setdefault(self._kind, [])
+            if len(idle) < POOL_MAX:
+                idle.append(child)
+                return
+        write_frame(child.req, {"op": "close"})
+        child.stop()
 
-    def __del__(self) -> None:  # a forgotten env must not leave its child behind
-        if getattr(self, "_proc", None) is not None and sys.meta_path is not None:
-            self.close()
+    async def aclose(self) -> None:
+        """`close` off the event loop (the worker's reply may take as long as the env's own
+        close)."""
+        await in_daemon_thread(self.close)
+
+    def __del__(self) -> None:  # a forgotten env must not leave its worker running
+        child = getattr(self, "_child", None)
+        if child is not None and sys.meta_path is not None:
+            self._child = None
+            child.stop()
 
 
 def stop(proc: subprocess.Popen[bytes]) -> None:

@@ -152,3 +152,19 @@ def test_ors_env_in_its_own_process(child_python: str) -> None:
     finally:
         local.close()
         remote.close()
+
+
+def test_a_closed_envs_worker_is_reused_by_the_next(child_python: str) -> None:
+    """Episodes after the first skip the interpreter's start-up: a closed env parks its
+    worker (the env inside closed) and the next env of the same kind builds in it."""
+    first = envs.make("gym:clash_env:Clash-v0", env_kwargs={}, python=child_python)
+    pid = first.reset(seed=0)[1]["pid"]
+    first.close()
+    second = envs.make("gym:clash_env:Clash-v0", env_kwargs={}, python=child_python)
+    other = envs.make("gym:clash_env:Clash-v0", env_kwargs={"mode": "crash"}, python=child_python)
+    try:
+        assert second.reset(seed=1)[1]["pid"] == pid  # same worker, fresh env
+        assert other.reset(seed=1)[1]["pid"] != pid  # another kind: its own worker
+    finally:
+        second.close()
+        other.close()
