@@ -366,11 +366,13 @@ class TrainerConfig:
     # How the trainer's forwards turn hidden states into log-probs and entropies. fused: the
     # lm-head product and the float32 log-softmax/entropy run together in row chunks,
     # recomputed in backward, so no [tokens, vocab] logits or their gradient are held for a
-    # micro-batch (agentrl/trainer/fused_head.py): lower peak memory for one more lm-head
-    # product in backward. materialized: the lm-head's logits are kept for backward. Same
-    # values up to float rounding order. Models without a plain lm-head (a bias, a LoRA on
-    # it, Megatron) and FSDP2-sharded ones run materialized. Not the default: on CPU the
-    # recomputed product made fused no faster (BENCHMARKS.md, update variants).
+    # micro-batch (agentrl/trainer/fused_head.py). materialized: the lm-head's logits are kept
+    # for backward. Same values up to float rounding order. Models without a plain lm-head (a
+    # bias, a LoRA on it, Megatron) and FSDP2-sharded ones run materialized. A memory lever
+    # for users (docs/troubleshooting.md, out of memory), not a speed knob: it trades one more
+    # lm-head product for ~2 GB less peak per 3.5k response tokens of a 150k vocabulary in
+    # bf16, which grows with response length; no faster (H200: 1.03x, CPU: 0.99x;
+    # benchmarks/notes/update.md), hence not the default.
     update_path: Literal["fused", "materialized"] = "materialized"
     # local: every role in this process (or one process per rank under torchrun).
     # ray: rollout and learner run as Ray actors (see docs/scaling.md).

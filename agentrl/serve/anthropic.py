@@ -27,6 +27,7 @@ from fastapi.responses import JSONResponse, StreamingResponse
 
 from agentrl.serve.gateway import SESSION_HEADER, Gateway, chunk_dicts
 from agentrl.serve.limits import HTTPError, ServeLimits, read_json
+from agentrl.serve.messages import chat_tools
 from agentrl.types import Message
 
 MAPPED = frozenset(
@@ -103,22 +104,13 @@ def chat_messages(messages: Any) -> list[dict[str, Any]]:
     return out
 
 
-def _tools(tools: Any) -> list[dict[str, Any]] | None:
-    if tools is None:
-        return None
-    if not isinstance(tools, list):
-        raise _refuse("tools must be a list")
-    out = []
-    for i, t in enumerate(tools):
-        if not isinstance(t, dict) or t.get("type", "custom") != "custom":
-            kind = t.get("type") if isinstance(t, dict) else t
-            raise _refuse(f"tools[{i}]: only client tools are served, got {kind!r}")
-        fn: dict[str, Any] = {"name": t.get("name")}  # OpenAI's key order: the template
-        if t.get("description"):  # renders the tools as JSON
-            fn["description"] = t["description"]
-        fn["parameters"] = t.get("input_schema") or {"type": "object"}
-        out.append({"type": "function", "function": fn})
-    return out or None
+def _function(tool: dict[str, Any]) -> dict[str, Any]:
+    """A client tool's definition as a chat `function` (`input_schema` is its parameters)."""
+    fn: dict[str, Any] = {"name": tool.get("name")}
+    if tool.get("description"):
+        fn["description"] = tool["description"]
+    fn["parameters"] = tool.get("input_schema") or {"type": "object"}
+    return fn
 
 
 def _tool_choice(choice: Any, chat: dict[str, Any]) -> None:
@@ -147,7 +139,7 @@ def to_chat(body: Any) -> dict[str, Any]:
     if system:
         head = [{"role": "system", "content": _text(_blocks(system, "system"))}]
     chat["messages"] = head + chat_messages(body.get("messages"))
-    tools = _tools(body.get("tools"))
+    tools = chat_tools(body.get("tools"), "custom", _function, untyped=True)
     if tools:
         chat["tools"] = tools
     _tool_choice(body.get("tool_choice"), chat)

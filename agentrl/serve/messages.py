@@ -1,13 +1,16 @@
-"""OpenAI chat-completions wire format <-> agentrl `Message`s."""
+"""OpenAI chat-completions wire format <-> agentrl `Message`s, and the other wire formats'
+tool definitions (Anthropic Messages, OpenAI Responses) as chat-completions tools."""
 
 from __future__ import annotations
 
 import json
 import time
 import uuid
+from collections.abc import Callable
 from typing import Any
 
 from agentrl.chat import bounded_json
+from agentrl.serve.limits import HTTPError
 from agentrl.types import Message, ToolCall
 
 
@@ -60,6 +63,32 @@ def from_openai(messages: list[dict[str, Any]]) -> list[Message]:
             )
         )
     return out
+
+
+def chat_tools(
+    tools: Any,
+    kind: str,
+    to_function: Callable[[dict[str, Any]], dict[str, Any]],
+    *,
+    untyped: bool = False,
+) -> list[dict[str, Any]] | None:
+    """Another wire format's `tools` as chat-completions tools (None for none).
+
+    Only the format's client-run tools exist here (type `kind`; `untyped`: a definition with no
+    `type` is one): a hosted or server tool is a 400 naming its index and type.
+    `to_function` maps one definition to the chat `function` object, in OpenAI's key order
+    (name, description, parameters): the chat template renders the tools as JSON."""
+    if tools is None:
+        return None
+    if not isinstance(tools, list):
+        raise HTTPError(400, "tools must be a list")
+    out = []
+    for i, t in enumerate(tools):
+        got = t.get("type", kind if untyped else None) if isinstance(t, dict) else t
+        if not isinstance(t, dict) or got != kind:
+            raise HTTPError(400, f"tools[{i}]: only {kind} tools are served, got {got!r}")
+        out.append({"type": "function", "function": to_function(t)})
+    return out or None
 
 
 def same_message(a: Message, b: Message) -> bool:

@@ -27,7 +27,7 @@ from fastapi.responses import JSONResponse, StreamingResponse
 
 from agentrl.serve.gateway import SESSION_HEADER, Gateway
 from agentrl.serve.limits import HTTPError, ServeLimits, read_json
-from agentrl.serve.messages import tool_call_json
+from agentrl.serve.messages import chat_tools, tool_call_json
 from agentrl.serve.responses_stream import (
     assistant_json,
     output_items,
@@ -121,19 +121,9 @@ def input_messages(items: Any) -> list[dict[str, Any]]:
     return out
 
 
-def _tools(tools: Any) -> list[dict[str, Any]] | None:
-    if tools is None:
-        return None
-    if not isinstance(tools, list):
-        raise _refuse("tools must be a list")
-    out = []
-    for i, t in enumerate(tools):
-        if not isinstance(t, dict) or t.get("type") != "function":
-            kind = t.get("type") if isinstance(t, dict) else t
-            raise _refuse(f"tools[{i}]: only function tools are served, got {kind!r}")
-        fn = {k: t[k] for k in ("name", "description", "parameters", "strict") if k in t}
-        out.append({"type": "function", "function": fn})
-    return out or None
+def _function(tool: dict[str, Any]) -> dict[str, Any]:
+    """A function tool's definition, flat in Responses, as a chat `function`."""
+    return {k: tool[k] for k in ("name", "description", "parameters", "strict") if k in tool}
 
 
 def _tool_choice(choice: Any) -> Any:
@@ -195,7 +185,7 @@ def to_chat(body: Any, kept: Kept) -> tuple[dict[str, Any], list[dict[str, Any]]
         raise _refuse("instructions must be a string")
     chat["messages"] = ([{"role": "system", "content": system}] if system else []) + conversation
     for key, value in (
-        ("tools", _tools(body.get("tools"))),
+        ("tools", chat_tools(body.get("tools"), "function", _function)),
         ("tool_choice", _tool_choice(body.get("tool_choice"))),
         ("max_tokens", body.get("max_output_tokens")),
         ("response_format", _format(body.get("text"))),

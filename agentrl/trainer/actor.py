@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections import defaultdict
 from collections.abc import Iterator
 from dataclasses import fields, replace
-from typing import Any, cast
+from typing import Any, Literal, cast
 
 import torch
 
@@ -149,10 +149,12 @@ class Actor:
         self.optimizer, self.scheduler = build_optimizer(self.model, optim, horizon)
         backend.offload(self.model, self.optimizer)
 
-    def set_update_path(self, path: str) -> None:
+    def set_update_path(self, path: Literal["fused", "materialized"]) -> None:
         """Switch `trainer.update_path` on the live model (benchmarks time both paths on the
         same weights and batch); the values do not change, only how they are computed."""
-        self.cfg = replace(self.cfg, update_path=path)  # type: ignore[arg-type]
+        if path not in ("fused", "materialized"):
+            raise ValueError(f"update_path: {path!r} is not one of 'fused', 'materialized'")
+        self.cfg = replace(self.cfg, update_path=path)
         self.log_probs = build_log_prob_fn(self.cfg, self.model, self.backend, self.levers)
 
     def compute_log_probs(self, batch: TrainBatch) -> torch.Tensor:

@@ -6,9 +6,10 @@ engine and event loop (`rollout.gateway_host`), and per step runs `rollout.n` ag
 for each of the next `data.batch_size` tasks (`rollout.harness`), so GRPO's groups are n
 runs of one task. The groups hold the recorded segments of the episodes that ran; episodes
 that failed for the machine's sake (crash, timeout, engine error) are counted, logged and
-kept out of the groups, never trained as reward 0. A group-relative estimator drops a task
-left with fewer than two episodes. Segments of one split episode share its reward; the
-batch's `episode_index` (from `metadata["episode"]`) makes them one sample of the group.
+kept out of the groups, never trained as reward 0. A task left with too few finished runs is
+dropped by the one group rule (`exclusion.trainable`: fewer than two under a group-relative
+estimator; a split episode's segments are one run). Segments of one split episode share its
+reward; the batch's `episode_index` (from `metadata["episode"]`) makes them one sample.
 """
 
 from __future__ import annotations
@@ -27,6 +28,7 @@ from agentrl.types import TrajectoryGroup
 
 from .collect import PENDING_KEY, rewind_to_pending
 from .data import TaskSource
+from .exclusion import min_runs, trainable
 
 if TYPE_CHECKING:
     from agentrl.config.schema import SamplingConfig
@@ -109,8 +111,8 @@ class HarnessCollector:
         for g in groups:
             for t in g.trajectories:
                 t.weight_versions = [version if m else -1 for m in t.loss_mask]
-        need = 2 if self.group_relative else 1
-        kept = [g for g in groups if len(episodes_of(g)) >= need]
+        need = min_runs(group_relative=self.group_relative)
+        kept = [g for g in groups if trainable(g.trajectories, group_relative=self.group_relative)]
         self.dropped = len(groups) - len(kept)
         if not kept:
             first = self.failed[0].record.metadata.get("error") if self.failed else None
@@ -143,11 +145,6 @@ class HarnessCollector:
                 self.rollout.runner.submit(host.stop()).result(timeout=60)
             except Exception:  # noqa: BLE001 - the loop may be gone already (closing)
                 host.sock.close()
-
-
-def episodes_of(group: TrajectoryGroup) -> list[str]:
-    """The distinct episodes among a group's segments, in order."""
-    return list(dict.fromkeys(str(t.metadata.get("episode", id(t))) for t in group.trajectories))
 
 
 def harness_metrics(

@@ -3,12 +3,13 @@
 Why: issue #21 asks for a faster GRPO update (MFU) on the GPU. CPU tests check every lever's
 values and gradients against the default path; `benchmarks/gpu_update_mfu.py` measures them
 on the GPU (BENCHMARKS.md). `agentrl.assembly` turns `traced_attention` and `host_pack` on
-for every packed update: together with `trainer.update_path: fused` they are the fastest
-measured update (40% MFU on the H200 0.5B batch; H200, 0.5B GRPO update: traced attention
-1.08-1.27x faster than the eager branch). The levers are code-level, not config keys (the
-eager branch and `compile_scope: decoder`, which measured slower than per-layer graphs: 152 s
-compile, 132 ms against 125 ms per update, are kept for comparison): benchmarks set them on
-the actor they build, `Actor(..., levers=...)`.
+for every packed update: the fastest measured update (40% MFU on the H200 0.5B batch, traced
+attention 1.08-1.27x faster than the eager branch). The levers are code-level, not config
+keys (the eager branch and `compile_scope: decoder`, which measured slower than per-layer
+graphs: 152 s compile, 132 ms against 125 ms per update, are kept for comparison):
+benchmarks set them on the actor they build, `Actor(..., levers=...)`. `trainer.update_path`
+stays a config key: a memory lever users pick (the fused lm-head holds no `[tokens, vocab]`
+logits), no faster, so no lever here.
 Constructed directly, `UpdateLevers()` is all off (the reference path the tests compare to).
 """
 

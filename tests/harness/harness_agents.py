@@ -115,6 +115,18 @@ def stuck_agent(task: dict[str, Any], base_url: str) -> dict[str, Any]:
     return answer_agent(task, base_url)
 
 
+def split_or_crash_agent(task: dict[str, Any], base_url: str) -> Any:
+    """Right on even seeds; on odd ones the first run rewrites its history (two segments of
+    one episode) and the others crash. The run's index is the session's (`<task>-<k>-<id>`
+    in the base URL)."""
+    if task["seed"] % 2 == 0:
+        return answer_agent(task, base_url)
+    session = base_url.split("/s/", 1)[1].split("/", 1)[0]
+    if session.rsplit("-", 2)[1] == "0":
+        return rewriting_agent(task, base_url)
+    return crashing_agent(task, base_url)
+
+
 def cheating_agent(task: dict[str, Any], base_url: str) -> dict[str, Any]:
     """Tries to score itself: posts a reward for its own session (root and session URLs),
     tries to read every session, and returns a wrong answer claiming reward 1. Writes what

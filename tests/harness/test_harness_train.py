@@ -101,6 +101,20 @@ def test_failed_runs_leave_the_groups_not_score_zero(
     assert row["reward/mean"] == 1.0
 
 
+def test_a_split_run_is_one_run_of_its_group(agentrl_cache: Path, tmp_path: Path) -> None:
+    """The group rule counts runs, not segments (`trainer.exclusion.trainable`, shared with
+    the built-in episodes' exclusion): the odd-seed task keeps one finished run recorded as
+    two segments beside a crash, too few for GRPO, so it is dropped; the other task trains."""
+    out = tmp_path / "run"
+    args = ["train", "--agent", "harness_agents:split_or_crash_agent", "--env", "math/calc-easy-v0"]
+    assert main([*args, *overrides(agentrl_cache, out, trainer__steps=1)]) == 0
+    (row,) = metrics(out)
+    assert row["harness/failed/agent_crash"] == 1
+    assert row["harness/groups_dropped"] == 1
+    assert row["harness/episodes"] == 2 and row["harness/split_episodes"] == 0
+    assert row["reward/mean"] == 1.0
+
+
 def test_split_session_trains_as_one_episode(agentrl_cache: Path, tmp_path: Path) -> None:
     """An agent that rewrites its history mid-episode leaves two segments per session; both
     are trained, token-exact (the trainer's log-probs reproduce the engine's), and carry the

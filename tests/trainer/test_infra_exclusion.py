@@ -1,7 +1,9 @@
 """Infrastructure failures leave the loss and the group statistics, not the record.
 
 The advantage of every trained row equals a hand computation over its group's valid episodes
-only; the group-drop rule (fewer than 2 valid for group-relative estimators, 0 otherwise);
+only; the group-drop rule (fewer than 2 valid runs for group-relative estimators, 0
+otherwise; a split harness episode's segments are one run, the rule the harness collector
+shares: tests/harness/test_harness_train.py runs it there);
 DAPO's filter does not count a failure's fake 0; and a real training run on a real env whose
 episodes fail for infrastructure reasons logs the counts, trains the rest and keeps the
 failures in the rollout dump.
@@ -24,7 +26,7 @@ from agentrl.assembly import build_trainer
 from agentrl.cli import main
 from agentrl.config import AlgorithmConfig, RolloutConfig, TrainConfig, load_config
 from agentrl.trainer.batch import collate
-from agentrl.trainer.exclusion import exclude_infra_failures
+from agentrl.trainer.exclusion import exclude_infra_failures, runs, trainable
 from agentrl.trainer.roles import RewardScorer
 from agentrl.types import TerminationReason, Trajectory, TrajectoryGroup, read_jsonl
 
@@ -78,6 +80,41 @@ def test_other_estimators_keep_a_single_valid_episode() -> None:
         ("c", 3),
     ]
     assert split.metrics["infra/groups_dropped"] == 1 and split.metrics["infra/left_out"] == 5
+
+
+def _segments(episode: str, n: int, reason: TerminationReason, seed: int) -> list[Trajectory]:
+    """`n` segments of one harness episode: they share its id and its reward."""
+    segs = _group("", [(1.0, reason)] * n, seed).trajectories
+    for t in segs:
+        t.metadata |= {"episode": episode, "episode_segments": n}
+    return segs
+
+
+def test_a_split_episode_is_one_run() -> None:
+    """Group s holds one finished episode in 2 segments beside a failed run: one run left,
+    dropped whole under a group-relative estimator (its segments are not 2 samples); group
+    t's 2 finished runs (one split in 3) train untouched."""
+    s = TrajectoryGroup("s", [*_segments("s-0", 2, "done", 8), *_segments("s-1", 1, "timeout", 9)])
+    t = TrajectoryGroup("t", [*_segments("t-0", 3, "done", 10), *_segments("t-1", 1, "done", 11)])
+    assert runs(t.trajectories) == ["t-0", "t-1"] and len(runs(s.trajectories)) == 2
+    assert not trainable(s.trajectories[:2], group_relative=True)
+    assert trainable(s.trajectories[:2], group_relative=False)
+    split = exclude_infra_failures([s, t], group_relative=True)
+    assert split.groups == [t] and split.groups[0] is t
+    assert sorted(str(x.metadata["left_out"]) for x in split.left_out) == [
+        "group_dropped", "group_dropped", "infra"
+    ]  # fmt: skip
+    assert split.metrics["infra/groups_dropped"] == 1
+    kept = exclude_infra_failures([s, t], group_relative=False).groups
+    assert [(g.group_id, len(g.trajectories)) for g in kept] == [("s", 2), ("t", 4)]
+
+
+def test_built_in_episodes_are_a_run_each() -> None:
+    """No `metadata["episode"]`: every trajectory is its own run (the built-in rollouts)."""
+    g = _groups()[0]
+    assert len(runs(g.trajectories)) == 4
+    assert trainable(g.trajectories[:2], group_relative=True)
+    assert not trainable(g.trajectories[:1], group_relative=True)
 
 
 @pytest.mark.parametrize("estimator", ["grpo", "rloo"])
