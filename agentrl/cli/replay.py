@@ -61,39 +61,42 @@ def cmd_replay(args: argparse.Namespace) -> int:
     return 0
 
 
-def render(result: Replay) -> None:
+def render(result: Replay, console: Any = None) -> None:
+    """The replay as one table per session, each divergence in its context below it."""
     from rich.console import Console
 
-    console = Console(emoji=False, highlight=False)
-    console.print(f"replay of [bold]{result.file}[/] against [bold]{result.model}[/]", markup=True)
+    console = console or Console(emoji=False, highlight=False)
+    how = "greedy token differs" if result.criterion == "argmax" else f"p < {result.threshold:g}"
+    console.print(f"replay of {result.file} against {result.model} (divergence: {how})")
     for note in result.notes:
         console.print(f"note: {note}", markup=False)
     sessions: dict[str, list[SegmentReplay]] = {}
     for seg in result.segments:
         sessions.setdefault(seg.session, []).append(seg)
     for name, segs in sessions.items():
-        console.print(_table(name, segs, result))
+        console.print(_table(name, segs))
         for seg in segs:
-            if seg.divergence is not None:
-                d = seg.divergence
+            d = seg.divergence
+            if d is not None:
                 console.print(
-                    f"  {seg.segment}: turn {d.turn}, char {d.char_offset}: "
-                    f"...{d.before!r} recorded {d.recorded_text!r}, checkpoint {d.checkpoint_text!r}",
+                    f"  segment {_short(seg)}, turn {d.turn}, char {d.char_offset}: "
+                    f"...{d.before!r} then recorded {d.recorded_text!r} (logp "
+                    f"{d.recorded_logprob:.2f}, checkpoint {d.checkpoint_logprob:.2f}), "
+                    f"checkpoint's choice {d.checkpoint_text!r}",
                     markup=False,
                 )
 
 
-def _table(session: str, segs: list[SegmentReplay], result: Replay) -> Any:
+def _table(session: str, segs: list[SegmentReplay]) -> Any:
     from rich.table import Table
 
-    how = "greedy token differs" if result.criterion == "argmax" else f"p < {result.threshold:g}"
     table = Table(title=f"session {session}", title_justify="left")
     for col in ("segment", "turns", "sampled", "mean |Δ|", "max |Δ|", "KL (k3)"):
-        table.add_column(col, justify="left" if col == "segment" else "right")
-    table.add_column(f"first divergence ({how})")
+        table.add_column(col, justify="right")
+    table.add_column("divergence")
     for seg in segs:
         table.add_row(
-            seg.segment,
+            _short(seg),
             str(seg.turns),
             str(seg.sampled),
             f"{seg.mean_abs_delta:.2e}",
@@ -104,12 +107,14 @@ def _table(session: str, segs: list[SegmentReplay], result: Replay) -> Any:
     return table
 
 
+def _short(seg: SegmentReplay) -> str:
+    """The segment's own part of its snapshot key (the table is per session)."""
+    prefix = seg.session + "/"
+    return seg.segment[len(prefix) :] if seg.segment.startswith(prefix) else seg.segment
+
+
 def _divergence(seg: SegmentReplay) -> str:
     d = seg.divergence
     if d is None:
         return "none"
-    return (
-        f"turn {d.turn} (message {d.message}), token {d.position}: "
-        f"{d.recorded_text!r} -> {d.checkpoint_text!r} "
-        f"(logp {d.recorded_logprob:.2f} -> {d.checkpoint_logprob:.2f})"
-    )
+    return f"turn {d.turn}, message {d.message}, token {d.position}"

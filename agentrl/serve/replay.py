@@ -60,7 +60,7 @@ class Divergence:
 
 @dataclass
 class SegmentReplay:
-    session: str
+    session: str  # the episode (run/session) the segment belongs to
     segment: str  # the snapshot key (run/session/segment), else the file position
     turns: int
     sampled: int  # sampled tokens compared
@@ -68,7 +68,7 @@ class SegmentReplay:
     max_abs_delta: float
     kl_k3: float
     divergence: Divergence | None
-    temperatures: list[float]  # per turn, as applied (a greedy turn's logprobs are at T=1)
+    temperatures: list[float]  # per turn, as recorded (0: greedy, whose logprobs are at T=1)
     # per sampled token: position, turn, token, recorded, checkpoint, delta, argmax
     tokens: list[dict[str, Any]] = field(default_factory=list)
 
@@ -235,7 +235,7 @@ def replay_segment(
         else []
     )
     return SegmentReplay(
-        session=str(traj.metadata.get("session") or traj.group_id or index),
+        session=str(traj.metadata.get("episode") or traj.metadata.get("session") or traj.group_id),
         segment=_name(traj, index),
         turns=len(traj.turns),
         sampled=len(sampled),
@@ -243,7 +243,7 @@ def replay_segment(
         max_abs_delta=float(abs_d.max()),
         kl_k3=float(k3),
         divergence=div,
-        temperatures=[max(t, 0.0) or 1.0 for t in temperatures],
+        temperatures=list(temperatures),
         tokens=kept,
     )
 
