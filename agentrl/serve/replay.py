@@ -108,19 +108,21 @@ def load_segments(path: str | Path) -> list[Trajectory]:
     return out
 
 
-def check_template(path: str | Path, segments: Sequence[Trajectory], chat: ChatFormat) -> int:
-    """Raise naming the first segment whose recorded template or vocabulary differs from
-    `chat`'s; returns how many segments recorded something to check against."""
+def check_template(
+    path: str | Path, segments: Sequence[Trajectory], chat: ChatFormat
+) -> tuple[int, str | None]:
+    """(how many segments record a template or vocabulary hash, the first mismatch with
+    `chat`'s as one line naming its segment, or None)."""
     seen: dict[tuple[Any, Any], str | None] = {}
-    checked = 0
+    checked, first = 0, None
     for i, t in enumerate(segments):
         key = (t.metadata.get("chat_template_sha256"), t.metadata.get("vocab_sha256"))
         checked += any(isinstance(k, str) for k in key)
         if key not in seen:
             seen[key] = mismatch(t.metadata, chat)
-        if seen[key]:
-            raise ReplayError(f"{path}: segment {_name(t, i)}: {seen[key]} (--force to replay)")
-    return checked
+        if seen[key] and first is None:
+            first = f"{path}: segment {_name(t, i)}: {seen[key]}"
+    return checked, first
 
 
 def replay_file(
@@ -143,12 +145,16 @@ def replay_file(
         raise ReplayError(f"threshold must be in (0, 1), got {threshold}")
     segments = load_segments(path)
     notes: list[str] = []
-    checked = check_template(path, segments, chat) if not force else -1
-    if checked == 0:
-        notes.append("the file records no template or vocabulary hash: not checked")
-    elif force:
-        problem = next((p for t in segments if (p := mismatch(t.metadata, chat))), None)
-        notes.append(f"forced: {problem}" if problem else "forced (template and vocab match)")
+    checked, problem = check_template(path, segments, chat)
+    if problem and not force:
+        raise ReplayError(f"{problem} (--force to replay)")
+    if problem:
+        notes.append(f"forced: {problem}")
+    if checked < len(segments):
+        notes.append(
+            f"{len(segments) - checked} segment(s) record no template or vocabulary hash: "
+            "not checked"
+        )
     vocab = _vocab_rows(model)
     for i, t in enumerate(segments):
         top = max(t.input_ids, default=0)

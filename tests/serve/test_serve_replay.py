@@ -196,7 +196,7 @@ def test_other_template_or_vocab_refused(served: dict[str, Any], tmp_path: Path)
         replay_file(served["file"], net, chat)
     assert "\n" not in str(e.value) and "s1/0" in str(e.value)
     forced = replay_file(served["file"], net, chat, force=True)
-    assert forced.notes[0].startswith("forced: chat template differs")
+    assert forced.notes[0].startswith("forced: ") and "chat template differs" in forced.notes[0]
     assert forced.segments[0].max_abs_delta < ROUNDING  # same weights, same ids
     vocab = _variant(src, tmp_path / "vocab", token="<not_recorded>")
     net, chat = load_checkpoint(str(vocab), "cpu", "float32")
