@@ -39,9 +39,12 @@ TOOLS = [build_schema(calculator)]
 ROUNDING = 1e-5
 
 
-def record(model_dir: Path, out: Path, turns: int = 3) -> Trajectory:
+def record(
+    model_dir: Path, out: Path, turns: int = 3, first: dict[str, Any] | None = None
+) -> Trajectory:
     """A greedy 3-turn session through the real server and hf engine; the client's next
-    message depends only on the assistant's last one (a tool result or a follow-up)."""
+    message depends only on the assistant's last one (a tool result or a follow-up).
+    `first`: extra request fields of the first turn."""
     from live_server import live_server
 
     from agentrl.cli.rollout import load_engine
@@ -52,9 +55,14 @@ def record(model_dir: Path, out: Path, turns: int = 3) -> Trajectory:
     with live_server(app) as url:
         client = openai.OpenAI(base_url=f"{url}/s/s1/v1", api_key="unused", max_retries=0)
         msgs: list[dict[str, Any]] = [{"role": "user", "content": "What is 12 + 30 * 2?"}]
-        for _ in range(turns):
+        for k in range(turns):
             reply = client.chat.completions.create(
-                model="m", messages=msgs, tools=TOOLS, max_tokens=40, temperature=0
+                model="m",
+                messages=msgs,
+                tools=TOOLS,
+                max_tokens=40,
+                temperature=0,
+                **((first or {}) if k == 0 else {}),
             )
             message = reply.choices[0].message
             msgs.append(message.model_dump(exclude_none=True))
@@ -253,3 +261,24 @@ def test_older_file_replays_with_notes(served: dict[str, Any], tmp_path: Path) -
     (seg,) = result.segments
     assert seg.max_abs_delta < ROUNDING and seg.divergence is None
     render(result)  # the table renders without a terminal
+
+
+def test_constrained_turn_not_a_divergence(served: dict[str, Any], tmp_path: Path) -> None:
+    """A turn sampled under a grammar is scored (its logprobs are the unmasked model's) but
+    not checked for divergence: the grammar, not the model, chose tokens the same checkpoint's
+    unmasked argmax would not."""
+    pytest.importorskip("llguidance", reason="response_format needs the serve extra")
+    schema = {
+        "type": "object",
+        "properties": {"answer": {"type": "integer"}},
+        "required": ["answer"],
+        "additionalProperties": False,
+    }
+    fmt = {"type": "json_schema", "json_schema": {"name": "a", "schema": schema, "strict": True}}
+    seg = record(served["dir"], tmp_path / "c.jsonl", turns=2, first={"response_format": fmt})
+    assert seg.metadata["constrained_turns"] == {"0": "response_format"}
+    net, chat = load_checkpoint(str(served["dir"]), "cpu", "float32")
+    (got,) = replay_file(tmp_path / "c.jsonl", net, chat).segments
+    masked = [t for t in got.tokens if t["turn"] == 0 and t["argmax"] != t["token"]]
+    assert masked, "the grammar changed no greedy token: the test shows nothing"
+    assert got.divergence is None and got.max_abs_delta < ROUNDING
