@@ -35,6 +35,7 @@ from agentrl.types import Trajectory, TrajectoryGroup, read_jsonl
 Criterion = Literal["argmax", "prob"]
 ARGMAX_TIE = 1e-4  # nats: a recorded token this close to the checkpoint's best is not a miss
 CONTEXT_CHARS = 60  # decoded text kept before a divergence
+ROWS = 1024  # sampled positions whose log-softmax is computed at once
 
 
 class ReplayError(ValueError):
@@ -194,14 +195,22 @@ def replay_segment(
     device = next(model.parameters()).device
     sampled = [j for j, m in enumerate(traj.loss_mask) if m]
     turn_of = _turn_of(traj)
-    temp = torch.tensor([max(temperatures[turn_of[j]], 0.0) or 1.0 for j in sampled])
+    temp = [max(temperatures[turn_of[j]], 0.0) or 1.0 for j in sampled]
+    lps, bests, picks = [], [], []
     with torch.no_grad():
         logits = forward_logits(model, batch.to(device))[0]  # [T, V] over the response
-        rows = logits[torch.tensor(sampled, device=logits.device)].float().cpu()
-    logp_all = torch.log_softmax(rows / temp[:, None], dim=-1)
-    tokens = torch.tensor([traj.response_ids[j] for j in sampled])
-    lp_ckpt = logp_all.gather(-1, tokens[:, None]).squeeze(-1).double()
-    best = logp_all.max(-1)
+        for a in range(0, len(sampled), ROWS):  # no [sampled, V] float32 copy at once
+            at = torch.tensor(sampled[a : a + ROWS], device=logits.device)
+            scale = torch.tensor(temp[a : a + ROWS], device=logits.device)[:, None]
+            logp = torch.log_softmax(logits[at].float() / scale, dim=-1)
+            tokens = batch.responses[0, at.cpu()].to(logits.device)
+            lps.append(logp.gather(-1, tokens[:, None]).squeeze(-1).cpu())
+            top = logp.max(-1)
+            bests.append(top.values.cpu())
+            picks.append(top.indices.cpu())
+    lp_ckpt = torch.cat(lps).double()
+    best = torch.cat(bests)
+    argmax = torch.cat(picks).tolist()
     lp_rec = torch.tensor([traj.logprobs[j] for j in sampled], dtype=torch.float64)
     delta = lp_ckpt - lp_rec
     log_r = delta.clamp(max=50.0)
@@ -212,13 +221,12 @@ def replay_segment(
         if turn_of[j] in constrained:
             continue
         if criterion == "argmax":
-            hit = float(best.values[n]) - float(lp_ckpt[n]) > ARGMAX_TIE
+            hit = float(best[n]) - float(lp_ckpt[n]) > ARGMAX_TIE
         else:
             hit = math.exp(float(lp_ckpt[n])) < threshold
         if hit:
             miss = n
             break
-    argmax = best.indices.tolist()
     div = None
     if miss is not None:
         j = sampled[miss]
