@@ -86,7 +86,12 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         "(argmax, for greedy sessions) or gives it probability below --threshold (prob)",
     )
     r.add_argument("--threshold", type=float, default=1e-3, help="for --diverge prob")
-    r.add_argument("--dtype", choices=["float32", "bfloat16", "float16"], default="float32")
+    r.add_argument(
+        "--dtype",
+        choices=["float32", "bfloat16", "float16"],
+        default="float32",
+        help="the checkpoint's dtype for the replay (default float32)",
+    )
     r.add_argument(
         "--force",
         action="store_true",
