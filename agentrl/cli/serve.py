@@ -3,6 +3,8 @@
 agentrl serve --model tiny:qwen2 --port 8000 --out served.jsonl
 # then: OpenAI(base_url="http://127.0.0.1:8000/v1"), header X-Session-Id per episode;
 # the trainer reads and rewards with the admin token (served.jsonl.token), the agent never
+agentrl serve --replay served.jsonl --model runs/x/final --json replay.json
+# offline: how --model scores the recorded tokens, and where it would diverge (cli/replay)
 """
 
 from __future__ import annotations
@@ -41,7 +43,12 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     )
     p.add_argument("--model-name", default="agentrl", help="name reported by /v1/models")
     p.add_argument("--max-new-tokens", type=int, default=512, help="default max_tokens")
-    p.add_argument("--temperature", type=float, default=1.0, help="default temperature")
+    p.add_argument(
+        "--temperature",
+        type=float,
+        default=1.0,
+        help="default temperature (--replay: of turns the file records none for)",
+    )
     p.add_argument("--max-batch-size", type=int, default=64)
     p.add_argument("--device", default=None)
     p.add_argument(
@@ -59,6 +66,36 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         default=None,
         help="write the per-run admin token here (mode 0600; default: <--out>.token). "
         f"${TOKEN_ENV} sets the token instead of a fresh one",
+    )
+    r = p.add_argument_group(
+        "replay", "score a recorded session against --model instead of serving (docs/rollout.md)"
+    )
+    r.add_argument(
+        "--replay",
+        metavar="FILE",
+        default=None,
+        help="a served JSONL file (--out): per-token log-prob differences of --model over its "
+        "recorded ids, and the first turn where --model would diverge",
+    )
+    r.add_argument("--json", metavar="OUT", default=None, help="write the full replay here")
+    r.add_argument(
+        "--diverge",
+        choices=["argmax", "prob"],
+        default="argmax",
+        help="divergence: the checkpoint's greedy token differs from the recorded one "
+        "(argmax, for greedy sessions) or gives it probability below --threshold (prob)",
+    )
+    r.add_argument("--threshold", type=float, default=1e-3, help="for --diverge prob")
+    r.add_argument(
+        "--dtype",
+        choices=["float32", "bfloat16", "float16"],
+        default="float32",
+        help="the checkpoint's dtype for the replay (default float32)",
+    )
+    r.add_argument(
+        "--force",
+        action="store_true",
+        help="replay even if the checkpoint's chat template or vocabulary differs",
     )
     p.set_defaults(func=cmd_serve)
 
@@ -88,6 +125,10 @@ def write_token(path: Path, token: str) -> None:
 
 
 def cmd_serve(args: argparse.Namespace) -> int:
+    if args.replay:
+        from agentrl.cli.replay import cmd_replay
+
+        return cmd_replay(args)
     try:
         import uvicorn
 

@@ -30,7 +30,6 @@ it could otherwise score or erase its own episodes. Sizes are capped by `ServeLi
 from __future__ import annotations
 
 import asyncio
-import hashlib
 import math
 import uuid
 from collections.abc import Callable
@@ -51,6 +50,7 @@ from agentrl.serve.generate import Server, choices_json
 from agentrl.serve.journal import Journal
 from agentrl.serve.limits import AdminAuth, HTTPError, ServeLimits, new_token, read_json
 from agentrl.serve.messages import completion
+from agentrl.serve.provenance import recorded_metadata
 from agentrl.serve.recorder import SessionRecorder
 
 __all__ = ["create_app", "session_id"]
@@ -76,19 +76,6 @@ def reward_value(body: object) -> float:
     if not math.isfinite(value):
         raise HTTPError(400, f"reward must be finite, got {value!r}")
     return float(value)
-
-
-def recorded_metadata(chat: ChatFormat, model_name: str, tokenizer: str | None) -> dict:
-    """What every segment records about how its ids were made: the tokenizer to decode them
-    (`agentrl view` reads `tokenizer`), the chat template and tool format."""
-    template = chat.chat_template or ""
-    return {
-        "tokenizer": tokenizer or getattr(chat.tokenizer, "name_or_path", "") or "",
-        "chat_template": template,
-        "chat_template_sha256": hashlib.sha256(template.encode()).hexdigest(),
-        "tool_format": chat.tool_format,
-        "served_model": model_name,
-    }
 
 
 def create_app(

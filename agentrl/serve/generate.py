@@ -196,10 +196,12 @@ class Server:
         ids, traj = self.recorder.apply(session, plan, req.tools)
         return ids, self.recorder.branch(session, traj, req.n)
 
-    def _commit(self, traj: Trajectory, result: GenerateResult, prep: Prepared, i: int) -> Choice:
+    def _commit(
+        self, traj: Trajectory, result: GenerateResult, prep: Prepared, i: int, temp: float
+    ) -> Choice:
         text = self.chat.sampled_text(result.token_ids)
         message = assistant_message(text, prep.tool_format, len(traj.turns), i)
-        self.recorder.commit(traj, result, text, message, prep.constrained)
+        self.recorder.commit(traj, result, text, message, prep.constrained, temp)
         return Choice(result, text, message)
 
     async def complete(self, req: ChatRequest, prep: Prepared, sid: str) -> Completion | Exception:
@@ -234,7 +236,7 @@ class Server:
                     self.recorder.fail(traj, err or f"another choice failed: {error}")
                 return RuntimeError(error)
             choices = [
-                self._commit(t, r, prep, i)
+                self._commit(t, r, prep, i, req.params.temperature)
                 for i, (t, r) in enumerate(zip(trajs, results, strict=True))
             ]
         return Completion(choices, list(ids))
@@ -357,7 +359,7 @@ class Server:
                 errors[i] = error
                 yield sse({"error": {"message": f"engine failed: {error}", "type": "server_error"}})
                 return
-            choice = self._commit(trajs[i], result, prep, i)
+            choice = self._commit(trajs[i], result, prep, i, req.params.temperature)
             committed.append(choice)
             open_.discard(i)
             rest, calls = streams[i].final(choice.message)

@@ -196,10 +196,13 @@ class SessionRecorder:
         text: str,
         message: Message,
         constrained: str | None = None,
+        temperature: float | None = None,
     ) -> None:
         """Record one generation (mask 1) and the assistant message returned to the client.
         `constrained` names the grammar the turn was sampled under (its logprobs are the
-        unmasked model's, so an off-policy correction can see which turns were masked)."""
+        unmasked model's, so an off-policy correction can see which turns were masked).
+        `metadata["turn_sampling"]` gets one entry per turn: the index of its assistant
+        message and the temperature its logprobs are of (what `replay` recomputes)."""
         start = len(traj.response_ids)
         traj.append(list(out.token_ids), trained=True, logprobs=list(out.logprobs))
         end = len(traj.response_ids)
@@ -212,6 +215,9 @@ class SessionRecorder:
                 tool_calls=message.tool_calls,
                 finish_reason=out.finish_reason,
             )
+        )
+        traj.metadata.setdefault("turn_sampling", []).append(
+            {"message": len(traj.messages), "temperature": temperature}
         )
         traj.messages.append(message)
         if constrained:
