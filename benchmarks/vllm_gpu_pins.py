@@ -52,7 +52,11 @@ def find_wheels(pins: dict[str, Version], folder: Path) -> dict[str, Path]:
         name, version, _, _ = parse_wheel_filename(path.name)
         if pins.get(name) == version:
             found.setdefault(name, []).append(path)
-    bad = [f"{n}=={v}: {len(found.get(n, []))} wheels" for n, v in pins.items() if len(found.get(n, [])) != 1]
+    bad = [
+        f"{n}=={v}: {len(found.get(n, []))} wheels"
+        for n, v in pins.items()
+        if len(found.get(n, [])) != 1
+    ]
     if bad:
         sys.exit(f"in {folder}: " + "; ".join(bad))
     return {name: paths[0] for name, paths in found.items()}
@@ -85,7 +89,10 @@ def main(argv: list[str]) -> int:
     if conflicts:
         sys.exit("pins conflict:\n  " + "\n  ".join(conflicts))
     print(f"{len(pins)} pins agree with vllm's METADATA and each other's", file=sys.stderr)
-    print("the small wheels also need (on the GPU machine): " + ", ".join(sorted(host)), file=sys.stderr)
+    print(
+        "the small wheels also need (on the GPU machine): " + ", ".join(sorted(host)),
+        file=sys.stderr,
+    )
     for wheel in sorted(wheels.values()):
         print(wheel.name)
     return 0
