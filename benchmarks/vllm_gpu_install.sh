@@ -71,6 +71,7 @@ install() {  # install [--check] [PART...]
   echo "bundle $id: $n parts joined, sums OK ($(cat "$work/bundle/BUILD"))"
   mkdir -p "$SITE"
   "$PY" -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade \
+    --disable-pip-version-check --root-user-action=ignore \
     --target "$SITE" "$work"/bundle/wheels/*.whl
   rm -rf "$SITE"/vllm "$SITE"/vllm-*.dist-info
   tar -C "$SITE" -xJf "$work"/bundle/vllm-*-trimmed.tar.xz
