@@ -2,16 +2,18 @@
 # Build, on a CPU machine with PyPI, the parts that bring real vLLM 0.26.0 to the device tool's GPU
 # machine (torch 2.11.0+cu130, Python 3.12, no package index; each call carries at most 64 MiB
 # of working tree). Recipe: shared notes vllm-on-gpu.md; steps and sizes: benchmarks/notes/vllm-gpu.md.
-#   bash benchmarks/vllm_gpu_bundle.sh        # -> .gpuwheels/vllm/vllm-0.26.0-<id>.part<i>of<n>
+#   bash benchmarks/vllm_gpu_bundle.sh        # -> .gpuparts/vllm/vllm-0.26.0-<id>.part<i>of<n>
 # Then, on the device, one part per call: benchmarks/vllm_gpu_install.sh (this prints the calls).
 # Why vLLM 0.26.0: the newest release that pins torch==2.11.0, the GPU machine's torch.
 # Why trimmed: its wheel is 290 MiB; three binaries a bf16 dense model on Hopper never loads
 # are dropped (DROP below) and the rest re-tarred with xz, about 73 MiB.
+# Output in .gpuparts/ (ignored), not .gpuwheels/: GPU runs carry .gpuwheels/ whole (gpu_env.sh),
+# and 131 MiB of parts (or the 345 MiB download cache) there would put every such call over 64 MiB.
 # Env: VLLM_BUNDLE_DIR (output folder), VLLM_PART_MIB (largest part, default 50: the parts travel
 # beside the working tree, ~7 MiB, under the tool's 64 MiB), XZ_THREADS (default 2).
 set -euo pipefail
 R=$(cd "$(dirname "$0")/.." && pwd)
-OUT=${VLLM_BUNDLE_DIR:-$R/.gpuwheels/vllm}
+OUT=${VLLM_BUNDLE_DIR:-$R/.gpuparts/vllm}
 PART_MIB=${VLLM_PART_MIB:-50}
 VLLM=0.26.0
 DROP="vllm/vllm_flash_attn/_vllm_fa2_C.abi3.so vllm/_moe_C_stable_libtorch.abi3.so vllm/vllm-rs"
@@ -58,7 +60,7 @@ apache-tvm-ffi==0.1.10 --hash=sha256:96b69030c722572e13e30182733adfa2d604258e988
 EOF
 )
 
-DL=$OUT/download WORK=$OUT/build
+DL=$OUT-download WORK=$OUT-build  # beside the parts: a folder of parts holds parts only
 mkdir -p "$DL"
 printf '%s\n' "$PINS" >"$OUT/requirements.txt"
 echo "== download (pip reuses files already in $DL after checking their hash)"

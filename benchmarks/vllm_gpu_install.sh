@@ -1,11 +1,11 @@
 #!/usr/bin/env bash
 # Install real vLLM 0.26.0 on the device tool's GPU machine from the parts that
-# benchmarks/vllm_gpu_bundle.sh made (.gpuwheels/vllm/vllm-0.26.0-<id>.part<i>of<n>). A call
+# benchmarks/vllm_gpu_bundle.sh made (.gpuparts/vllm/vllm-0.26.0-<id>.part<i>of<n>). A call
 # carries one part (64 MiB a call), and the machine keeps /tmp only ~30 s between calls, so:
 #   call 1..n-1: bash benchmarks/vllm_gpu_install.sh stash [PART...]     # copy to /tmp/vllm-parts
 #   call n:      bash benchmarks/vllm_gpu_install.sh install [--check] [PART...] && <your run>
 #   any call:    bash benchmarks/vllm_gpu_install.sh check | env
-# No PART: every part carried in .gpuwheels/vllm/. `install` stashes its PARTs first, joins the
+# No PART: every part carried in .gpuparts/vllm/. `install` stashes its PARTs first, joins the
 # parts, checks the whole bundle's sha256 (its id is in the part names) and SHA256SUMS inside,
 # installs the small wheels with `pip install --no-index --no-deps --target`, untars the trimmed
 # vLLM tree there and prints the environment to run vLLM with (`env` prints it as exports).
@@ -19,11 +19,11 @@ ENVS="PYTHONPATH=$SITE:. VLLM_USE_FLASHINFER_SAMPLER=0 VLLM_NO_USAGE_STATS=1 DO_
 PART_RE='^vllm-[0-9.]+-([0-9a-f]{12})\.part([0-9])of([0-9])$'
 die() { echo "vllm_gpu_install: $*" >&2; exit 1; }
 
-stash() {  # stash [PART...]: copy parts (default: those carried in .gpuwheels/vllm/) to $PARTS
+stash() {  # stash [PART...]: copy parts (default: those carried in .gpuparts/vllm/) to $PARTS
   local files=("$@") f id
-  [ ${#files[@]} -gt 0 ] || mapfile -t files < <(ls "$R"/.gpuwheels/vllm/vllm-*.part* 2>/dev/null)
+  [ ${#files[@]} -gt 0 ] || mapfile -t files < <(ls "$R"/.gpuparts/vllm/vllm-*.part* 2>/dev/null)
   [ ${#files[@]} -gt 0 ] || [ "${QUIET_NONE:-0}" = 1 ] ||
-    die "no part carried in .gpuwheels/vllm/ (name it in run's carry argument)"
+    die "no part carried in .gpuparts/vllm/ (name it in run's carry argument)"
   mkdir -p "$PARTS"
   for f in "${files[@]}"; do
     [ -f "$f" ] || die "no part $f here: carry it in this call (run's carry argument)"
