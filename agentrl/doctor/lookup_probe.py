@@ -43,7 +43,7 @@ class _Exec:
 
 
 EXEC = {
-    "bash": _Exec("command", 20.0, 4000, 4),
+    "bash": _Exec("command", 20.0, 4000, 3),
     "python": _Exec("code", 7.0, 3000, 5),
     "run_tests": _Exec("code", 3.0, 380, 5),
 }
