@@ -45,7 +45,7 @@ class _Exec:
 EXEC = {
     "bash": _Exec("command", 20.0, 4000, 3),
     "python": _Exec("code", 7.0, 3000, 5),
-    "run_tests": _Exec("code", 3.0, 380, 5),
+    "run_tests": _Exec("code", 2.0, 380, 5),
 }
 EXEC_TOOLS = frozenset(EXEC)
 _FILE = re.compile(r"in `([\w./-]+\.py)`")
@@ -97,8 +97,17 @@ def play(seen: Seen) -> Message:
     return Message("assistant", f"\\boxed{{{answers[0]}}}" if answers else "I don't know.")
 
 
-def inspect(seen: Seen) -> tuple[list[str], str]:
-    """(the leaks the searches reported, what they covered)."""
+@dataclass
+class Inspection:
+    """What an episode's searches found: `leaks` (places holding hidden data), `note` (their
+    coverage), `searched` (False: no report came back, nothing is proven)."""
+
+    leaks: list[str]
+    note: str
+    searched: bool
+
+
+def inspect(seen: Seen) -> Inspection:
     done = reports(seen)
     leaks = list(dict.fromkeys(p for r in done for p in r.get("leaks", [])))
     more = sum(int(r.get("n", 0)) for r in done) - len(leaks)
@@ -114,5 +123,5 @@ def inspect(seen: Seen) -> tuple[list[str], str]:
         + (f"; copied over the workspace: {', '.join(restored)}" if restored else "")
     )
     if not done:
-        note = "no search report came back from the tool"
-    return leaks, note
+        note = "no search report came back from the tool (its limits, or it failed)"
+    return Inspection(leaks, note, bool(done))

@@ -57,8 +57,8 @@ class Probe:
     tools: frozenset[str] = frozenset()  # every one must be advertised
     any_tool: bool = False  # needs at least one tool
     any_of: frozenset[str] = frozenset()  # needs one of these tools
-    # after an episode: (places the probe found hidden data in, what it covered)
-    inspect: Callable[[Seen], tuple[list[str], str]] | None = None
+    # after an episode: where the probe found hidden data, and what it covered
+    inspect: Callable[[Seen], lookup_probe.Inspection] | None = None
 
     def applies(self, family: str, tools: frozenset[str]) -> bool:
         return (

@@ -37,6 +37,7 @@ class Outcome:
     first_action: str = ""
     leaks: list[str] = field(default_factory=list)
     coverage: str = ""
+    unsearched: int = 0  # episodes whose search never reported
 
     @property
     def mean(self) -> float:
@@ -57,7 +58,7 @@ async def _episode(env: Any, probe: Probe, seed: int, deadline: float, out: Outc
     obs, _ = await asyncio.wait_for(env.areset(seed=seed), left())
     tools = frozenset(t.get("function", {}).get("name", "") for t in obs.tools)
     seen = Seen(env.family, tools, "\n\n".join(m.content for m in obs.messages))
-    seen.max_turns, seen.packages = env.max_turns, list(data_packages())
+    seen.max_turns, seen.packages = env.max_turns, [*data_packages(), "agentrl.envs"]
     seen.needles = env.hidden_data() if isinstance(env, HiddenData) else []
     reward = float(env.reward_range[0])
     for turn in range(env.max_turns + 1):
@@ -71,8 +72,9 @@ async def _episode(env: Any, probe: Probe, seed: int, deadline: float, out: Outc
             break
     out.rewards.append(reward)
     if probe.inspect is not None:
-        leaks, out.coverage = probe.inspect(seen)
-        out.leaks += [leak for leak in leaks if leak not in out.leaks]
+        found = probe.inspect(seen)
+        out.leaks += [leak for leak in found.leaks if leak not in out.leaks]
+        out.coverage, out.unsearched = found.note, out.unsearched + (not found.searched)
 
 
 async def _play(
@@ -130,6 +132,13 @@ def _finding(o: Outcome, env_id: str, lo: float, hi: float, threshold: float) ->
             detail,
             f"the reward trusts something the agent controls (docs/sandbox.md, threat model). "
             f"Reproduce: {repro}",
+        )
+    if o.unsearched:
+        return Finding(
+            "WARN",
+            f"probe {p.name} could not search ({o.unsearched} episode(s) without a report)",
+            detail,
+            f"the tool's limits left no time to search; nothing is proven. Reproduce: {repro}",
         )
     if o.stalled:
         return Finding(
