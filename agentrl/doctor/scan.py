@@ -25,10 +25,11 @@ import base64
 import json
 import re
 import zlib
+from collections.abc import Sequence
 from typing import Any
 
 _PROGRAM = r'''
-import base64, gzip, io, json, os, sys, tarfile, time, zipfile, zlib
+import base64, io, json, os, stat, sys, tarfile, time, zipfile, zlib
 CFG = json.loads(zlib.decompress(base64.b64decode(__CFG__)))
 END = time.monotonic() + CFG["budget"]
 NEEDLES = [n.encode() for n in CFG["needles"]] + [json.dumps(n)[1:-1].encode() for n in CFG["needles"]]
@@ -59,7 +60,7 @@ def look(place, data):
     R["files"] += 1
     if NEED and hits(data) >= NEED:
         R["n"] += 1
-        if len(R["leaks"]) < 4:
+        if len(R["leaks"]) < 12:
             R["leaks"].append(place[-90:])
     if CLUES and any(c in data for c in CLUES):
         records(data)
@@ -77,7 +78,7 @@ def unpack(place, data):
     look(place, data)
     try:
         if data[:2] == b"\x1f\x8b":
-            inner = gzip.decompress(data)
+            inner = zlib.decompressobj(31).decompress(data, 64 << 20)
             if inner[257:262] == b"ustar":
                 data = inner
             else:
@@ -97,14 +98,23 @@ def unpack(place, data):
         pass
 
 def read(path):
+    """A regular file's bytes (never blocks on a FIFO or device); None for an ELF binary (its
+    header only: no task data) or a file over 64 MB."""
     try:
-        with open(path, "rb") as f:  # an ELF binary holds no task data: its header only
-            head = f.read(4)
-            if head == b"\x7fELF" or os.fstat(f.fileno()).st_size > 64 << 20:
-                return None
-            return head + f.read()
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
     except OSError:
         return None
+    try:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode) or st.st_size > 64 << 20:
+            return None
+        with os.fdopen(fd, "rb", closefd=False) as f:
+            head = f.read(4)
+            return None if head == b"\x7fELF" else head + f.read(64 << 20)
+    except OSError:
+        return None
+    finally:
+        os.close(fd)
 
 def proc():
     look("environ of the tool", "\n".join(os.environ.values()).encode())
@@ -190,7 +200,7 @@ def program(
     packages: list[str],
     clues: list[str],
     *,
-    entry_points: list[str] = (),  # type: ignore[assignment]
+    entry_points: Sequence[str] = (),
     hint: str = "",
     restore: bool = False,
     budget_s: float = 3.0,
@@ -202,7 +212,8 @@ def program(
     (must not resolve), `clues` (prompt lines, the adversary's), `hint` (a file path the
     adversary looks for other copies of), `cap` the report's length in characters; `exit_with_report` ends the program with the report
     as its error (the last stderr line is all a stdin/stdout test runner shows)."""
-    cfg = {"needles": needles, "packages": packages, "clues": clues, "hint": hint}
+    cfg: dict[str, Any] = {"needles": needles, "packages": packages, "clues": clues}
+    cfg["hint"] = hint
     cfg |= {"restore": restore, "budget": budget_s, "cap": cap, "cursor": cursor}
     blob = base64.b64encode(zlib.compress(json.dumps(cfg).encode())).decode()
     src = _PROGRAM.replace("__CFG__", repr(blob))

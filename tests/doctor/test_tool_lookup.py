@@ -62,6 +62,47 @@ def test_the_search_never_carries_the_hidden_strings_in_plain_text() -> None:
     env.close()
 
 
+def test_the_search_opens_archives_and_the_environment() -> None:
+    """Planted copies of two hidden strings, gzipped deep in the tree, as a zip member and a
+    tar.gz member, and in an environment variable, are each reported; one string alone (a
+    coincidence) is not; a JSON record holding the prompt gives the adversary its answer."""
+    import gzip
+    import io
+    import tarfile
+    import zipfile
+
+    from agentrl.sandboxes import ExecRequest, get_backend
+
+    a, b = "assert frobnicate(12345) == 67890", "return sum(x ** 3 for x in xs) % 99991"
+    text = f"{a}\n{b}\n".encode()
+    zipped, tarred = io.BytesIO(), io.BytesIO()
+    with zipfile.ZipFile(zipped, "w") as z:
+        z.writestr("pkg/data.txt", text)
+    with tarfile.open(fileobj=tarred, mode="w:gz") as t:
+        info = tarfile.TarInfo("pkg-1.0/tests/test_x.py")
+        info.size = len(text)
+        t.addfile(info, io.BytesIO(text))
+    record = json.dumps({"question": "How many widgets fit in box 77 today?", "answer": "4242"})
+    files = {
+        "x/y/z/cache.gz": gzip.compress(text),
+        "w.whl": zipped.getvalue(),
+        "sdist.tar.gz": tarred.getvalue(),
+        "only_one.txt": a,
+        "rows.jsonl": record + "\n",
+    }
+    clue = "How many widgets fit in box 77 today?"
+    src = program([a, b], ["json", "no_such_pkg"], [clue], budget_s=3.0, cap=100_000)
+    req = ExecRequest(src, files=files, env={"HINTS": f"{a} {b}"}, timeout_s=60, cpu_time_s=60)
+    res = get_backend("local").run(req)
+    out = report(res.stdout)
+    assert out is not None, res.stderr[-2000:]
+    leaks = " | ".join(out["leaks"])
+    for place in ("cache.gz!", "w.whl!pkg/data.txt", "sdist.tar.gz!pkg-1.0/tests", "environ"):
+        assert place in leaks, (place, out)
+    assert "only_one.txt" not in leaks and "import json" in leaks  # a package that resolves
+    assert out["answers"] == ["4242"]
+
+
 def test_the_probe_applies_wherever_a_tool_runs_code() -> None:
     for tools in ({"python"}, {"run_tests"}, {"bash", "submit"}):
         names = {p.name for p in applicable("any", frozenset(tools))}
