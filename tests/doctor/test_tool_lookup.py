@@ -103,6 +103,20 @@ def test_the_search_opens_archives_and_the_environment() -> None:
     assert out["answers"] == ["4242"]
 
 
+@pytest.mark.parametrize(
+    "env_id", ["code/humaneval-v0", "code/mixed-multiturn-v0", "swe/tiny-repo-v0"]
+)
+def test_envs_declare_hidden_strings_the_agent_is_never_shown(env_id: str) -> None:
+    env = make(env_id)
+    obs, _ = env.reset(seed=1)
+    assert isinstance(env, HiddenData)
+    hidden = env.hidden_data()
+    assert hidden and all(len(h) >= 24 for h in hidden)
+    shown = "\n".join(m.content for m in obs.messages)
+    assert not [h for h in hidden if h in shown]
+    env.close()
+
+
 def test_the_probe_applies_wherever_a_tool_runs_code() -> None:
     for tools in ({"python"}, {"run_tests"}, {"bash", "submit"}):
         names = {p.name for p in applicable("any", frozenset(tools))}
