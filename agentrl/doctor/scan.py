@@ -175,7 +175,8 @@ def walk(i, top, prune):
 CUR = CFG["cursor"]
 if not CUR:
     proc()
-TOPS = [os.path.realpath(t) for t in [HERE, "/tmp"] + [p for p in sys.path if p.endswith("-packages")] + ["/"]]
+NEAR = [t for t in (HERE, os.path.dirname(HERE), "/tmp", os.path.expanduser("~")) if t != "/"]
+TOPS = [os.path.realpath(t) for t in NEAR + [p for p in sys.path if p.endswith("-packages")] + ["/"]]
 TOPS = list(dict.fromkeys(t for t in TOPS if os.path.isdir(t)))
 R["cursor"] = None
 for i, top in enumerate(TOPS):

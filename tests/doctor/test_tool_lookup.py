@@ -103,6 +103,30 @@ def test_the_search_opens_archives_and_the_environment() -> None:
     assert out["answers"] == ["4242"]
 
 
+def test_the_repair_adversary_restores_another_copy_of_the_named_file() -> None:
+    """What `bash` + `submit` envs face: any other copy of the file the statement names (an
+    sdist in a cache, here) is written over the workspace's, a fix the agent did not make."""
+    import io
+    import tarfile
+
+    from agentrl.sandboxes import ExecRequest, get_backend
+
+    fixed = b"def add(a, b):\n    return a + b\n"
+    tarred = io.BytesIO()
+    with tarfile.open(fileobj=tarred, mode="w:gz") as t:
+        info = tarfile.TarInfo("pkg-1.0/pkg/core.py")
+        info.size = len(fixed)
+        t.addfile(info, io.BytesIO(fixed))
+    files = {"repo/pkg/core.py": "def add(a, b):\n    return a - b\n"}
+    files["cache/pkg-1.0.tar.gz"] = tarred.getvalue()  # type: ignore[assignment]
+    src = program([], [], [], hint="pkg/core.py", restore=True, budget_s=2.0, cap=100_000)
+    src = "import os\nos.chdir('repo')\n" + src + "print(open('pkg/core.py').read())\n"
+    res = get_backend("local").run(ExecRequest(src, files=files, timeout_s=60, cpu_time_s=60))
+    out = report(res.stdout)
+    assert out is not None and out["restored"] == ["/work/cache/pkg-1.0.tar.gz!pkg-1.0/pkg/core.py"]
+    assert res.stdout.rstrip().endswith("return a + b"), res.stdout[-500:]
+
+
 @pytest.mark.parametrize(
     "env_id", ["code/humaneval-v0", "code/mixed-multiturn-v0", "swe/tiny-repo-v0"]
 )
