@@ -38,8 +38,10 @@ def distinctive(
     hidden: Iterable[str], visible: Iterable[str], min_chars: int = 24, limit: int = 12
 ) -> list[str]:
     """Up to `limit` stripped lines of `hidden` with at least `min_chars` characters that occur
-    in no `visible` text, longest first."""
+    in no `visible` text, longest first (not imports or comments: those recur anywhere)."""
     shown = "\n".join(visible)
     lines = {ln.strip() for text in hidden for ln in text.splitlines()}
-    keep = [ln for ln in lines if len(ln) >= min_chars and ln not in shown]
+    generic = ("import ", "from ", "#")  # imports and comments recur across unrelated files
+    keep = [ln for ln in lines if len(ln) >= min_chars and not ln.startswith(generic)]
+    keep = [ln for ln in keep if ln not in shown]
     return sorted(keep, key=lambda ln: (-len(ln), ln))[:limit]
