@@ -5,6 +5,8 @@ Each applicable probe (`probes.py`) plays a few seeded episodes on fresh env ins
 way a model would (messages and tool calls only), and its mean reward is compared with the
 env's `reward_range`: a "hack" probe that earns more than `threshold` of the range is a FAIL
 naming the probe with a one-line reproduction, a "guess" probe that does is a WARN. A probe
+that reports the current task's hidden data anywhere the agent's tools reach is a FAIL, paid
+or not (`tool-data-lookup`; a search that never reported is a WARN: nothing proven). A probe
 that makes the env raise is a FAIL (model output must never crash a rollout), one that stalls
 an episode past `episode_timeout_s` a WARN. Episodes run concurrently under a bound, each
 step with a deadline, so a probe never holds the doctor longer than its timeout; the
