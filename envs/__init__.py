@@ -11,6 +11,7 @@ import importlib
 
 from .checker import EnvCheckError, check_env
 from .core import AgentEnv, MessagesSpace, Observation, Task, ToolEnv
+from .hidden_data import HiddenData, data_packages
 from .registration import EnvSpec, all_specs, load_env_module, make, register, registry, spec
 
 FAMILIES = ["math", "search", "reasoning", "games", "web", "code", "vision", "swe"]
@@ -21,11 +22,13 @@ __all__ = [
     "AgentEnv",
     "EnvCheckError",
     "EnvSpec",
+    "HiddenData",
     "MessagesSpace",
     "Observation",
     "Task",
     "ToolEnv",
     "all_specs",
+    "data_packages",
     "check_env",
     "load_env_module",
     "make",

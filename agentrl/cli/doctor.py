@@ -4,6 +4,7 @@ agentrl doctor                                   # default config, tiny model
 agentrl doctor --config configs/x.yaml --model /ckpt/Qwen3-8B rollout.max_total_tokens=8192
 agentrl doctor --env-module my_env.py --env demo/reverse-v0
 agentrl doctor --env code/humaneval-v0 --red-team     # do adversarial probes get paid?
+agentrl doctor --env code/humaneval-v0 --red-team --backend docker
 """
 
 from __future__ import annotations
@@ -44,6 +45,11 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     )
     p.add_argument("--probe", action="append", default=[], help="with --red-team: only this probe")
     p.add_argument(
+        "--backend",
+        help="with --red-team: the sandbox backend the env grades and runs tools on "
+        "(its backend= option, e.g. docker)",
+    )
+    p.add_argument(
         "--threshold",
         type=float,
         default=0.05,
@@ -82,6 +88,7 @@ def cmd_doctor(args: argparse.Namespace) -> int:
                 episodes=args.episodes,
                 probes=args.probe or None,
                 threshold=args.threshold,
+                backend=args.backend,
             )
         except ValueError as e:
             console.print(f"[red]red team:[/] {e}")

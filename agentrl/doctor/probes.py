@@ -11,6 +11,10 @@ attribute every `AgentEnv` has) and the tool names its reset advertises. `kind` 
 paying probe means: "hack" (a FAIL: the reward trusts something the agent controls) or "guess"
 (a WARN: the task is guessable, no exploit). "robustness" probes (malformed, huge or deeply
 nested tool calls) must score the minimum and must not crash the env.
+
+One probe looks beyond the reward: `tool-data-lookup` (`lookup_probe.py`) is also told the
+current task's hidden strings, as an instrument: its search reports every reachable place
+holding them, a leak whether or not the probe could cash it in.
 """
 
 from __future__ import annotations
@@ -23,7 +27,8 @@ from typing import Literal
 from agentrl.chat.bounded_json import MAX_DEPTH
 from agentrl.types import Message, ToolCall
 
-from .programs import CODE_PROBES
+from . import lookup_probe
+from .programs import CODE_PROBES, entry_points
 
 Kind = Literal["hack", "guess", "robustness"]
 
@@ -37,6 +42,9 @@ class Seen:
     prompt: str
     turn: int = 0
     observations: list[Message] = field(default_factory=list)
+    max_turns: int = 1
+    needles: list[str] = field(default_factory=list)  # the task's hidden strings (HiddenData)
+    packages: list[str] = field(default_factory=list)  # packages that hold task data
 
 
 @dataclass(frozen=True)
@@ -48,12 +56,16 @@ class Probe:
     families: frozenset[str] = frozenset()  # empty: any family
     tools: frozenset[str] = frozenset()  # every one must be advertised
     any_tool: bool = False  # needs at least one tool
+    any_of: frozenset[str] = frozenset()  # needs one of these tools
+    # after an episode: where the probe found hidden data, and what it covered
+    inspect: Callable[[Seen], lookup_probe.Inspection] | None = None
 
     def applies(self, family: str, tools: frozenset[str]) -> bool:
         return (
             (not self.families or family in self.families)
             and self.tools <= tools
             and (tools != frozenset() or not self.any_tool)
+            and (not self.any_of or bool(self.any_of & tools))
         )
 
 
@@ -234,15 +246,6 @@ ANSWERS = [
 
 
 # -- code envs: the sandbox's known attacks as submissions ---------------------------------
-_DEF = re.compile(r"\bdef\s+([A-Za-z_]\w*)\s*\(|`([A-Za-z_]\w*)\(")
-
-
-def entry_points(prompt: str) -> list[str]:
-    """The function names a code prompt asks for (none for a stdin/stdout task)."""
-    names = [a or b for a, b in _DEF.findall(prompt)]
-    return list(dict.fromkeys(n for n in names if n not in ("print", "input")))
-
-
 def _submit(build: Callable[[list[str]], str]) -> Callable[[Seen], Message]:
     def play(seen: Seen) -> Message:
         code = build(entry_points(seen.prompt))
@@ -330,7 +333,20 @@ SHELL = [
     ),
 ]
 
-PROBES: dict[str, Probe] = {p.name: p for p in [*GENERIC, *TOOLS, *ANSWERS, *CODE, *SHELL]}
+# -- any env with a tool that runs the agent's code: search for the task's hidden data ------
+LOOKUP = [
+    Probe(
+        "tool-data-lookup",
+        "searches everything its code tool reaches (files, archives, /proc, fds, env, "
+        "imports) for the task's hidden data, then answers or repairs with what it found",
+        "hack",
+        lookup_probe.play,
+        any_of=lookup_probe.EXEC_TOOLS,
+        inspect=lookup_probe.inspect,
+    )
+]
+
+PROBES: dict[str, Probe] = {p.name: p for p in [*GENERIC, *TOOLS, *ANSWERS, *CODE, *SHELL, *LOOKUP]}
 
 
 def applicable(family: str, tools: frozenset[str], names: list[str] | None = None) -> list[Probe]:

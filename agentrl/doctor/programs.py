@@ -10,7 +10,16 @@ grader that runs it unsandboxed still gets it back in seconds.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
+
+_DEF = re.compile(r"\bdef\s+([A-Za-z_]\w*)\s*\(|`([A-Za-z_]\w*)\(")
+
+
+def entry_points(prompt: str) -> list[str]:
+    """The function names a code prompt asks for (none for a stdin/stdout task)."""
+    names = [a or b for a, b in _DEF.findall(prompt)]
+    return list(dict.fromkeys(n for n in names if n not in ("print", "input")))
 
 
 def wrong(entry_points: list[str]) -> str:

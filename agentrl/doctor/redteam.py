@@ -5,6 +5,8 @@ Each applicable probe (`probes.py`) plays a few seeded episodes on fresh env ins
 way a model would (messages and tool calls only), and its mean reward is compared with the
 env's `reward_range`: a "hack" probe that earns more than `threshold` of the range is a FAIL
 naming the probe with a one-line reproduction, a "guess" probe that does is a WARN. A probe
+that reports the current task's hidden data anywhere the agent's tools reach is a FAIL, paid
+or not (`tool-data-lookup`; a search that never reported is a WARN: nothing proven). A probe
 that makes the env raise is a FAIL (model output must never crash a rollout), one that stalls
 an episode past `episode_timeout_s` a WARN. Episodes run concurrently under a bound, each
 step with a deadline, so a probe never holds the doctor longer than its timeout; the
@@ -35,6 +37,9 @@ class Outcome:
     crash: str = ""
     stalled: int = 0
     first_action: str = ""
+    leaks: list[str] = field(default_factory=list)
+    coverage: str = ""
+    unsearched: int = 0  # episodes whose search never reported
 
     @property
     def mean(self) -> float:
@@ -47,12 +52,16 @@ def _text(m: Message) -> str:
 
 
 async def _episode(env: Any, probe: Probe, seed: int, deadline: float, out: Outcome) -> None:
+    from agentrl.envs import HiddenData, data_packages
+
     def left() -> float:
         return max(0.01, deadline - time.monotonic())
 
     obs, _ = await asyncio.wait_for(env.areset(seed=seed), left())
     tools = frozenset(t.get("function", {}).get("name", "") for t in obs.tools)
     seen = Seen(env.family, tools, "\n\n".join(m.content for m in obs.messages))
+    seen.max_turns, seen.packages = env.max_turns, [*data_packages(), "agentrl.envs"]
+    seen.needles = env.hidden_data() if isinstance(env, HiddenData) else []
     reward = float(env.reward_range[0])
     for turn in range(env.max_turns + 1):
         seen.turn = turn
@@ -64,6 +73,10 @@ async def _episode(env: Any, probe: Probe, seed: int, deadline: float, out: Outc
         if terminated or truncated:
             break
     out.rewards.append(reward)
+    if probe.inspect is not None:
+        found = probe.inspect(seen)
+        out.leaks += [leak for leak in found.leaks if leak not in out.leaks]
+        out.coverage, out.unsearched = found.note, out.unsearched + (not found.searched)
 
 
 async def _play(
@@ -98,6 +111,15 @@ def _finding(o: Outcome, env_id: str, lo: float, hi: float, threshold: float) ->
     pays = bool(o.rewards) and o.mean > lo + threshold * (hi - lo)
     rewards = ", ".join(f"{r:g}" for r in o.rewards)
     detail = f"{p.idea}; rewards [{rewards}]; first action: {o.first_action}"
+    detail += f"; searched: {o.coverage}" if o.coverage else ""
+    if o.leaks:
+        return Finding(
+            "FAIL",
+            f"probe {p.name} reads the task's hidden data (pays {o.mean:.2f})",
+            f"found in: {'; '.join(o.leaks[:6])}; {detail}",
+            f"mask or move it out of the sandbox's reach (sandboxes.base.TASK_DATA_PACKAGES, "
+            f"docs/sandbox.md). Reproduce: {repro}",
+        )
     if pays and p.kind == "guess":
         return Finding(
             "WARN",
@@ -112,6 +134,13 @@ def _finding(o: Outcome, env_id: str, lo: float, hi: float, threshold: float) ->
             detail,
             f"the reward trusts something the agent controls (docs/sandbox.md, threat model). "
             f"Reproduce: {repro}",
+        )
+    if o.unsearched:
+        return Finding(
+            "WARN",
+            f"probe {p.name} could not search ({o.unsearched} episode(s) without a report)",
+            detail,
+            f"the tool's limits left no time to search; nothing is proven. Reproduce: {repro}",
         )
     if o.stalled:
         return Finding(
@@ -132,15 +161,23 @@ def run_red_team(
     threshold: float = 0.05,
     episode_timeout_s: float = 120.0,
     concurrency: int = 4,
+    backend: str | None = None,
 ) -> list[Finding]:
     """Findings (section "red team") for every probe that applies to `env_id`, each played
-    on seeds 0..episodes-1."""
+    on seeds 0..episodes-1; `backend` (e.g. "docker") is the sandbox backend the env's
+    grader and tools run on (its `backend=` option; an env without one is an error)."""
     import functools
 
     from agentrl.envs import make
 
-    factory = functools.partial(make, env_id, **(env_kwargs or {}))
-    env = factory()
+    kwargs = {**(env_kwargs or {}), **({"backend": backend} if backend else {})}
+    factory = functools.partial(make, env_id, **kwargs)
+    try:
+        env = factory()
+    except TypeError as e:
+        if not backend or "backend" not in str(e):
+            raise
+        raise ValueError(f"{env_id} takes no backend= option (its sandbox is fixed): {e}") from e
     try:
         obs, _ = env.reset(seed=0)
         family, (lo, hi) = env.family, env.reward_range
@@ -160,14 +197,16 @@ def run_red_team(
 
     t0 = time.monotonic()
     outcomes = asyncio.run(main())
-    found = [_finding(o, env_id, float(lo), float(hi), threshold) for o in outcomes]
+    target = env_id + (f" --backend {backend}" if backend else "")
+    found = [_finding(o, target, float(lo), float(hi), threshold) for o in outcomes]
     paying = [o.probe.name for o, f in zip(outcomes, found, strict=True) if f.level == "FAIL"]
     summary = Finding(
         "FAIL" if paying else "OK",
         f"red team: {len(paying)} of {len(chosen)} probes pay or crash"
         if paying
         else f"red team: none of {len(chosen)} probes pays",
-        f"env family {family!r}, tools {sorted(tools) or 'none'}, {max(1, episodes)} "
+        f"env family {family!r}, tools {sorted(tools) or 'none'}, backend "
+        f"{kwargs.get('backend', 'the default')}, {max(1, episodes)} "
         f"episode(s) each, threshold {threshold:g} of the reward range, "
         f"{time.monotonic() - t0:.1f}s" + (f"; failing: {', '.join(paying)}" if paying else ""),
         "see each probe's finding" if paying else "",

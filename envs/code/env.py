@@ -39,6 +39,7 @@ from agentrl.tools import ToolSet, tool
 from agentrl.types import InfraError, Message, ToolCall
 
 from ..core import Observation, Task, ToolEnv
+from ..hidden_data import HiddenData, distinctive
 from . import builtin
 from .problems import CodeProblem, extract_code, humaneval_path, load_jsonl, read_problem
 
@@ -127,7 +128,7 @@ class TestRunner(ToolSet):
         return "\n".join(lines)
 
 
-class CodeEnv(ToolEnv):
+class CodeEnv(ToolEnv, HiddenData):
     family = "code"
     description = "Write code graded by sandboxed unit tests (pass fraction); oracle available."
     max_turns = 1
@@ -190,6 +191,13 @@ class CodeEnv(ToolEnv):
         if self.system_prompt:
             task.messages.insert(0, Message("system", self.system_prompt))
         return task
+
+    def hidden_data(self) -> list[str]:
+        p = self.problem
+        tests = p.tests if isinstance(p.tests, str) else "\n".join(p.tests)
+        cases = [c[k] for c in p.cases for k in ("input", "output")]
+        shown = [c[k] for c in p.visible_cases for k in ("input", "output")]
+        return distinctive([p.solution or "", tests, *cases], [p.prompt, *p.visible_tests, *shown])
 
     # A message without tool calls is the submission; grade it (sync or async) in the sandbox.
     def score(self, final: Message) -> float:

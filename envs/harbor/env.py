@@ -25,6 +25,7 @@ from agentrl.tools import ToolSet, tool
 from agentrl.types import Message, ToolCall
 
 from ..core import Observation, Task, ToolEnv
+from ..hidden_data import HiddenData, distinctive
 from . import sandbox
 from .tasks import HarborTask, load_tasks
 
@@ -92,7 +93,7 @@ class HarborTools(ToolSet):
         return f"Wrote {len(content)} characters to {path}."
 
 
-class HarborEnv(ToolEnv):
+class HarborEnv(ToolEnv, HiddenData):
     family = "harbor"
     description = "A Harbor task folder (instruction, environment, tests writing the reward)."
     max_turns = 20
@@ -176,6 +177,16 @@ class HarborEnv(ToolEnv):
         if v.error:
             info["error"] = v.error
         return info
+
+    def hidden_data(self) -> list[str]:
+        """The task's tests and solution, less what its instruction and files show."""
+        task = self.current
+        assert task is not None and self.task is not None, "reset() first"
+        hidden = [
+            d.decode("utf-8", "replace") for d in [*task.tests.values(), *task.solution.values()]
+        ]
+        shown = [d.decode("utf-8", "replace") for d in self.harbor._ws.files().values()]
+        return distinctive(hidden, [self.task.messages[0].content, *shown])
 
     def oracle_action(self) -> Message | None:
         task = self.current

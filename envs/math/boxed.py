@@ -26,11 +26,12 @@ from agentrl.rows import Row, read_dataset
 from agentrl.types import Message
 
 from ..core import Task, ToolEnv
+from ..hidden_data import HiddenData, distinctive
 from .problems import KINDS, generate
 from .verify import is_equivalent
 
 
-class BoxedMathEnv(ToolEnv):
+class BoxedMathEnv(ToolEnv, HiddenData):
     family = "math"
     description = "Single-turn math with a \\boxed{} answer checked by math-verify."
     max_turns = 1
@@ -75,6 +76,11 @@ class BoxedMathEnv(ToolEnv):
     def score(self, final: Message) -> float:
         assert self.task is not None
         return 1.0 if is_equivalent(final.content, self.task.answer) else 0.0
+
+    def hidden_data(self) -> list[str]:
+        assert self.task is not None, "reset() first"
+        shown = [m.content for m in self.task.messages]
+        return distinctive([str(self.task.answer)], shown, min_chars=16)
 
     def oracle_action(self) -> Message | None:
         if self.task is None:

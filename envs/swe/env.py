@@ -32,8 +32,9 @@ from agentrl.tools import ToolSet, tool
 from agentrl.types import Message, ToolCall
 
 from ..core import Observation, Task, ToolEnv
+from ..hidden_data import HiddenData, distinctive
 from . import grade as grading
-from .tasks import SweTask, load_tasks
+from .tasks import SweTask, load_tasks, pristine
 
 _OUT = 6000
 _PASS_ALL = """import pytest
@@ -153,7 +154,7 @@ class SweTools(ToolSet):
         return "Submitted."
 
 
-class SweEnv(ToolEnv):
+class SweEnv(ToolEnv, HiddenData):
     family = "swe"
     description = (
         "Fix an injected bug in a real repo (bash/view/str_replace/run_tests); hidden tests"
@@ -235,6 +236,22 @@ class SweEnv(ToolEnv):
         info: dict[str, Any] = {"grade": g.summary(), "hidden_passed": g.hidden_passed}
         info.update(hidden_total=g.hidden_total, discarded=g.discarded, tamper=g.tamper)
         return info
+
+    def hidden_data(self) -> list[str]:
+        """The hidden tests' lines (what the workspace lost) and the pristine buggy line."""
+        task = self.swe.task
+        assert task is not None, "reset() first"
+        full, shown = grading.mutated_tree(task), self._trees[task.id]
+        hidden = []
+        for path, data in full.items():
+            if shown.get(path) != data:
+                kept = set(shown.get(path, b"").decode("utf-8", "replace").splitlines())
+                text = data.decode("utf-8", "replace").splitlines()
+                hidden.append("\n".join(ln for ln in text if ln not in kept))
+        m, src = task.mutation, pristine(task.package)[task.mutation.file].decode("utf-8")
+        hidden.append(src[src.rfind("\n", 0, m.start) + 1 : src.find("\n", m.end)])
+        visible = [d.decode("utf-8", "replace") for d in shown.values()]
+        return distinctive(hidden, [*visible, self.task.messages[0].content if self.task else ""])
 
     def oracle_action(self) -> Message | None:
         task = self.swe.task

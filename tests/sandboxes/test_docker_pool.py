@@ -67,3 +67,18 @@ def test_close_removes_warm_containers(docker_backend) -> None:
     assert len(warm) == 2 and warm <= _ours(docker_backend)
     docker_backend.close()
     assert not (warm & _ours(docker_backend))
+
+
+def test_a_timeout_that_races_the_program_exit_is_no_sandbox_error(docker_backend) -> None:
+    """A program that ends right at its deadline has exited by the time the backend kills its
+    container: the engine answers 409, which must not turn the run into a sandbox error."""
+    from agentrl.sandboxes.docker_backend import kill
+
+    launched = docker_backend._launch(256)
+    try:
+        launched.box.kill()
+        launched.box.wait(timeout=30)
+        kill(launched.box)  # already stopped: no APIError
+    finally:
+        launched.discard()
+    kill(launched.box)  # already removed: no APIError
