@@ -81,7 +81,7 @@ class PipelinedCollector:
         self.producer, self.data, self.n, self.batch_size = producer, data, n, max(batch_size, 1)
         self.policy, self.timeout_s = policy, cfg.batch_timeout_s
         self.depth = (cfg.prefetch_batches or cfg.max_staleness + 1) * self.batch_size
-        self.notes = advice(self.depth * n, concurrency, engine_batch)
+        self.notes = advice(policy.most_outstanding(self.depth) * n, concurrency, engine_batch)
         # engine update count - policy version, set by `start`: both move by one per step.
         self.offset: int | None = None
         self.requeue: collections.deque[int] = collections.deque()

@@ -79,6 +79,10 @@ class StalenessPolicy(ABC):
         `outstanding` issued and neither trained nor dropped."""
         return wanted
 
+    def most_outstanding(self, depth: int) -> int:
+        """The most prompts kept outstanding when `prefetch_batches` asks for `depth`."""
+        return depth
+
     def due(self, version: int, issued_at: int) -> bool:
         """Whether an outstanding group issued at `issued_at` must be trained by the step
         that updates `version` (the step then waits for it)."""
@@ -107,14 +111,6 @@ class StalenessPolicy(ABC):
         """Counters from a checkpoint (those of another policy are ignored)."""
         self.counts |= {k: float(v) for k, v in counts.items() if k in self.counts}
 
-    def _capacity(self, version: int, trained: int, outstanding: int, wanted: int) -> int:
-        """AReaL's capacity rule: issued_total <= (version + K + 1) * B; what it refuses of
-        `wanted` is this step's `held_prompts` (the most any top-up held back)."""
-        room = (version + self.k + 1) * self.b - (trained + outstanding)
-        n = max(min(wanted, room), 0)
-        self.step["held_prompts"] = max(self.step.get("held_prompts", 0.0), float(wanted - n))
-        return n
-
 
 class DropStale(StalenessPolicy):
     """`drop`: no admission; a group more than K behind is discarded and its prompt is not
@@ -128,7 +124,22 @@ class DropStale(StalenessPolicy):
         return False
 
 
-class PaceIssues(StalenessPolicy):
+class Admitting(StalenessPolicy):
+    """A policy that issues by AReaL's capacity rule (`pace`, `wait`)."""
+
+    def admit(self, version: int, trained: int, outstanding: int, wanted: int) -> int:
+        """issued_total <= (version + K + 1) * B; what it refuses of `wanted` is this step's
+        `held_prompts` (the most any top-up held back)."""
+        room = (version + self.k + 1) * self.b - (trained + outstanding)
+        n = max(min(wanted, room), 0)
+        self.step["held_prompts"] = max(self.step.get("held_prompts", 0.0), float(wanted - n))
+        return n
+
+    def most_outstanding(self, depth: int) -> int:
+        return min(depth, (self.k + 1) * self.b)  # a step's start: K + 1 batches
+
+
+class PaceIssues(Admitting):
     """`pace`: admission keeps prompts from being issued faster than they can be trained
     within K versions; a straggler still more than K behind is dropped and its prompt
     issued again first (`refilled_groups`, one per drop: the drop gives its slot back)."""
@@ -136,16 +147,13 @@ class PaceIssues(StalenessPolicy):
     name = "pace"
     counted = ("refilled_groups",)
 
-    def admit(self, version: int, trained: int, outstanding: int, wanted: int) -> int:
-        return self._capacity(version, trained, outstanding, wanted)
-
     def on_stale(self) -> bool:
         self.counts["dropped_groups"] += 1
         self.counts["refilled_groups"] += 1
         return True
 
 
-class WaitForStragglers(StalenessPolicy):
+class WaitForStragglers(Admitting):
     """`wait`: admission, and a step takes every outstanding group issued K or more versions
     ago, waiting for it if it is still running: left for the next step it could be K + 1
     behind. With admission at most B groups are that old, so a step always has room for
@@ -155,9 +163,6 @@ class WaitForStragglers(StalenessPolicy):
 
     name = "wait"
     counted = ("waited_groups",)
-
-    def admit(self, version: int, trained: int, outstanding: int, wanted: int) -> int:
-        return self._capacity(version, trained, outstanding, wanted)
 
     def due(self, version: int, issued_at: int) -> bool:
         return version - issued_at >= self.k

@@ -2,17 +2,18 @@
 
 - K = 0 is the synchronous loop: the same metrics and bit-identical weights as a run without
   the key (the same seeds; sampling is seeded per task, so this holds across processes).
-- K = 1 (the resumed runs, and one per staleness policy): every sampled token carries the
-  policy version that sampled it; no trained token is more than K versions behind and no
-  group spans more than K + 1 versions.
-- Each `trainer.async.staleness` policy with prompts asked for deeper than K allows
-  (`prefetch_batches: 3`): `drop` issues them, drops stale groups and never issues a prompt
-  twice; `pace` (the default) and `wait` issue K + 1 batches and count the prompts held back;
-  `wait` never drops. Their `async/stale/*` counters are in every metrics row, in TensorBoard
-  and in `agentrl runs show --json`, and carry over a resume.
+- K = 1, one run per staleness policy (`trainer.async.staleness`), each asking for prompts
+  deeper than K allows (`prefetch_batches: 3`): every sampled token carries the policy
+  version that sampled it; no trained token is more than K versions behind and no group
+  spans more than K + 1 versions. `drop` issues them all, drops stale groups and never
+  issues a prompt twice; `pace` (the default; the process-producer run) and `wait` (the
+  thread run) issue K + 1 batches and count the prompts held back; `wait` never drops. The
+  `async/stale/*` counters are in every metrics row, in TensorBoard and in `agentrl runs show
+  --json`, and carry over a resume.
 - kill -9 in the middle of a pipelined step (its metrics written, its checkpoint not) then
-  `--resume` (under `pace` and `wait`): every prompt is trained exactly once, and the prompts
-  issued but not trained at the checkpoint (`async_pending`) are the first ones issued again.
+  `--resume` (`wait` on a thread, `pace` in a child process): every prompt is trained exactly
+  once, and the prompts issued but not trained at the checkpoint (`async_pending`) are the
+  first ones issued again.
 - The same with the rollout in a child process (`trainer.async.producer: process`): K = 0
   still matches the synchronous loop bit for bit (the child's engine gets the trainer's
   weights through the staging copy), K = 1 keeps the bounds, and a kill -9 of the trainer
@@ -59,13 +60,12 @@ RUNS = {
     "sync": {},
     "k0": {"trainer__async__max_staleness": 0},
     "drop": DEEP | {"trainer__async__staleness": "drop", "trainer__tensorboard": "true"},
-    "killed": DEEP,  # staleness: pace, the default
-    "wait": DEEP | {"trainer__async__staleness": "wait"},
+    "killed": DEEP | {"trainer__async__staleness": "wait"},
     "proc_k0": {"trainer__async__producer": "process"},
-    "proc_killed": {"trainer__async__producer": "process", "trainer__async__max_staleness": 1},
+    "proc_killed": DEEP | {"trainer__async__producer": "process"},  # staleness: pace (default)
 }
-KILLED = ("killed", "wait", "proc_killed")
-POLICY_RUNS = {"drop": "drop", "killed": "pace", "wait": "wait"}
+KILLED = ("killed", "proc_killed")
+POLICY_RUNS = {"drop": "drop", "killed": "wait", "proc_killed": "pace"}
 
 
 def _args(cache: Path, out: Path, extra: dict) -> list[str]:
@@ -164,7 +164,7 @@ def test_k0_is_the_synchronous_loop(name: str, runs: dict[str, Path]) -> None:
         assert {v for t in trajs for v in t["weight_versions"] if v >= 0} == {step - 1}
 
 
-@pytest.mark.parametrize("name", ["killed", "drop", "wait", "proc_killed"])
+@pytest.mark.parametrize("name", ["killed", "drop", "proc_killed"])
 def test_staleness_bounded_and_visible(name: str, runs: dict[str, Path]) -> None:
     rows = _rows(runs[name])
     assert [r["step"] for r in rows] == [1, 2, 3, 4]
@@ -227,7 +227,7 @@ def test_staleness_counters_reach_tensorboard_and_runs_show(runs: dict[str, Path
     acc = EventAccumulator(str(runs["drop"] / "tensorboard"))
     acc.Reload()
     assert "async/stale/dropped_groups" in acc.Tags()["scalars"]
-    for name in ("drop", "wait"):
+    for name in ("drop", "killed"):
         shown = subprocess.run(
             [sys.executable, "-m", "agentrl.cli", "runs", "show", "--json", str(runs[name])],
             capture_output=True,
@@ -258,6 +258,6 @@ def test_kill_mid_pipelined_step_resumes_without_loss_or_duplicates(
 
 def test_killed_trainer_takes_its_rollout_process_along(runs: dict[str, Path]) -> None:
     orphans = json.loads(runs["orphans"].read_text())
-    assert orphans == {"killed": [], "proc_killed": []}
+    assert orphans == dict.fromkeys(KILLED, [])
     pids = (runs["proc_killed"] / "children.txt").read_text().split()
     assert len(pids) == 1  # the rollout child existed, and is gone

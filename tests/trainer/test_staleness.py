@@ -73,6 +73,7 @@ def test_admission_is_the_capacity_rule(cls: type[StalenessPolicy]) -> None:
     """issued_total = trained + outstanding <= (version + K + 1) * B; what it refuses of
     what `prefetch_batches` wants is the step's `held_prompts` (the most any top-up held)."""
     p = cls(1, 2)
+    assert (p.most_outstanding(6), p.most_outstanding(2)) == (4, 2)  # what `notes` reads
     p.begin_step()
     assert p.admit(0, trained=0, outstanding=0, wanted=6) == 4  # K + 1 batches of 2
     assert p.metrics()["async/stale/held_prompts"] == 2
@@ -87,6 +88,7 @@ def test_admission_is_the_capacity_rule(cls: type[StalenessPolicy]) -> None:
 
 def test_drop_admits_what_prefetch_asks_and_never_reissues() -> None:
     p = DropStale(1, 2)
+    assert p.most_outstanding(6) == 6
     p.begin_step()
     assert p.admit(0, trained=0, outstanding=0, wanted=6) == 6
     assert not p.due(5, 0)
