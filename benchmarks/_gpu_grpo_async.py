@@ -344,7 +344,7 @@ def one_k(args: Any, sft: Path, out_dir: Path, mode: dict[str, Any], sync: Any) 
                     "async/staleness_max",
                     "async/off_policy_token_share",
                     "async/is_ratio_std",
-                    "async/dropped_stale_groups",
+                    "async/stale/dropped_groups",
                 )
             },
             "reward_mean": [s["reward/mean"] for s in steps],

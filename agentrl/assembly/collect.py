@@ -4,8 +4,9 @@ config validation (docs/wiring.md).
 `rollout.harness.agent` / `.command` gets the `HarnessCollector` (an agent program run
 against an in-process gateway on the local engine); `trainer.async.max_staleness` >= 1 with
 a rollout this loop can schedule on (a local engine, its child process, the Ray rollout
-actor) gets the `PipelinedCollector`; everything else, the synchronous one. Sharded torchrun
-ranks have no producer and stay synchronous. A new way to gather groups (a remote producer)
+actor) gets the `PipelinedCollector`, paced by the `trainer.async.staleness` policy
+(`agentrl.trainer.staleness`); everything else, the synchronous one. Sharded torchrun ranks
+have no producer and stay synchronous. A new way to gather groups (a remote producer)
 is a new class chosen here; the `Trainer` does not change.
 """
 
@@ -18,11 +19,18 @@ from agentrl.trainer.collect import Collector, SyncCollector
 from agentrl.trainer.components import Components
 from agentrl.trainer.harness import HarnessCollector
 from agentrl.trainer.pipeline import PipelinedCollector
+from agentrl.trainer.staleness import POLICIES, StalenessPolicy
 
 
 def pipelined(cfg: TrainConfig) -> bool:
     """Whether `cfg` asks for the pipelined loop (`trainer.async.max_staleness` >= 1)."""
     return cfg.trainer.async_.max_staleness >= 1
+
+
+def staleness_policy(cfg: TrainConfig) -> StalenessPolicy:
+    """The pipelined collector's `trainer.async.staleness` policy."""
+    a = cfg.trainer.async_
+    return POLICIES[a.staleness](a.max_staleness, cfg.data.batch_size)
 
 
 def build_collector(cfg: TrainConfig, c: Components) -> Collector:
@@ -37,6 +45,7 @@ def build_collector(cfg: TrainConfig, c: Components) -> Collector:
             cfg.rollout.n,
             cfg.data.batch_size,
             cfg.trainer.async_,
+            staleness_policy(cfg),
             concurrency=cfg.rollout.concurrency,
             engine_batch=cfg.engine.max_batch_size,
         )

@@ -309,6 +309,17 @@ class AsyncConfig:
     max_staleness: int = 0
     # K >= 1: prompts kept in flight, in batches (data.batch_size prompts each); 0 = K + 1.
     prefetch_batches: int = 0
+    # K >= 1: how a trained group is kept within K versions (docs/async.md, "Staleness
+    # policies"). "pace": a prompt is issued only while the prompts issued and not dropped
+    # stay within (version + K + 1) batches (AReaL's capacity rule); a group that still
+    # finishes more than K behind is dropped and its prompt issued again first. "drop": no
+    # such admission; a group more than K behind is discarded and its prompt is not run
+    # again. "wait": pace's admission, and a step waits for every group issued K versions ago
+    # instead of training past it, so nothing is ever dropped. "pace" is the default because
+    # it keeps the earlier behaviour (drop and re-issue) and is identical to it while
+    # prefetch_batches <= K + 1 (the default); deeper prefetch is throttled to K + 1 batches
+    # instead of issuing prompts only to drop them.
+    staleness: Literal["drop", "wait", "pace"] = "pace"
     # K >= 1: how long a step waits for its batch of finished groups before failing with a
     # clear error (an episode has its own rollout.episode_timeout_s).
     batch_timeout_s: float = 1800.0

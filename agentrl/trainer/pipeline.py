@@ -6,8 +6,9 @@ it in place of the synchronous one, and the `Trainer` calls it the same way.
 Why it exists: the synchronous loop waits for each step's slowest episode and leaves the
 engine idle during the update. Here the rollout runner's event loop runs in its own thread
 and keeps `prefetch_batches` (default K + 1) batches of prompts in flight. A step takes the
-first `data.batch_size` groups that *finish* (completion order, not prompt order); the rest
-keep decoding while the step trains: episodes carry over into the next step (partial
+first `data.batch_size` groups that *finish* (completion order, not prompt order; under the
+`wait` policy, room is kept for the groups the step must take, and finished groups beyond it
+wait for the next step); the rest keep decoding while the step trains: episodes carry over into the next step (partial
 rollouts). The new weights reach the engine through its `update_weights`, which takes the lock
 the engine's decode steps hold, so the swap lands between two decode steps and the later
 tokens of a running episode carry the new version (PipelineRL's in-flight update; the KV of
@@ -15,16 +16,19 @@ the tokens before the swap is kept).
 
 Versions: the engine stamps each sampled token with its update count ("weight_versions"
 feature); the collector rewrites it as the policy version (optimizer steps applied to the
-weights that sampled it), so "versions behind" is `(step - 1) - version` at train time. A
-group whose oldest token is more than K versions behind the policy being updated is dropped
-and its prompt issued again, so a trained group never spans more than K + 1 versions (K
-weight updates) and staleness never exceeds K. Every token keeps the engine's own logprob, so
-rollout correction (`algorithm.tis_mode`) reweights the lag exactly.
+weights that sampled it), so "versions behind" is `(step - 1) - version` at train time. What
+keeps a trained group within K versions is the staleness policy (`trainer.async.staleness`,
+`agentrl.trainer.staleness`): it decides how many prompts may be issued, which outstanding
+groups a step must take, and whether a group that finished more than K behind is issued
+again. The collector records each prompt's issue version (a lower bound on its group's
+oldest token) for it. Every token keeps the engine's own logprob, so rollout correction
+(`algorithm.tis_mode`) reweights the lag exactly.
 
-Resume: the checkpoint records `pending` (prompts issued but not yet trained, in `state()`);
-their episodes are dropped and those prompts run again first after a restart, so no prompt is
-lost or trained twice (docs/async.md). The producer interface (`submit` a prompt, get a finished group back)
-is what a Ray rollout actor would implement for split placement.
+Resume: the checkpoint records `pending` (prompts issued but not yet trained, in `state()`)
+and the policy's counters; the pending prompts' episodes are dropped and those prompts run
+again first after a restart, so no prompt is lost or trained twice (docs/async.md); a prompt
+the `drop` policy discarded is not pending. The producer interface (`submit` a prompt, get a
+finished group back) is what a Ray rollout actor would implement for split placement.
 """
 
 from __future__ import annotations
@@ -45,6 +49,10 @@ from agentrl.types import TrajectoryGroup
 from .collect import PENDING_KEY, stamp_versions
 from .components import GroupProducer
 from .data import TaskSource
+from .staleness import StalenessPolicy
+
+# The checkpoint key of the staleness policy's cumulative counters.
+COUNTS_KEY = "async_stale_counts"
 
 if TYPE_CHECKING:
     from agentrl.report.progress import RunProgress
@@ -54,7 +62,7 @@ if TYPE_CHECKING:
 
 class PipelinedCollector:
     """The `Collector` of a pipelined trainer: prompts in, finished groups out, through a
-    `GroupProducer` that decodes in the background."""
+    `GroupProducer` that decodes in the background, paced by a `StalenessPolicy`."""
 
     def __init__(
         self,
@@ -63,6 +71,7 @@ class PipelinedCollector:
         n: int,
         batch_size: int,
         cfg: AsyncConfig,
+        policy: StalenessPolicy,
         *,
         concurrency: int,
         engine_batch: int,
@@ -70,20 +79,28 @@ class PipelinedCollector:
         """`concurrency`, `engine_batch`: `rollout.concurrency` and `engine.max_batch_size`,
         the episodes that run at once (`notes` advises when the pipeline issues more)."""
         self.producer, self.data, self.n, self.batch_size = producer, data, n, max(batch_size, 1)
-        self.max_staleness, self.timeout_s = cfg.max_staleness, cfg.batch_timeout_s
+        self.policy, self.timeout_s = policy, cfg.batch_timeout_s
         self.depth = (cfg.prefetch_batches or cfg.max_staleness + 1) * self.batch_size
-        self.notes = advice(self.depth * n, concurrency, engine_batch)
+        self.notes = advice(policy.most_outstanding(self.depth) * n, concurrency, engine_batch)
         # engine update count - policy version, set by `start`: both move by one per step.
         self.offset: int | None = None
         self.requeue: collections.deque[int] = collections.deque()
         self.inflight: dict[int, concurrent.futures.Future[TrajectoryGroup]] = {}
         self.done: queue.Queue[int] = queue.Queue()
-        self.dropped = 0
+        # Finished (stamped) groups a step left for a later one (`wait`), in finishing order.
+        self.held: dict[int, TrajectoryGroup] = {}
+        self.issued_at: dict[int, int] = {}  # outstanding prompt -> its issue version
+        self.trained = 0  # prompts trained so far (set by `start`), for admission
         self._stats: dict[str, float] = {}
 
     @property
     def stats(self) -> dict[str, float]:
         return self._stats
+
+    @property
+    def outstanding(self) -> int:
+        """Prompts issued and neither trained nor dropped (running, finished or held)."""
+        return len(self.issued_at)
 
     def start(self, step: int) -> None:
         """Read the version offset and start the producer; prompts a resumed checkpoint left
@@ -94,23 +111,26 @@ class PipelinedCollector:
                 "weight versions; use engine.kind: hf or vllm"
             )
         self.offset = self.producer.weight_version - step
+        self.trained = step * self.batch_size
         self.producer.start()
 
     # ---------------------------------------------------------------- producer
-    def top_up(self) -> None:
-        """Issue prompts (re-queued ones first) until `depth` are outstanding."""
-        while len(self.inflight) < self.depth:
+    def top_up(self, version: int) -> None:
+        """Issue prompts (re-queued ones first) up to `depth` outstanding, as far as the
+        policy admits them at `version`."""
+        wanted = self.depth - self.outstanding
+        for _ in range(self.policy.admit(version, self.trained, self.outstanding, wanted)):
             if self.requeue:
                 k = self.requeue.popleft()
             else:
                 k, self.data.cursor = self.data.cursor, self.data.cursor + 1
-            self._issue(k)
+            self._issue(k, version)
 
-    def _issue(self, k: int) -> None:
+    def _issue(self, k: int, version: int) -> None:
         fut = self.producer.submit_group(
             self.data.item_at(k), k % self.batch_size, self.n, f"p{k}-"
         )
-        self.inflight[k] = fut
+        self.inflight[k], self.issued_at[k] = fut, version
 
         def finished(_f: concurrent.futures.Future[Any]) -> None:
             self.done.put(k)
@@ -121,31 +141,56 @@ class PipelinedCollector:
     def next_batch(self, step: int, progress: RunProgress) -> list[TrajectoryGroup]:
         """`batch_size` finished groups for training step `step` (policy version step - 1),
         none more than K versions behind. Issued here at version step - 1, the prompts are
-        trained K steps later; the K batches left outstanding roll while this one trains."""
+        trained within K steps; those left outstanding roll while this batch trains."""
         if self.offset is None:
             raise RuntimeError("PipelinedCollector.next_batch before start()")
-        self.top_up()
         version = step - 1
+        self.policy.begin_step()
+        self.top_up(version)
+        owed = {k for k, v in self.issued_at.items() if self.policy.due(version, v)}
+        carried, self.held = collections.deque(self.held.items()), {}
         out: list[TrajectoryGroup] = []
+        waiting_since: float | None = None  # when B groups had finished, if owed ones had not
+        waited = 0
         deadline = time.monotonic() + self.timeout_s
         while len(out) < self.batch_size:
-            try:
-                k = self.done.get(timeout=max(deadline - time.monotonic(), 0.0))
-            except queue.Empty:
-                raise TimeoutError(
-                    f"trainer.async: no batch of {self.batch_size} finished groups within "
-                    f"trainer.async.batch_timeout_s={self.timeout_s}s"
-                ) from None
-            group = self.inflight.pop(k).result()
-            self.stamp(group, k)
-            if version - oldest(group) > self.max_staleness:
-                self.dropped += 1
-                self.requeue.append(k)
-                self.top_up()
+            k, group = carried.popleft() if carried else self._next_finished(deadline)
+            if self.policy.too_stale(version, group):
+                del self.issued_at[k]
+                owed.discard(k)
+                if self.policy.on_stale():
+                    self.requeue.appendleft(k)
+                self.top_up(version)
                 continue
+            if k not in owed and len(out) + len(owed) >= self.batch_size:
+                self.held[k] = group  # the rest of the batch is owed to older groups
+                if waiting_since is None:
+                    waiting_since = time.monotonic()
+                continue
+            if k in owed:
+                owed.discard(k)
+                waited += 1 if waiting_since is not None else 0
+            del self.issued_at[k]
             out.append(group)
+        self.held = dict(carried) | self.held  # finished earlier: first again next step
+        wait_s = 0.0 if waiting_since is None else time.monotonic() - waiting_since
+        self.policy.waited(wait_s, waited)
+        self.trained += len(out)
         self._stats = summarize(out)
         return out
+
+    def _next_finished(self, deadline: float) -> tuple[int, TrajectoryGroup]:
+        """The next group to finish, stamped; waits until `deadline`."""
+        try:
+            k = self.done.get(timeout=max(deadline - time.monotonic(), 0.0))
+        except queue.Empty:
+            raise TimeoutError(
+                f"trainer.async: no batch of {self.batch_size} finished groups within "
+                f"trainer.async.batch_timeout_s={self.timeout_s}s"
+            ) from None
+        group = self.inflight.pop(k).result()
+        self.stamp(group, k)
+        return k, group
 
     def stamp(self, group: TrajectoryGroup, k: int) -> None:
         """Engine update counts -> policy versions; the prompt's index for resume/audit."""
@@ -156,8 +201,9 @@ class PipelinedCollector:
 
     @property
     def pending(self) -> list[int]:
-        """Prompts issued but not trained: what a resumed run issues again first."""
-        return sorted([*self.inflight, *self.requeue])
+        """Prompts issued but not trained (running, finished and held, or queued to run
+        again): what a resumed run issues again first."""
+        return sorted([*self.issued_at, *self.requeue])
 
     def lag_metrics(self, batch: TrainBatch) -> dict[str, float]:
         if batch.old_log_probs is None:  # one on-policy pass: the update logs the spread
@@ -168,18 +214,19 @@ class PipelinedCollector:
         self, step: int, groups: Sequence[TrajectoryGroup], update_spread: dict[str, float]
     ) -> dict[str, float]:
         m = {f"async/{k}": v for k, v in update_spread.items()}
-        m |= version_metrics(groups, step - 1)
-        return m | {"async/dropped_stale_groups": float(self.dropped)}
+        return m | version_metrics(groups, step - 1) | self.policy.metrics()
 
     def state(self) -> dict[str, Any]:
-        return {PENDING_KEY: self.pending}  # issued, not trained: re-issued first on resume
+        # Issued, not trained: re-issued first on resume; the policy's cumulative counters.
+        return {PENDING_KEY: self.pending, COUNTS_KEY: self.policy.state()}
 
     def load_state(self, state: dict[str, Any]) -> None:
         self.requeue = collections.deque(state.get(PENDING_KEY, []))
+        self.policy.load_state(state.get(COUNTS_KEY, {}))
 
     def close(self) -> None:
-        """Cancel the episodes still running; their prompts stay `pending` (a checkpoint
-        written afterwards still records them)."""
+        """Cancel the episodes still running; their prompts, and those of finished groups
+        not trained, stay `pending` (a checkpoint written afterwards still records them)."""
         for fut in self.inflight.values():
             fut.cancel()
         for fut in self.inflight.values():
@@ -187,14 +234,10 @@ class PipelinedCollector:
                 fut.result(timeout=30)
             except BaseException:  # noqa: BLE001 - cancelled or failed: being discarded
                 pass
-        self.requeue.extend(sorted(self.inflight))
+        self.requeue.extend(sorted(self.issued_at))
         self.inflight.clear()
-
-
-def oldest(group: TrajectoryGroup) -> int:
-    """The oldest policy version among the group's sampled tokens (large when none)."""
-    versions = [v for t in group.trajectories for v in t.weight_versions if v >= 0]
-    return min(versions, default=1 << 62)
+        self.held.clear()
+        self.issued_at.clear()
 
 
 def version_metrics(groups: Sequence[TrajectoryGroup], version: int) -> dict[str, float]:

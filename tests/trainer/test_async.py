@@ -2,13 +2,18 @@
 
 - K = 0 is the synchronous loop: the same metrics and bit-identical weights as a run without
   the key (the same seeds; sampling is seeded per task, so this holds across processes).
-- K = 1 (the resumed run, and one issuing deeper): every sampled token carries the policy version that sampled it; no trained token is
-  more than K versions behind and no group spans more than K + 1 versions. With prompts
-  issued deeper than K allows (`prefetch_batches: 3`), stale groups appear and are dropped
-  and re-issued instead of trained.
+- K = 1, one run per staleness policy (`trainer.async.staleness`), each asking for prompts
+  deeper than K allows (`prefetch_batches: 3`): every sampled token carries the policy
+  version that sampled it; no trained token is more than K versions behind and no group
+  spans more than K + 1 versions. `drop` issues them all, drops stale groups and never
+  issues a prompt twice; `pace` (the default; the process-producer run) and `wait` (the
+  thread run) issue K + 1 batches and count the prompts held back; `wait` never drops. The
+  `async/stale/*` counters are in every metrics row, in TensorBoard and in `agentrl runs show
+  --json`, and carry over a resume.
 - kill -9 in the middle of a pipelined step (its metrics written, its checkpoint not) then
-  `--resume`: every prompt is trained exactly once, and the prompts issued but not trained at
-  the checkpoint (`async_pending`) are the first ones issued again.
+  `--resume` (`wait` on a thread, `pace` in a child process): every prompt is trained exactly
+  once, and the prompts issued but not trained at the checkpoint (`async_pending`) are the
+  first ones issued again.
 - The same with the rollout in a child process (`trainer.async.producer: process`): K = 0
   still matches the synchronous loop bit for bit (the child's engine gets the trainer's
   weights through the staging copy), K = 1 keeps the bounds, and a kill -9 of the trainer
@@ -50,15 +55,17 @@ from agentrl.cli import main
 sys.exit(main(sys.argv[1:]))
 """
 
+DEEP = {"trainer__async__max_staleness": 1, "trainer__async__prefetch_batches": 3}
 RUNS = {
     "sync": {},
     "k0": {"trainer__async__max_staleness": 0},
-    "deep": {"trainer__async__max_staleness": 1, "trainer__async__prefetch_batches": 3},
-    "killed": {"trainer__async__max_staleness": 1},
+    "drop": DEEP | {"trainer__async__staleness": "drop", "trainer__tensorboard": "true"},
+    "killed": DEEP | {"trainer__async__staleness": "wait"},
     "proc_k0": {"trainer__async__producer": "process"},
-    "proc_killed": {"trainer__async__producer": "process", "trainer__async__max_staleness": 1},
+    "proc_killed": DEEP | {"trainer__async__producer": "process"},  # staleness: pace (default)
 }
 KILLED = ("killed", "proc_killed")
+POLICY_RUNS = {"drop": "drop", "killed": "wait", "proc_killed": "pace"}
 
 
 def _args(cache: Path, out: Path, extra: dict) -> list[str]:
@@ -157,7 +164,7 @@ def test_k0_is_the_synchronous_loop(name: str, runs: dict[str, Path]) -> None:
         assert {v for t in trajs for v in t["weight_versions"] if v >= 0} == {step - 1}
 
 
-@pytest.mark.parametrize("name", ["killed", "deep", "proc_killed"])
+@pytest.mark.parametrize("name", ["killed", "drop", "proc_killed"])
 def test_staleness_bounded_and_visible(name: str, runs: dict[str, Path]) -> None:
     rows = _rows(runs[name])
     assert [r["step"] for r in rows] == [1, 2, 3, 4]
@@ -174,8 +181,61 @@ def test_staleness_bounded_and_visible(name: str, runs: dict[str, Path]) -> None
             assert -1 not in sampled and all(step - 1 - v <= 1 for v in sampled)
             groups.setdefault(t["metadata"]["prompt_index"], set()).update(sampled)
         assert all(max(vs) - min(vs) <= 1 for vs in groups.values() if vs)
-    if name == "deep":  # issued 3 batches deep with K = 1: stale groups were dropped
-        assert rows[-1]["async/dropped_stale_groups"] > 0
+
+
+COUNTERS = {
+    "drop": {"dropped_groups"},
+    "pace": {"dropped_groups", "refilled_groups", "held_prompts"},
+    "wait": {"dropped_groups", "waited_groups", "wait_s", "held_prompts"},
+}
+
+
+@pytest.mark.parametrize("name", sorted(POLICY_RUNS))
+def test_each_staleness_policy_keeps_its_promise(name: str, runs: dict[str, Path]) -> None:
+    """K = 1 with 3 batches asked for. Every prompt issued is trained once, pending at the
+    end, or (`drop` only) dropped; counters in every row, cumulative ones never going back
+    (the killed runs resumed them from the step-2 checkpoint)."""
+    policy, out = POLICY_RUNS[name], runs[name]
+    rows = _rows(out)
+    stale = [
+        {k.removeprefix("async/stale/"): v for k, v in r.items() if "/stale/" in k} for r in rows
+    ]
+    assert all(set(s) == COUNTERS[policy] for s in stale), stale
+    assert all(r["async/staleness_max"] <= 1 for r in rows)
+    for key in COUNTERS[policy] - {"held_prompts", "wait_s"}:
+        assert [s[key] for s in stale] == sorted(s[key] for s in stale), key
+    trained = [t["metadata"]["prompt_index"] for trajs in _dumps(out).values() for t in trajs]
+    assert set(trained.count(k) for k in trained) == {2}  # rollout.n samples, one group each
+    final = _state(out, 4)
+    pending, dropped = final["async_pending"], final["async_stale_counts"]["dropped_groups"]
+    assert dropped == stale[-1]["dropped_groups"] and not set(trained) & set(pending)
+    if policy == "drop":  # issued 6 deep: stale groups, their prompts never issued again
+        assert dropped > 0 and "held_prompts" not in stale[-1]
+        assert len(set(trained)) + dropped + len(pending) == final["cursor"]
+    else:  # K + 1 = 2 batches of 2 issued, 2 of the 6 asked for held back at every step
+        assert sorted([*set(trained), *pending]) == list(range(final["cursor"]))
+        assert all(s["held_prompts"] == 2 for s in stale)
+    if policy == "pace":  # every drop was refilled
+        assert all(s["dropped_groups"] == s["refilled_groups"] for s in stale)
+    if policy == "wait":
+        assert all(s["dropped_groups"] == 0 and s["wait_s"] >= 0 for s in stale)
+
+
+def test_staleness_counters_reach_tensorboard_and_runs_show(runs: dict[str, Path]) -> None:
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+    acc = EventAccumulator(str(runs["drop"] / "tensorboard"))
+    acc.Reload()
+    assert "async/stale/dropped_groups" in acc.Tags()["scalars"]
+    for name in ("drop", "killed"):
+        shown = subprocess.run(
+            [sys.executable, "-m", "agentrl.cli", "runs", "show", "--json", str(runs[name])],
+            capture_output=True,
+            text=True,
+            check=True,
+        )
+        last = json.loads(shown.stdout)["last"]
+        assert {f"async/stale/{k}" for k in COUNTERS[POLICY_RUNS[name]]} <= set(last)
 
 
 @pytest.mark.parametrize("name", KILLED)
@@ -198,6 +258,6 @@ def test_kill_mid_pipelined_step_resumes_without_loss_or_duplicates(
 
 def test_killed_trainer_takes_its_rollout_process_along(runs: dict[str, Path]) -> None:
     orphans = json.loads(runs["orphans"].read_text())
-    assert orphans == {"killed": [], "proc_killed": []}
+    assert orphans == dict.fromkeys(KILLED, [])
     pids = (runs["proc_killed"] / "children.txt").read_text().split()
     assert len(pids) == 1  # the rollout child existed, and is gone

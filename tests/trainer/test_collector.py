@@ -130,7 +130,10 @@ def test_resume_contract_of_the_built_in_collectors(tiny_model_dir: Path, tmp_pa
         pipelined = build_collector(cfg, c)
         assert isinstance(pipelined, PipelinedCollector)
         pipelined.load_state({"async_pending": [5, 3]})
-        assert pipelined.state() == {"async_pending": [3, 5]}
+        assert pipelined.state() == {
+            "async_pending": [3, 5],
+            "async_stale_counts": {"dropped_groups": 0.0, "refilled_groups": 0.0},
+        }
         assert pipelined.notes == ()  # 2 x 2 x (K + 1) = 8 episodes issued: all run at once
         with pytest.raises(RuntimeError, match="before start"):
             pipelined.next_batch(1, RunProgress(Console(), enabled=False))
