@@ -31,6 +31,7 @@ from typing import Any
 
 from agentrl.config.schema import HarnessConfig
 from agentrl.rollout.agent_child import load_callable
+from agentrl.rollout.env_tools import tools_url
 from agentrl.rollout.episode import error_text
 from agentrl.rollout.gateway_host import GatewayHost, anthropic_base_url, base_url
 from agentrl.rollout.runner import EpisodeHook, TaskSpec, task_args
@@ -221,9 +222,15 @@ class Harness:
             obs, _ = await env.areset(seed=seed, options=options)
         except Exception as e:  # noqa: BLE001 - any env failure ends this episode only
             return _failed(record, "env_error", f"reset: {error_text(e)}")
-        task = task_json(obs, seed, env_id)
+        task = task_json(obs, seed, env_id) | {"tools_url": tools_url(self.host.root, session)}
         record.messages = list(obs.messages)
-        run = await run_agent(self.cfg, task, self.host.root, session)
+        self.host.env_tools.open(session, env)
+        try:
+            run = await run_agent(self.cfg, task, self.host.root, session)
+        finally:
+            served = await self.host.env_tools.close(session)  # no call after this point
+        assert served is not None
+        record.metadata["env_tool_calls"] = served.calls
         segments = [
             Trajectory.from_dict(t.to_dict()) for t in self.host.recorder.trajectories(session)
         ]
@@ -236,10 +243,12 @@ class Harness:
             return _failed(record, "engine_error", str(broken[0].metadata.get("error")))
         if not segments:
             return _failed(record, "agent_crash", "the agent made no model call in its session")
+        if served.error:
+            return _failed(record, "env_error", served.error)
         answer = final_answer(run.result, segments)
         record.metadata["answer"] = answer[:2000]
         try:
-            reward = await self._score(env, task, answer, run.result)
+            reward = await self._score(env, task, answer, run.result, served.ended)
         except _ScoreError as e:
             return _failed(record, e.reason, e.message)
         record.reward = reward
@@ -257,7 +266,12 @@ class Harness:
         return Episode(segments, record, meta={"segments": len(segments)})
 
     async def _score(
-        self, env: Any, task: dict[str, Any], answer: str, result: dict[str, Any]
+        self,
+        env: Any,
+        task: dict[str, Any],
+        answer: str,
+        result: dict[str, Any],
+        ended: tuple[float, dict[str, Any]] | None,
     ) -> float:
         if self.cfg.reward == "agent":
             return _finite(result.get("reward"), "agent_crash", "the agent's returned reward")
@@ -267,6 +281,8 @@ class Harness:
             except Exception as e:  # noqa: BLE001 - the grader's failure is not the policy's
                 raise _ScoreError("env_error", f"reward_fn: {error_text(e)}") from e
             return _finite(value, "env_error", f"reward_fn {self.cfg.reward_fn}")
+        if ended is not None:  # an env tool call ended the env's episode (submit, max_turns)
+            return _finite(ended[0], "env_error", "the env's grader")
         try:
             _, reward, _, _, _ = await env.astep(Message("assistant", answer))
         except Exception as e:  # noqa: BLE001 - the env's grader failed
