@@ -3,7 +3,9 @@
 Per episode: the env poses the task (`env.areset`), a fresh gateway session is opened, the
 user's agent runs in a child process (a `module:function` through `agent_child`, or a command
 line) with only the session's base URL, a dummy key and the task; its wait is bounded by
-`rollout.harness.timeout_s`, after which the process group is killed. The answer is scored by
+`rollout.harness.timeout_s`, after which the process group is killed. Meanwhile the env's own
+tools are served to it at `task["tools_url"]` (`env_tools`: an env graded on its own state,
+such as the SWE env's workspace, sees what the agent did there). The answer is scored by
 the env's grader (`env.astep` on a final assistant message), the reward the program returned,
 or a reward function; the session's recorded segments, token-exact from the training engine,
 are the episode's trajectories, each carrying the episode's reward.
@@ -88,6 +90,7 @@ async def run_agent(cfg: HarnessConfig, task: dict[str, Any], root: str, session
             "AGENTRL_SESSION": session,
             "AGENTRL_BASE_URL": base_url(root, session),
             "AGENTRL_RESULT": result_path,
+            "AGENTRL_TOOLS_URL": str(task.get("tools_url", "")),
             "OPENAI_BASE_URL": base_url(root, session),
             "OPENAI_API_KEY": cfg.api_key,
             "ANTHROPIC_BASE_URL": anthropic_base_url(root, session),
