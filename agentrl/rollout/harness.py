@@ -264,6 +264,7 @@ class Harness:
                     "episode": session,
                     "episode_segments": len(segments),
                     "answer": record.metadata["answer"],
+                    "env_tool_calls": served.calls,
                 }
             )
         return Episode(segments, record, meta={"segments": len(segments)})

@@ -65,6 +65,21 @@ def train(cache: Path, out: Path, agent: str, **extra: Any) -> list[dict[str, An
 
 
 def test_agentrl_train_runs_mini_swe_agent(agentrl_cache: Path, tmp_path: Path) -> None:
+    """`agentrl train --agent ... --env swe/tiny-repo-v0`, tool-call mode: every run finishes
+    (no infra failure), its bash commands ran in the env, and the grader's 0 is trained."""
+    out = tmp_path / "run"
+    (row,) = train(agentrl_cache, out, "tiny_agents:mini_bash", trainer__dump_rollouts_every=1)
+    assert row["harness/infra_failed"] == 0 and row["harness/episodes"] == 4
+    assert row["reward/mean"] == 0.0
+    assert row["loss"] == row["loss"]  # finite
+    dumped = (out / "rollouts" / "step_000001.jsonl").read_text().splitlines()
+    ran = {
+        t["metadata"]["episode"]: t["metadata"]["env_tool_calls"] for t in map(json.loads, dumped)
+    }
+    assert len(ran) == 4 and all(n >= 1 for n in ran.values())
+
+
+def test_split_sessions_and_crashes(agentrl_cache: Path, tmp_path: Path) -> None:
     """Text mode: the random model's turns never parse; mini-swe-agent drops each from its
     history, so every episode is split into segments (one per turn, three format errors end
     it), trained as one episode with the grader's 0. Odd seeds crash mini-swe-agent itself:
