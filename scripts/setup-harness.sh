@@ -11,6 +11,9 @@ if [ -n "$reqs" ]; then
   # shellcheck disable=SC2086
   "$venv/bin/pip" install -q $reqs
 fi
+# The venv's bundled setuptools (65) shadows the system one and cannot read pyproject's
+# PEP 639 `license = "..."` (needs >= 77).
+"$venv/bin/pip" install -q "setuptools>=77"
 "$venv/bin/pip" install -q --no-deps --no-build-isolation -e .
 npms=$(grep -v -E '^\s*(#|$)' scripts/harness-npm.txt || true)
 if [ -n "$npms" ]; then

@@ -61,8 +61,8 @@ class HarnessConfig:
 
     # A Python callable "module:function", called as function(task, base_url) in a child
     # process (its own interpreter: it cannot reach the trainer, the gateway's admin token or
-    # the grader). `task`: {"prompt", "messages", "tools", "seed", "env"}; `base_url`: the
-    # episode's OpenAI base URL. It returns the final answer (a string), a dict with
+    # the grader). `task`: {"prompt", "messages", "tools", "seed", "env", "tools_url"} (the
+    # env's own tools over HTTP, docs/rollout.md); `base_url`: the episode's OpenAI base URL. It returns the final answer (a string), a dict with
     # "answer" (and "reward" for `reward: agent`), or None (the session's last assistant text).
     agent: str = ""
     # A command line run instead, with OPENAI_BASE_URL / OPENAI_API_KEY / ANTHROPIC_BASE_URL /

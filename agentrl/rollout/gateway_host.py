@@ -21,6 +21,7 @@ from typing import Any
 from agentrl.chat.format import ChatFormat
 from agentrl.config.schema import SamplingConfig
 from agentrl.engines.base import Engine
+from agentrl.rollout.env_tools import EnvTools
 
 SESSION_PREFIX = "/s/"
 _SESSION_HEADERS = (b"x-session-id", b"x-agentrl-session")
@@ -76,6 +77,8 @@ class GatewayHost:
             request_timeout_s=request_timeout_s,
         )
         self.recorder = app.state.recorder
+        self.env_tools = EnvTools(app.state.limits)  # the open episodes' env tools
+        self.env_tools.mount(app)
         self.sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
         self.sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         self.sock.bind(("127.0.0.1", 0))

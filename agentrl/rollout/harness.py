@@ -3,7 +3,9 @@
 Per episode: the env poses the task (`env.areset`), a fresh gateway session is opened, the
 user's agent runs in a child process (a `module:function` through `agent_child`, or a command
 line) with only the session's base URL, a dummy key and the task; its wait is bounded by
-`rollout.harness.timeout_s`, after which the process group is killed. The answer is scored by
+`rollout.harness.timeout_s`, after which the process group is killed. Meanwhile the env's own
+tools are served to it at `task["tools_url"]` (`env_tools`: an env graded on its own state,
+such as the SWE env's workspace, sees what the agent did there). The answer is scored by
 the env's grader (`env.astep` on a final assistant message), the reward the program returned,
 or a reward function; the session's recorded segments, token-exact from the training engine,
 are the episode's trajectories, each carrying the episode's reward.
@@ -31,6 +33,7 @@ from typing import Any
 
 from agentrl.config.schema import HarnessConfig
 from agentrl.rollout.agent_child import load_callable
+from agentrl.rollout.env_tools import tools_url
 from agentrl.rollout.episode import error_text
 from agentrl.rollout.gateway_host import GatewayHost, anthropic_base_url, base_url
 from agentrl.rollout.runner import EpisodeHook, TaskSpec, task_args
@@ -87,6 +90,7 @@ async def run_agent(cfg: HarnessConfig, task: dict[str, Any], root: str, session
             "AGENTRL_SESSION": session,
             "AGENTRL_BASE_URL": base_url(root, session),
             "AGENTRL_RESULT": result_path,
+            "AGENTRL_TOOLS_URL": str(task.get("tools_url", "")),
             "OPENAI_BASE_URL": base_url(root, session),
             "OPENAI_API_KEY": cfg.api_key,
             "ANTHROPIC_BASE_URL": anthropic_base_url(root, session),
@@ -221,9 +225,15 @@ class Harness:
             obs, _ = await env.areset(seed=seed, options=options)
         except Exception as e:  # noqa: BLE001 - any env failure ends this episode only
             return _failed(record, "env_error", f"reset: {error_text(e)}")
-        task = task_json(obs, seed, env_id)
+        task = task_json(obs, seed, env_id) | {"tools_url": tools_url(self.host.root, session)}
         record.messages = list(obs.messages)
-        run = await run_agent(self.cfg, task, self.host.root, session)
+        self.host.env_tools.open(session, env)
+        try:
+            run = await run_agent(self.cfg, task, self.host.root, session)
+        finally:
+            served = await self.host.env_tools.close(session)  # no call after this point
+        assert served is not None
+        record.metadata["env_tool_calls"] = served.calls
         segments = [
             Trajectory.from_dict(t.to_dict()) for t in self.host.recorder.trajectories(session)
         ]
@@ -236,10 +246,12 @@ class Harness:
             return _failed(record, "engine_error", str(broken[0].metadata.get("error")))
         if not segments:
             return _failed(record, "agent_crash", "the agent made no model call in its session")
+        if served.error:
+            return _failed(record, "env_error", served.error)
         answer = final_answer(run.result, segments)
         record.metadata["answer"] = answer[:2000]
         try:
-            reward = await self._score(env, task, answer, run.result)
+            reward = await self._score(env, task, answer, run.result, served.ended)
         except _ScoreError as e:
             return _failed(record, e.reason, e.message)
         record.reward = reward
@@ -252,12 +264,18 @@ class Harness:
                     "episode": session,
                     "episode_segments": len(segments),
                     "answer": record.metadata["answer"],
+                    "env_tool_calls": served.calls,
                 }
             )
         return Episode(segments, record, meta={"segments": len(segments)})
 
     async def _score(
-        self, env: Any, task: dict[str, Any], answer: str, result: dict[str, Any]
+        self,
+        env: Any,
+        task: dict[str, Any],
+        answer: str,
+        result: dict[str, Any],
+        ended: tuple[float, dict[str, Any]] | None,
     ) -> float:
         if self.cfg.reward == "agent":
             return _finite(result.get("reward"), "agent_crash", "the agent's returned reward")
@@ -267,6 +285,8 @@ class Harness:
             except Exception as e:  # noqa: BLE001 - the grader's failure is not the policy's
                 raise _ScoreError("env_error", f"reward_fn: {error_text(e)}") from e
             return _finite(value, "env_error", f"reward_fn {self.cfg.reward_fn}")
+        if ended is not None:  # an env tool call ended the env's episode (submit, max_turns)
+            return _finite(ended[0], "env_error", "the env's grader")
         try:
             _, reward, _, _, _ = await env.astep(Message("assistant", answer))
         except Exception as e:  # noqa: BLE001 - the env's grader failed

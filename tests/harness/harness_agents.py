@@ -170,3 +170,39 @@ def self_graded_agent(task: dict[str, Any], base_url: str) -> dict[str, Any]:
 def quarter_reward(task: dict[str, Any], answer: str) -> float:
     """A reward function (`rollout.harness.reward: function`): 0.25 for a numeric answer."""
     return 0.25 if answer.strip().lstrip("-").isdigit() else 0.0
+
+
+def _post(url: str, body: dict[str, Any]) -> tuple[int, dict[str, Any]]:
+    import urllib.error
+    import urllib.request
+
+    req = urllib.request.Request(
+        url, data=json.dumps(body).encode(), headers={"Content-Type": "application/json"}
+    )
+    try:
+        with urllib.request.urlopen(req, timeout=300) as r:
+            return int(r.status), json.loads(r.read())
+    except urllib.error.HTTPError as e:
+        return int(e.code), {}
+
+
+def swe_edit_agent(task: dict[str, Any], base_url: str) -> str:
+    """Edits the repository through the env's own tools (`task["tools_url"]`): applies the
+    edit $HARNESS_SWE_EDITS names for this task's prompt (if any), submits, then tries one
+    more command after the submit. Writes what each call got to $HARNESS_PROBE_FILE."""
+    import os
+
+    OpenAI(base_url=base_url, api_key="unused", max_retries=0).chat.completions.create(
+        model="policy", messages=[{"role": "user", "content": task["prompt"]}], max_tokens=4
+    )
+    with open(os.environ["HARNESS_SWE_EDITS"]) as f:
+        edit = json.load(f).get(task["prompt"])
+    url = task["tools_url"]
+    probes: dict[str, Any] = {}
+    if edit is not None:
+        probes["str_replace"] = _post(f"{url}/str_replace", {"arguments": edit})
+    probes["submit"] = _post(f"{url}/submit", {"arguments": {}})
+    probes["after_submit"] = _post(f"{url}/bash", {"arguments": {"command": "ls"}})[0]
+    with open(os.environ["HARNESS_PROBE_FILE"], "a") as f:
+        f.write(json.dumps(probes) + "\n")
+    return "submitted"

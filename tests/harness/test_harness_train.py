@@ -231,3 +231,41 @@ def test_other_reward_sources(
     assert main([*args, *overrides(agentrl_cache, out, trainer__steps=1, **extra)]) == 0
     (row,) = metrics(out)
     assert row["reward/mean"] == reward and row["harness/episodes"] == 4
+
+
+@pytest.mark.parametrize("fix", [True, False])
+def test_env_tools_edit_what_the_swe_grader_scores(
+    agentrl_cache: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, fix: bool
+) -> None:
+    """The SWE env grades the files in its own sandboxed workspace, which an agent process
+    cannot touch. Through `task["tools_url"]` the agent calls the env's own tools: the oracle
+    edit made that way scores 1.0 from the env's grader (its hidden tests), submitting without
+    it scores 0.0, and a call after `submit` (which ended the env's episode) is a 409."""
+    import agentrl
+
+    env = agentrl.make("swe/tiny-repo-v0")
+    edits = {}
+    for i in range(len(env.dataset)):  # type: ignore[attr-defined]
+        obs, _ = env.reset(options={"index": i})
+        action = env.oracle_action()
+        assert action is not None
+        edits[obs.messages[-1].content] = action.tool_calls[0].arguments
+    env.close()
+    edit_file = tmp_path / "edits.json"
+    edit_file.write_text(json.dumps(edits if fix else {}))
+    probe = tmp_path / "probes.jsonl"
+    monkeypatch.setenv("HARNESS_SWE_EDITS", str(edit_file))
+    monkeypatch.setenv("HARNESS_PROBE_FILE", str(probe))
+    out = tmp_path / "run"
+    args = ["train", "--agent", "harness_agents:swe_edit_agent", "--env", "swe/tiny-repo-v0"]
+    assert main([*args, *overrides(agentrl_cache, out, trainer__steps=1)]) == 0
+    (row,) = metrics(out)
+    assert row["harness/infra_failed"] == 0 and row["harness/episodes"] == 4
+    assert row["reward/mean"] == (1.0 if fix else 0.0)
+    probes = [json.loads(line) for line in probe.read_text().splitlines()]
+    assert len(probes) == 4
+    for p in probes:
+        if fix:
+            assert p["str_replace"][0] == 200 and "Edited" in p["str_replace"][1]["output"]
+        assert p["submit"] == [200, {"output": "Submitted.", "done": True}]
+        assert p["after_submit"] == 409
