@@ -63,6 +63,7 @@ class GatewayHost:
         *,
         tokenizer_name: str | None = None,
         request_timeout_s: float = 600.0,
+        force_first_tool_call: bool = False,
     ) -> None:
         import uvicorn
 
@@ -74,6 +75,7 @@ class GatewayHost:
             sampling=sampling,
             tokenizer_name=tokenizer_name,
             request_timeout_s=request_timeout_s,
+            force_first_tool_call=force_first_tool_call,
         )
         self.recorder = app.state.recorder
         self.sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
