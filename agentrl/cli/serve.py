@@ -56,10 +56,13 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     )
     p.add_argument(
         "--force-first-tool-call",
-        action="store_true",
-        help="sample each session's first request with tools and tool_choice auto as "
-        "required (grammar-constrained, recorded in metadata['constrained_turns']); off by "
-        "default",
+        nargs="?",
+        const="required",
+        default="",
+        metavar="TOOL",
+        help="sample each session's first request with tools and tool_choice auto as one "
+        "call (of TOOL where offered, else any; grammar-constrained, recorded in "
+        "metadata['constrained_turns']); off by default",
     )
     p.add_argument(
         "--token-file",

@@ -63,7 +63,7 @@ class GatewayHost:
         *,
         tokenizer_name: str | None = None,
         request_timeout_s: float = 600.0,
-        force_first_tool_call: bool = False,
+        force_first_tool_call: str = "",
     ) -> None:
         import uvicorn
 

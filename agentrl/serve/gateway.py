@@ -65,18 +65,19 @@ class Gateway:
         sampling: SamplingConfig,
         limits: ServeLimits,
         model_name: str,
-        force_first_tool_call: bool = False,
+        force_first_tool_call: str = "",
     ) -> None:
         self.server, self.chat, self.cfg, self.limits = server, chat, sampling, limits
         self.model_name = model_name
         self.force_first_tool_call = force_first_tool_call
 
     def forced(self, req: ChatRequest, sid: str) -> ChatRequest:
-        """With `force_first_tool_call` (a test and bootstrap option, off by default): a new
-        session's first request that offers tools under `tool_choice: auto` is sampled as
-        `required` (one call, grammar-constrained), so a model that would not call a tool
-        yet (a random-init one behind an unchanged CLI that always sends `auto`) still makes
-        the episode use one. The turn says so in `metadata["constrained_turns"]`."""
+        """With `force_first_tool_call` (a test and bootstrap option; "" is off, the default):
+        a new session's first request that offers tools under `tool_choice: auto` is sampled
+        as one grammar-constrained call, of the tool it names if the request offers it, else
+        of any ("required"), so a model that would not call a tool yet (a random-init one
+        behind an unchanged CLI that always sends `auto`) still makes the episode use one.
+        The turn says so in `metadata["constrained_turns"]`."""
         if (
             not self.force_first_tool_call
             or not req.tools
@@ -84,8 +85,13 @@ class Gateway:
             or sid in self.server.recorder.sessions
         ):
             return req
+        names = {t["function"]["name"] for t in req.tools}
+        name = self.force_first_tool_call
+        choice: str | dict[str, Any] = "required"
+        if name in names:
+            choice = {"name": name}  # the parsed form of a named tool_choice
         return dataclasses.replace(
-            req, tool_choice="required", parallel_tool_calls=False, forced_by_server=True
+            req, tool_choice=choice, parallel_tool_calls=False, forced_by_server=True
         )
 
     async def generate(self, request: Request, body: Any) -> Generated:
