@@ -53,7 +53,7 @@ SYSTEM = "You are a test agent."
 # The gateway forces each episode's first turn to call the CLI's own shell/file tool (Codex's
 # other tools have numeric fields a tiny model may not close); the rest is the model's.
 FORCE = "exec_command"  # Claude Code offers only Read here: "required" picks it
-TEMPERATURE = 0.5  # the tiny model's turns end more surely; log-probs are recorded at it
+TEMPERATURE = 0.3  # the tiny model's turns end more surely; log-probs are recorded at it
 # A closed port: any request a CLI made past the gateway (telemetry, updates) would fail here.
 DEAD_PROXY = "http://127.0.0.1:9"
 # `agentrl train` runs a command per episode with the task in $AGENTRL_TASK and the session's
@@ -278,17 +278,22 @@ def train(cache: Path, out: Path, command: str) -> list[dict[str, Any]]:
 
 
 def assert_trained_tool_episodes(out: Path, row: dict[str, Any], tools: set[str]) -> None:
-    """Both runs finished (none an infra failure), each called one of the CLI's tools and got
-    its result, and the trainer's log-probs reproduce the recorded ones (token-exact)."""
+    """Both runs finished (none an infra failure) and were trained token-exact (the trainer's
+    log-probs reproduce the recorded ones); a run whose forced call the model completed got
+    the CLI's result of it (one that ran past max_tokens is a plain text turn: still an
+    episode, so at least one of the two must show the tool used)."""
     assert row["harness/infra_failed"] == 0 and row["harness/episodes"] == 2, row
     dumped = (out / "rollouts" / "step_000001.jsonl").read_text().splitlines()
+    used = 0
     for t in map(json.loads, dumped):
         calls = [c["name"] for m in t["messages"] for c in m.get("tool_calls") or []]
-        assert len(calls) == 1 and calls[0] in tools, calls
-        assert [m["role"] for m in t["messages"]].count("tool") == 1
+        results = [m for m in t["messages"] if m["role"] == "tool"]
+        assert len(calls) == len(results) <= 1 and set(calls) <= tools, t["messages"]
+        used += len(calls)
         sampled = [i for i, m in enumerate(t["loss_mask"]) if m]
         diffs = [abs(t["logprobs"][i] - t["metadata"]["trainer_logprobs"][i]) for i in sampled]
         assert max(diffs) < 1e-3
+    assert used >= 1
 
 
 @needs_claude
