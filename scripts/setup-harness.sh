@@ -5,16 +5,15 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 venv=${1:-.venv-harness}
-[ -x "$venv/bin/python" ] || python -m venv --system-site-packages "$venv"
+# --without-pip: the venv's own bundled pip/setuptools (65 on Python 3.11) would shadow the main
+# environment's and cannot build this project's metadata (a PEP 639 license string)
+[ -x "$venv/bin/python" ] || python -m venv --system-site-packages --without-pip "$venv"
 reqs=$(grep -v -E '^\s*(#|$)' scripts/harness-requirements.txt || true)
 if [ -n "$reqs" ]; then
   # shellcheck disable=SC2086
-  "$venv/bin/pip" install -q $reqs
+  "$venv/bin/python" -m pip install -q $reqs
 fi
-# The venv's bundled setuptools (65) shadows the system one and cannot read pyproject's
-# PEP 639 `license = "..."` (needs >= 77).
-"$venv/bin/pip" install -q "setuptools>=77"
-"$venv/bin/pip" install -q --no-deps --no-build-isolation -e .
+"$venv/bin/python" -m pip install -q --no-deps --no-build-isolation -e .
 npms=$(grep -v -E '^\s*(#|$)' scripts/harness-npm.txt || true)
 if [ -n "$npms" ]; then
   # shellcheck disable=SC2086

@@ -62,6 +62,16 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         "less one, at most 32768)",
     )
     p.add_argument(
+        "--force-first-tool-call",
+        nargs="?",
+        const="required",
+        default="",
+        metavar="TOOL",
+        help="sample each session's first request with tools and tool_choice auto as one "
+        "call (of TOOL where offered, else any; grammar-constrained, recorded in "
+        "metadata['constrained_turns']); off by default",
+    )
+    p.add_argument(
         "--token-file",
         default=None,
         help="write the per-run admin token here (mode 0600; default: <--out>.token). "
@@ -163,6 +173,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
         fsync=args.fsync,
         limits=limits,
         admin_token=token,
+        force_first_tool_call=args.force_first_tool_call,
     )
     token_file = args.token_file or (f"{args.out}.token" if args.out else None)
     if token_file:

@@ -80,6 +80,12 @@ class HarnessConfig:
     reward_fn: str = ""
     # The API key handed to the agent (the gateway does not check it; SDKs insist on one).
     api_key: str = "agentrl"
+    # "required" or a tool's name: sample each episode's first model request that offers
+    # tools under `tool_choice: auto` as one grammar-constrained call (of that tool where the
+    # request offers it), named in the segment's metadata["constrained_turns"]: to bootstrap a
+    # model that does not call tools yet behind a program that cannot ask for a call. ""
+    # (the default) is off: a forced turn is not the policy's free choice.
+    force_first_tool_call: str = ""
 
     @property
     def enabled(self) -> bool:

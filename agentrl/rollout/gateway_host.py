@@ -64,6 +64,7 @@ class GatewayHost:
         *,
         tokenizer_name: str | None = None,
         request_timeout_s: float = 600.0,
+        force_first_tool_call: str = "",
     ) -> None:
         import uvicorn
 
@@ -75,6 +76,7 @@ class GatewayHost:
             sampling=sampling,
             tokenizer_name=tokenizer_name,
             request_timeout_s=request_timeout_s,
+            force_first_tool_call=force_first_tool_call,
         )
         self.recorder = app.state.recorder
         self.env_tools = EnvTools(app.state.limits)  # the open episodes' env tools

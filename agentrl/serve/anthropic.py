@@ -9,7 +9,8 @@ comes back as `text` / `tool_use` content blocks with Anthropic's `stop_reason`,
 its events (`message_start`, `content_block_*`, `message_delta`, `message_stop`).
 
 Only client tools exist here: a server tool (`web_search_*`, `bash_*`, ... with a `type`
-other than "custom") is a 400. `thinking` blocks of earlier turns are dropped (the template
+other than "custom") is a 400. A `system` turn inside `messages` (Claude Code sends its environment and reminders so)
+stays a system message where it is. `thinking` blocks of earlier turns are dropped (the template
 renders none); `cache_control`, `metadata` and other bookkeeping are ignored. The content of a
 turn stopped by a stop sequence keeps it, as it was sampled and recorded (the recorded turn
 is what a next request must repeat to stay token-exact).
@@ -66,13 +67,16 @@ def chat_messages(messages: Any) -> list[dict[str, Any]]:
     out: list[dict[str, Any]] = []
     for i, m in enumerate(messages):
         where = f"messages[{i}]"
-        if not isinstance(m, dict) or m.get("role") not in ("user", "assistant"):
-            raise _refuse(f"{where} must be an object with role 'user' or 'assistant'")
+        if not isinstance(m, dict) or m.get("role") not in ("user", "assistant", "system"):
+            raise _refuse(f"{where} must be an object with role 'user', 'assistant' or 'system'")
         blocks = [
             b
             for b in _blocks(m.get("content"), where)
             if b["type"] not in ("thinking", "redacted_thinking")
         ]
+        if m["role"] == "system":  # Claude Code's mid-conversation system turn
+            out.append({"role": "system", "content": _text(blocks)})
+            continue
         if m["role"] == "assistant":
             calls = [
                 {

@@ -90,12 +90,15 @@ def create_app(
     fsync: bool = False,
     limits: ServeLimits | None = None,
     admin_token: str | None = None,
+    force_first_tool_call: str = "",
 ) -> FastAPI:
     """The FastAPI app. `out`: append every finished request's segment there (JSONL, see
     `journal`), compacted on shutdown. `tokenizer_name`: what to record as the tokenizer
     (e.g. the `--model` argument), default the tokenizer's own path. `limits`: request caps
     (default `ServeLimits()`). `admin_token`: the bearer token of the admin endpoints
-    (default a fresh one, in `app.state.admin_token`)."""
+    (default a fresh one, in `app.state.admin_token`). `force_first_tool_call`: "required" or a
+    tool's name samples each session's first request with tools and `tool_choice: auto` as
+    one call (of that tool where offered); "" (the default) is off (see `Gateway.forced`)."""
     cfg = sampling or SamplingConfig()
     limits = limits or ServeLimits()
     auth = AdminAuth(admin_token or new_token())
@@ -107,7 +110,7 @@ def create_app(
         run=uuid.uuid4().hex[:8],
     )
     server = Server(engine, chat, recorder, request_timeout_s, limits)
-    gateway = Gateway(server, chat, cfg, limits, model_name)
+    gateway = Gateway(server, chat, cfg, limits, model_name, force_first_tool_call)
 
     @asynccontextmanager
     async def lifespan(app: Any) -> Any:

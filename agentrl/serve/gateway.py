@@ -14,6 +14,7 @@ in its `X-Session-ID` header, so even an unconfigured client's session can be fo
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import json
 import uuid
 from collections.abc import AsyncIterator
@@ -64,9 +65,34 @@ class Gateway:
         sampling: SamplingConfig,
         limits: ServeLimits,
         model_name: str,
+        force_first_tool_call: str = "",
     ) -> None:
         self.server, self.chat, self.cfg, self.limits = server, chat, sampling, limits
         self.model_name = model_name
+        self.force_first_tool_call = force_first_tool_call
+
+    def forced(self, req: ChatRequest, sid: str) -> ChatRequest:
+        """With `force_first_tool_call` (a test and bootstrap option; "" is off, the default):
+        a new session's first request that offers tools under `tool_choice: auto` is sampled
+        as one grammar-constrained call, of the tool it names if the request offers it, else
+        of any ("required"), so a model that would not call a tool yet (a random-init one
+        behind an unchanged CLI that always sends `auto`) still makes the episode use one.
+        The turn says so in `metadata["constrained_turns"]`."""
+        if (
+            not self.force_first_tool_call
+            or not req.tools
+            or req.tool_choice != "auto"
+            or sid in self.server.recorder.sessions
+        ):
+            return req
+        names = {t["function"]["name"] for t in req.tools}
+        name = self.force_first_tool_call
+        choice: str | dict[str, Any] = "required"
+        if name in names:
+            choice = {"name": name}  # the parsed form of a named tool_choice
+        return dataclasses.replace(
+            req, tool_choice=choice, parallel_tool_calls=False, forced_by_server=True
+        )
 
     async def generate(self, request: Request, body: Any) -> Generated:
         """Refusals raise `HTTPError` (400s naming the field; `context_length_exceeded` for
@@ -75,6 +101,7 @@ class Gateway:
             req = parse_request(body, self.chat, self.cfg, self.limits)
             sid = session_id(request, req, self.limits)
             request.state.session = sid
+            req = self.forced(req, sid)
             self.server.precheck(req)  # the token budget from the length alone, before work
             prepared = await asyncio.to_thread(self.server.check, req)
             model = req.model or self.model_name

@@ -31,6 +31,9 @@ from agentrl.serve.request import ChatRequest, RequestError
 from agentrl.serve.stream import ChoiceStream, ChunkWriter, sse
 from agentrl.types import Message, Trajectory
 
+# How a turn the server forced is named in `metadata["constrained_turns"]`.
+FORCED_NOTE = "forced by the server: force_first_tool_call"
+
 
 @dataclass
 class Prepared:
@@ -168,6 +171,8 @@ class Server:
         constrained = None
         if grammar is not None:
             constrained = field if field == "response_format" else f"tool_choice={req.tool_choice}"
+            if req.forced_by_server:
+                constrained += f" ({FORCED_NOTE})"
         return Prepared(messages, grammar, constrained, fmt)
 
     def _params(self, req: ChatRequest, prep: Prepared, i: int, on_token: Any) -> SamplingParams:

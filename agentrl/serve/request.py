@@ -114,6 +114,8 @@ class ChatRequest:
     raw: dict[str, Any] = field(default_factory=dict)
     text_chars: int = 0
     return_token_ids: bool = False  # characters of message text, tool arguments and schemas
+    # set when the server, not the client, forced `tool_choice` (`force_first_tool_call`)
+    forced_by_server: bool = False
 
     @property
     def named_tool(self) -> str | None:

@@ -85,6 +85,7 @@ class HarnessCollector:
             self.sampling,
             tokenizer_name=self.tokenizer_name,
             request_timeout_s=self.cfg.timeout_s,
+            force_first_tool_call=self.cfg.force_first_tool_call,
         )
         runner.submit(self.host.start()).result(timeout=START_TIMEOUT_S)
         self.harness = Harness(self.host, self.cfg, self.make_env)

@@ -121,6 +121,33 @@ def test_required_forces_a_valid_call(server: tuple[str, Any, Any], temperature:
     assert seg.metadata["constrained_turns"] == {"0": "tool_choice=required"}
 
 
+@pytest.mark.parametrize("force", ["required", "get_weather"])
+def test_force_first_tool_call_forces_only_a_sessions_first_turn(
+    served_model: Any, force: str
+) -> None:
+    """`force_first_tool_call` (off by default): a new session's first request with tools
+    under `auto` is sampled as one call (of the named tool) and says so in
+    `constrained_turns`; the session's next request, and one without tools, are left free."""
+    model, chat = served_model
+    engine = hf.HFEngine(model, chat.tokenizer, max_batch_size=4)
+    with live_server(create_app(engine, chat, force_first_tool_call=force)) as url:
+        client = openai.OpenAI(base_url=f"{url}/v1", api_key="unused", max_retries=0)
+        first = ask(client, "f1", messages=HELLO, tools=BOUNDED, temperature=1.0, seed=3)
+        (call,) = first.choices[0].message.tool_calls  # `auto`, yet exactly one call
+        assert force == "required" or call.function.name == force
+        jsonschema.validate(json.loads(call.function.arguments), params_of(call.function.name))
+        result = {"role": "tool", "tool_call_id": call.id, "content": "sunny"}
+        turn = first.choices[0].message.model_dump(exclude_none=True)
+        ask(client, "f1", messages=[*HELLO, turn, result], tools=BOUNDED, max_tokens=8)
+        seg = last_segment(url, "f1")
+        assert len(seg.turns) == 2 and seg.metadata["appends"] == ["messages"]
+        (note,) = seg.metadata["constrained_turns"].values()
+        assert list(seg.metadata["constrained_turns"]) == ["0"]
+        assert note.endswith("(forced by the server: force_first_tool_call)"), note
+        ask(client, "f2", messages=HELLO, max_tokens=8)  # no tools: nothing to force
+        assert "constrained_turns" not in last_segment(url, "f2").metadata
+
+
 def test_named_function_is_the_one_called(server: tuple[str, Any, Any]) -> None:
     url, client, _ = server
     named = {"type": "function", "function": {"name": "get_weather"}}

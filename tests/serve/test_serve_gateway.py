@@ -214,6 +214,27 @@ def test_anthropic_messages_with_tools_and_a_tool_result(server: Any) -> None:
     assert_token_exact(engine, chat, url, "anth-st", first_chat)
 
 
+def test_anthropic_system_turn_inside_messages(server: Any) -> None:
+    """Claude Code 2.1 sends its environment as a `system` turn inside `messages`, at
+    `/v1/messages?beta=true`: it stays a system message where it is, token-exact."""
+    url, engine, chat = server
+    env = "# Environment\n - Primary working directory: /tmp/w"
+    body = {
+        "model": "tiny",
+        "max_tokens": 16,
+        "tools": ANTH_TOOLS,
+        "messages": [
+            {"role": "user", "content": [{"type": "text", "text": QUESTION}]},
+            {"role": "system", "content": [{"type": "text", "text": env}]},
+        ],
+    }
+    r = httpx.post(f"{url}/s/anth-systurn/v1/messages?beta=true", json=body, timeout=120)
+    assert r.status_code == 200, r.text
+    assert r.json()["type"] == "message"
+    first = [{"role": "user", "content": QUESTION}, {"role": "system", "content": env}]
+    assert_token_exact(engine, chat, url, "anth-systurn", first)
+
+
 def test_overflow_is_context_length_exceeded_before_any_stream(server: Any) -> None:
     url, engine, chat = server
     client = openai.OpenAI(base_url=f"{url}/s/big/v1", api_key="x", max_retries=0)
