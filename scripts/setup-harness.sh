@@ -5,7 +5,12 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 venv=${1:-.venv-harness}
-[ -x "$venv/bin/python" ] || python -m venv --system-site-packages "$venv"
+if [ ! -x "$venv/bin/python" ]; then
+  python -m venv --system-site-packages "$venv"
+  # venv seeds an old setuptools (65 on 3.11) that shadows the main env's and cannot read
+  # pyproject's SPDX `license` string; the editable install below builds with the main env's.
+  "$venv/bin/pip" uninstall -y -q setuptools
+fi
 reqs=$(grep -v -E '^\s*(#|$)' scripts/harness-requirements.txt || true)
 if [ -n "$reqs" ]; then
   # shellcheck disable=SC2086
