@@ -3,9 +3,9 @@
     agentrl train --agent examples.harness.agents_sdk_calc:solve --env math/calc-easy-v0
     agentrl train --agent examples.harness.agents_sdk_calc:solve_responses --env math/calc-easy-v0
 
-(run from the repository root, so `examples.harness` imports). `solve` talks Chat Completions
-(`OpenAIChatCompletionsModel`), `solve_responses` the Responses API (`OpenAIResponsesModel`,
-the SDK's default model class). Each is `fn(task, base_url)`: the trainer points `base_url` at
+(in `.venv-harness`, from the repository root, so `examples.harness` imports). `solve` talks
+Chat Completions (`OpenAIChatCompletionsModel`), `solve_responses` the Responses API
+(`OpenAIResponsesModel`, the SDK's default model class). Each is `fn(task, base_url)`: the trainer points `base_url` at
 its recording gateway, one session per episode; nothing here knows about agentrl.
 
 The first turn asks for a tool call (`tool_choice="required"`); the SDK resets it to `auto`

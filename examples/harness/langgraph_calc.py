@@ -4,10 +4,13 @@ calculator tool, trained unchanged by agentrl.
     agentrl train --agent examples.harness.langgraph_calc:solve --env math/calc-easy-v0
     agentrl train --agent examples.harness.langgraph_calc:solve_responses --env math/calc-easy-v0
 
-(run from the repository root, so `examples.harness` imports). `solve` talks Chat Completions,
-`solve_responses` the Responses API (`ChatOpenAI(use_responses_api=True)`). Each is
-`fn(task, base_url)`: the trainer points `base_url` at its recording gateway, one session per
-episode; nothing here knows about agentrl.
+(in `.venv-harness`, from the repository root, so `examples.harness` imports). `solve` talks
+Chat Completions, `solve_responses` the Responses API (`ChatOpenAI(use_responses_api=True)`).
+Each is `fn(task, base_url)`: the trainer points `base_url` at its recording gateway, one
+session per episode; nothing here knows about agentrl.
+
+`bind_tools(..., strict=True)` sends `additionalProperties: false`: an untrained model, forced
+into a call, may otherwise add argument keys until `max_tokens` and never close it.
 
 The model is picked per turn (LangGraph's dynamic model): until the calculator has run, the
 tools are bound with `tool_choice="required"`, then with `auto`, so the model computes first

@@ -31,8 +31,9 @@ __all__ = ["gateway"]  # the module-scoped fixture, used by name
 @pytest.mark.parametrize("fn", ["solve", "solve_responses"])
 def test_episode_calls_the_tool_token_exact(gateway: Any, fn: str) -> None:
     answer = run_episode(gateway, getattr(langgraph_calc, fn), f"lg-{fn}")
-    assert isinstance(answer, str)
-    assert_tool_episode_token_exact(gateway, f"lg-{fn}")
+    seg = assert_tool_episode_token_exact(gateway, f"lg-{fn}")
+    said = seg.messages[-1]
+    assert said.role == "assistant" and answer == said.content
 
 
 @pytest.mark.parametrize("responses", [False, True])
