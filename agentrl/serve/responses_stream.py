@@ -5,8 +5,9 @@ this side only reshapes what the one chat path produced. Streamed, chat chunks b
 `response.created`, `response.in_progress`, `response.output_item.added`,
 `response.content_part.added`, `response.output_text.delta` / `.done`,
 `response.function_call_arguments.delta` / `.done`, `response.output_item.done` and
-`response.completed` (each numbered by `sequence_number`, as OpenAI sends them); an engine
-failure after the start is an `error` event and `response.failed`.
+`response.completed` (`response.incomplete` when `max_output_tokens` cut it), each numbered by
+`sequence_number`, as OpenAI sends them; an engine failure after the start is an `error`
+event and `response.failed`.
 """
 
 from __future__ import annotations
@@ -223,4 +224,6 @@ async def stream_events(
     content = "".join(i["content"][0]["text"] for i in output if i["type"] == "message")
     done(assistant_json(content, calls))
     final = response_json(rid, body, model, output, finish or "stop", usage)
-    yield w.event("response.completed", response=final)
+    # OpenAI ends a response cut by max_output_tokens with `response.incomplete`; SDKs read
+    # the terminal event (the Agents SDK treats it as it treats `status: incomplete`).
+    yield w.event(f"response.{final['status']}", response=final)

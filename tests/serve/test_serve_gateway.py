@@ -166,6 +166,26 @@ def test_responses_streaming_matches_the_plain_response(server: Any) -> None:
     assert_token_exact(engine, chat, url, "resp-st", [{"role": "user", "content": QUESTION}])
 
 
+def test_responses_cut_by_max_output_tokens_end_incomplete(server: Any) -> None:
+    """As OpenAI sends it: a response cut by `max_output_tokens` is `status: incomplete`, and
+    streamed its last event is `response.incomplete`, not `response.completed` (the Agents
+    SDK reads the terminal event: it raised on the plain response and took the streamed one
+    as finished)."""
+    url, engine, chat = server
+    kw: dict[str, Any] = dict(model="tiny", input=QUESTION, tools=RESP_TOOLS, temperature=0)
+    kw["max_output_tokens"] = 2
+    plain = openai.OpenAI(base_url=f"{url}/s/cut/v1", api_key="x", max_retries=0)
+    assert plain.responses.create(**kw).status == "incomplete"
+    client = openai.OpenAI(base_url=f"{url}/s/cut-st/v1", api_key="x", max_retries=0)
+    events = list(client.responses.create(stream=True, **kw))
+    kinds = [e.type for e in events]
+    assert kinds[-1] == "response.incomplete" and "response.completed" not in kinds
+    final = events[-1].response
+    assert final.status == "incomplete" and final.incomplete_details.reason == "max_output_tokens"
+    assert final.usage.output_tokens == 2
+    assert_token_exact(engine, chat, url, "cut-st", [{"role": "user", "content": QUESTION}])
+
+
 def test_anthropic_messages_with_tools_and_a_tool_result(server: Any) -> None:
     url, engine, chat = server
     client = anthropic_sdk.Anthropic(base_url=f"{url}/s/anth", api_key="x", max_retries=0)

@@ -1,0 +1,76 @@
+"""The OpenAI Agents SDK, unchanged (`examples/harness/agents_sdk_calc.py`), against the gateway:
+its chat-completions model (`OpenAIChatCompletionsModel`) and its default Responses model
+(`OpenAIResponsesModel`), run plainly and streamed (`Runner.run_streamed` reads the chat chunks
+or the Responses events), each one episode where the model calls the calculator, the SDK runs
+it and the session stays token-exact; then `agentrl train --agent ...` on each."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+pytest.importorskip(
+    "agents", reason="the Agents SDK is in .venv-harness (scripts/setup-harness.sh)"
+)
+
+from agents import (  # noqa: E402
+    ModelBehaviorError,
+    OpenAIChatCompletionsModel,
+    OpenAIResponsesModel,
+    Runner,
+)
+from openai import AsyncOpenAI  # noqa: E402
+from stage_gateway import (  # noqa: E402
+    assert_tool_episode_token_exact,
+    gateway,
+    run_episode,
+    train,
+)
+
+from examples.harness import agents_sdk_calc  # noqa: E402
+
+pytestmark = pytest.mark.timeout(900)
+__all__ = ["gateway"]  # the module-scoped fixture, used by name
+MODELS = {"chat": OpenAIChatCompletionsModel, "responses": OpenAIResponsesModel}
+
+
+@pytest.mark.parametrize("fn", ["solve", "solve_responses"])
+def test_episode_calls_the_tool_token_exact(gateway: Any, fn: str) -> None:
+    answer = run_episode(gateway, getattr(agents_sdk_calc, fn), f"sdk-{fn}")
+    seg = assert_tool_episode_token_exact(gateway, f"sdk-{fn}")
+    said = seg.messages[-1]
+    cut = fn == "solve_responses" and seg.turns[-1].finish_reason == "length"
+    assert said.role == "assistant" and answer == ("" if cut else said.content)  # cut: raised
+
+
+@pytest.mark.parametrize("kind", sorted(MODELS))
+def test_streamed_run_calls_the_tool_token_exact(gateway: Any, kind: str) -> None:
+    """`Runner.run_streamed` on the example's agent: the SDK builds the call from the streamed
+    events, runs the tool and continues the session."""
+    items: list[str] = []
+
+    async def streamed(task: dict[str, Any], base_url: str) -> None:
+        client = AsyncOpenAI(base_url=base_url, api_key="unused", max_retries=0)
+        model = MODELS[kind](model="policy", openai_client=client)
+        run = Runner.run_streamed(agents_sdk_calc.calc_agent(model), task["prompt"], max_turns=4)
+        try:
+            async for event in run.stream_events():
+                if event.type == "run_item_stream_event":
+                    items.append(event.item.type)
+        except ModelBehaviorError:  # the answer ran out of tokens (`response.incomplete`)
+            assert kind == "responses"
+
+    run_episode(gateway, streamed, f"sdk-stream-{kind}")
+    assert items[:2] == ["tool_call_item", "tool_call_output_item"]
+    assert_tool_episode_token_exact(gateway, f"sdk-stream-{kind}")
+
+
+@pytest.mark.parametrize(("fn", "steps"), [("solve", 2), ("solve_responses", 1)])
+def test_agentrl_train_agent(
+    agentrl_cache: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, fn: str, steps: int
+) -> None:
+    """The documented command, from the repository root: every run trained, none failed."""
+    agent = f"examples.harness.agents_sdk_calc:{fn}"
+    train(agent, tmp_path / "run", agentrl_cache, monkeypatch, steps)
