@@ -21,7 +21,23 @@ from typing import Any
 
 MAX_DEPTH = 100  # real tool arguments nest a handful of levels; vLLM's parsers allow less
 _NEXT = re.compile(r'[\[\]{}"]')
-_DECODER = json.JSONDecoder()
+
+
+def _finite(literal: str) -> float:
+    """JSON has no infinities: `1e999` (which `float` rounds to inf) and Python's `Infinity` /
+    `NaN` extensions are refused, so a decoded value always encodes back to valid JSON (an
+    inf would go out as `Infinity`, which clients reject)."""
+    value = float(literal)
+    if value != value or value in (float("inf"), float("-inf")):
+        raise ValueError(f"number {literal[:40]!r} is not a finite JSON number")
+    return value
+
+
+def _no_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not JSON")
+
+
+_DECODER = json.JSONDecoder(parse_float=_finite, parse_constant=_no_constant)
 
 
 class TooDeep(json.JSONDecodeError):
@@ -113,7 +129,7 @@ def loads(text: str | bytes, limit: int = MAX_DEPTH) -> Any:
     if at is not None:
         raise TooDeep(f"nested deeper than {limit} levels", "", at)
     try:
-        return json.loads(text)
+        return _DECODER.decode(text)
     except json.JSONDecodeError:
         raise
     except (ValueError, RecursionError, MemoryError) as e:

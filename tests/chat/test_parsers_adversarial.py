@@ -86,6 +86,16 @@ def test_nesting_within_the_bound_still_parses() -> None:
     assert calls[0].parse_error is None and calls[0].name == "f"
 
 
+@pytest.mark.parametrize("value", ["3e552288", "-1e999", "Infinity", "NaN"])
+def test_a_number_json_cannot_hold_is_a_parse_error(value: str) -> None:
+    """`float` rounds 3e552288 to inf, which would go back to a client as `Infinity` (invalid
+    JSON: Codex CLI refused the call); such a call is a parse error, as any non-JSON is."""
+    call = '{"name": "f", "arguments": {"n": ' + value + "}}"
+    _, calls = _check(parse(f"<tool_call>{call}</tool_call>", "hermes"))
+    assert len(calls) == 1 and "JSON" in (calls[0].parse_error or ""), calls
+    assert bounded_json.loads('{"n": 1e308}') == {"n": 1e308}  # large but finite still parses
+
+
 def test_a_broken_tool_schema_is_a_parse_error_not_an_exception() -> None:
     bad_tools: list[Any] = [{"function": {"name": "f", "parameters": {"properties": {"a": 3}}}}]
     bad_tools.append("not a schema")  # a parser that trips over it must not raise
