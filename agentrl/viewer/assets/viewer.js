@@ -223,6 +223,10 @@
     let head = "turn " + k + " · " + sampled + " sampled · " + env + " env/tool tokens";
     head += " · reward " + fmt(t.reward);
     if (t.finish) head += " · finish: " + t.finish;
+    if (rec.resp.ver) {
+      const vs = [...new Set(rec.resp.ver.slice(t.start, t.end).filter((v) => v >= 0))];
+      if (vs.length) head += " · version" + (vs.length > 1 ? "s " : " ") + vs.join("→");
+    }
     box.append(el("h3", null, head));
     box.append(responseTokens(rec, t.start, t.obs_end, marks));
     const imgs = imagesFor(rec, k);
