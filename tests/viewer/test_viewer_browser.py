@@ -15,7 +15,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-
 from viewer_trajs import stamp_versions
 
 from agentrl.types import Trajectory, write_jsonl
