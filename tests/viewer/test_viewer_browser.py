@@ -224,7 +224,10 @@ def test_version_colouring_in_chromium(
         "details.ep[data-i='1'] .tok.m1", "els => els.filter(e => e.style.background).length"
     )
     assert painted == 0
-    page.locator(f"details.ep[data-i='0'] .tok[data-k='{landed}']").scroll_into_view_if_needed()
+    page.locator(f"details.ep[data-i='0'] .tok[data-k='{landed - 1}']").hover()
+    assert "weight version  3  (episode's newest: 4)" in page.locator("#tip").inner_text()
+    page.locator(f"details.ep[data-i='0'] .tok[data-k='{landed}']").hover()
+    assert page.locator("#tip").inner_text().endswith("weight version  4")
     save_shot(page, tmp_path, "viewer-versions.png")
     page.select_option("#colour", "mask")
     assert page.locator("details.ep[data-i='0'] .tok.v-old").count() == 0

@@ -365,7 +365,11 @@
         lines.push("trainer logprob " + fmt(tlp, 4));
         lines.push("IS ratio        " + fmt(Math.exp(tlp - lp), 4));
       }
-      if (rec.resp.ver) lines.push("weight version  " + rec.resp.ver[k]);
+      if (rec.resp.ver) {
+        const v = rec.resp.ver[k], hi = rec.versions ? rec.versions.hi : v;
+        const older = v >= 0 && v < hi ? "  (episode's newest: " + hi + ")" : "";
+        lines.push("weight version  " + v + older);
+      }
     } else lines.push("env/tool token (not trained)");
     return lines.join("\n");
   }
