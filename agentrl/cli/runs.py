@@ -61,6 +61,7 @@ def cmd_show(args: argparse.Namespace) -> int:
     from rich.table import Table
 
     from agentrl.report import METRICS_FILE, summarize, write_plots
+    from agentrl.report.metrics import STALE_CUMULATIVE
 
     console = Console()
     run = Path(args.run_dir)
@@ -120,6 +121,12 @@ def cmd_show(args: argparse.Namespace) -> int:
             f"{s.totals['infra/excluded']:.0f} episodes, "
             f"{s.totals.get('infra/groups_dropped', 0):.0f} groups dropped ({reasons})",
         )
+    if s.stale:
+        table.add_row("staleness (trainer.async)", "")
+    for name, value in s.stale.items():
+        kind = "total" if name in STALE_CUMULATIVE else "sum over steps"
+        text = f"{value:.3f}" if name.endswith("_s") else f"{value:.0f}"
+        table.add_row(f"  {name}", f"{text} ({kind})")
     for k in ("kl", "entropy", "response_length/mean"):
         if k in s.last:
             table.add_row(f"{k} (last)", _f(s.last[k], 4))

@@ -92,6 +92,12 @@ def pick_key(keys: Any, preferred: tuple[str, ...], contains: str) -> str | None
     return next((k for k in keys if contains in k.lower()), None)
 
 
+# `async/stale/*` counters the staleness policy logs as running totals (checkpointed, so a
+# resumed run goes on counting); every other `async/stale/*` key is a per-step figure.
+STALE_PREFIX = "async/stale/"
+STALE_CUMULATIVE = ("dropped_groups", "refilled_groups", "waited_groups")
+
+
 @dataclass
 class RunSummary:
     run_dir: Path
@@ -120,6 +126,9 @@ class RunSummary:
     # Totals over the run: `infra/*` (episodes left out of training, groups dropped) and
     # `termination_count/<reason>`.
     totals: dict[str, float] = field(default_factory=dict)
+    # `trainer.async` staleness policy counters (`async/stale/<name>`): the last value of the
+    # cumulative ones (STALE_CUMULATIVE), the sum over steps of the per-step ones.
+    stale: dict[str, float] = field(default_factory=dict)
 
 
 def wall_time(rows: list[dict[str, Any]]) -> float | None:
@@ -187,6 +196,9 @@ def summarize(run_dir: str | Path) -> RunSummary:
             s.spans[k.removeprefix("span/")] = sum(ys) / len(ys)
         elif k.startswith(("infra/", "termination_count/")):
             s.totals[k] = sum(ys)
+        elif k.startswith(STALE_PREFIX):
+            name = k.removeprefix(STALE_PREFIX)
+            s.stale[name] = ys[-1] if name in STALE_CUMULATIVE else sum(ys)
     return s
 
 

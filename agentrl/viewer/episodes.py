@@ -167,8 +167,10 @@ def episode_record(t: Trajectory, index: int, decode: Decoder) -> dict[str, Any]
             "lp": [round(x, 5) for x in t.logprobs],
             "tlp": [round(float(x), 5) for x in tlp] if tlp is not None else None,
             # The policy version that sampled each token (trainer.async); None when unrecorded.
-            "ver": list(t.weight_versions) or None,
+            "ver": _versions(t),
         },
+        # The versions the episode spans and where an update landed mid-episode (or None).
+        "versions": version_span(t),
         "turns": _turns(t),
         "images": [{"src": src, "turn": turn} for src, turn in images],
         "messages": [
@@ -183,6 +185,29 @@ def episode_record(t: Trajectory, index: int, decode: Decoder) -> dict[str, Any]
         # served sessions: how many segments the harness split its episode into
         "split": _split(t),
     }
+
+
+def _versions(t: Trajectory) -> list[int] | None:
+    ok = len(t.weight_versions) == len(t.response_ids) and any(v >= 0 for v in t.weight_versions)
+    return list(t.weight_versions) if ok else None
+
+
+def version_span(t: Trajectory) -> dict[str, Any] | None:
+    """Which policy versions sampled the episode's tokens: `lo`/`hi` (oldest and newest),
+    every distinct `list`ed version, and one `updates` entry per point where the sampling
+    version changed between consecutive sampled tokens (response token index, turn, from, to),
+    i.e. where a weight update landed while the episode was in flight. None when unrecorded."""
+    versions = _versions(t)
+    if versions is None:
+        return None
+    sampled = [(k, v) for k, v in enumerate(versions) if v >= 0]
+    updates = []
+    for (_, prev), (k, v) in zip(sampled, sampled[1:], strict=False):
+        if v != prev:
+            turn = next((i for i, u in enumerate(t.turns) if u.start <= k < u.obs_end), 0)
+            updates.append({"token": k, "turn": turn, "from": prev, "to": v})
+    seen = sorted({v for _, v in sampled})
+    return {"lo": seen[0], "hi": seen[-1], "list": seen, "updates": updates}
 
 
 def _split(t: Trajectory) -> int:
@@ -202,6 +227,9 @@ def summary(records: Sequence[dict[str, Any]]) -> dict[str, Any]:
         "env_tokens": total - trained,
         "with_errors": sum(bool(r["errors"]) for r in records),
         "drifted": sum(1 for r in records if r.get("diff", {}).get("status") == "drift"),
+        # episodes a weight update landed in (sampled by more than one policy version)
+        "mixed_versions": sum(1 for r in records if (r.get("versions") or {}).get("updates")),
+        "versioned": sum(1 for r in records if r.get("versions")),
         "split_episodes": len(
             {r["meta"].get("episode", r["i"]) for r in records if r.get("split", 1) > 1}
         ),

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 from pathlib import Path
 
 import pytest
@@ -102,3 +103,34 @@ def test_wall_time_sources(tmp_path: Path) -> None:
     assert wall_time([{"time/step": 2.0}, {"time/step": 3.0}]) == 5.0
     assert wall_time([{"time/elapsed_s": 4.0}, {"time/elapsed_s": 9.0}]) == 9.0
     assert wall_time([{"step": 1}]) is None
+
+
+def test_runs_show_staleness_counters(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """A `trainer.async` run with the `wait` policy: cumulative counters show their last value
+    (the policy logs running totals), per-step ones their sum over the run's steps."""
+    run = make_run(tmp_path, steps=4, evals=False)
+    rows = [json.loads(line) for line in (run / "metrics.jsonl").read_text().splitlines()[:4]]
+    waited, dropped = [0, 2, 2, 5], [0, 0, 1, 1]
+    for row, w, d, wait_s in zip(rows, waited, dropped, [0.0, 0.25, 0.0, 1.5], strict=True):
+        row |= {"async/stale/waited_groups": w, "async/stale/dropped_groups": d}
+        if wait_s:  # the step that did not wait logs no wait_s
+            row["async/stale/wait_s"] = wait_s
+        row["async/stale/held_prompts"] = 2
+    (run / "metrics.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    s = summarize(run)
+    assert s.stale == {
+        "dropped_groups": 1,
+        "held_prompts": 8,
+        "wait_s": pytest.approx(1.75),
+        "waited_groups": 5,
+    }
+    assert main(["runs", "show", str(run)]) == 0
+    out = capsys.readouterr().out
+    assert "staleness (trainer.async)" in out
+    assert re.search(r"waited_groups\s+│?\s*5 \(total\)", out), out
+    assert re.search(r"dropped_groups\s+│?\s*1 \(total\)", out), out
+    assert re.search(r"wait_s\s+│?\s*1\.750 \(sum over steps\)", out), out
+    assert re.search(r"held_prompts\s+│?\s*8 \(sum over steps\)", out), out
+    assert main(["runs", "show", str(run), "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["stale"]["waited_groups"] == 5
+    assert summarize(make_run(tmp_path / "sync")).stale == {}  # a synchronous run has none

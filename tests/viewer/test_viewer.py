@@ -7,11 +7,12 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from viewer_trajs import build_episode
+from viewer_trajs import build_episode, stamp_versions
 
 from agentrl.cli import main
 from agentrl.types import Message, Trajectory, write_jsonl
 from agentrl.viewer import build_records, render_page, template_drift, write_view
+from agentrl.viewer.episodes import summary
 
 
 def test_records_carry_mask_logprobs_and_text(episodes: list[Trajectory], tokenizer: Any) -> None:
@@ -39,6 +40,30 @@ def test_records_carry_weight_versions(episodes: list[Trajectory]) -> None:
     with_versions.weight_versions = versions
     recs = build_records([with_versions, t], None)
     assert recs[0]["resp"]["ver"] == versions and recs[1]["resp"]["ver"] is None
+
+
+def test_records_show_where_an_update_landed(episodes: list[Trajectory]) -> None:
+    """An episode whose second turn was sampled partly by the next policy: the record names
+    both versions, the response token and the turn where the update landed."""
+    t = episodes[3]  # three turns
+    landed = t.turns[1].start + 2
+    stamp_versions(t, 3, 4, landed)
+    one = stamp_versions(episodes[0], 5, 5, 0)
+    recs = build_records([t, one, episodes[1]], None)
+    assert recs[0]["resp"]["ver"] == t.weight_versions
+    assert recs[0]["versions"] == {
+        "lo": 3,
+        "hi": 4,
+        "list": [3, 4],
+        "updates": [{"token": landed, "turn": 1, "from": 3, "to": 4}],
+    }
+    assert recs[1]["versions"] == {"lo": 5, "hi": 5, "list": [5], "updates": []}
+    assert recs[2]["versions"] is None and recs[2]["resp"]["ver"] is None
+    s = summary(recs)
+    assert s["versioned"] == 2 and s["mixed_versions"] == 1
+    unstamped = Trajectory.from_json(episodes[1].to_json())
+    unstamped.weight_versions = [-1] * len(unstamped.response_ids)  # env tokens only
+    assert build_records([unstamped], None)[0]["versions"] is None
 
 
 def test_records_without_tokenizer_show_ids(episodes: list[Trajectory]) -> None:

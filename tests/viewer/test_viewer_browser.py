@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from viewer_trajs import stamp_versions
 
 from agentrl.types import Trajectory, write_jsonl
 from agentrl.viewer import write_view
@@ -172,4 +173,76 @@ def test_ids_only_page_in_chromium(
     first = page.locator("#episodes .tok.m1").first.inner_text()
     assert first == str(episodes[0].response_ids[0])
     assert page.locator("#episodes .tok.m1").count() == sum(sum(t.loss_mask) for t in episodes[:2])
+    assert not errors, errors
+
+
+def test_version_colouring_in_chromium(
+    browser: Any, episodes: list[Trajectory], tiny_dir: Path, tmp_path: Path
+) -> None:
+    """An episode a weight update landed in (turn 1 partly sampled by version 4): colouring by
+    policy version paints the two groups of sampled tokens differently, hatches the older
+    group, leaves env tokens blank, and the legend and the badge name both versions."""
+    t = episodes[3]  # three turns
+    landed = t.turns[1].start + 2
+    stamp_versions(t, 3, 4, landed)
+    src = tmp_path / "traj.jsonl"
+    write_jsonl(src, [t, episodes[1]])  # the second episode has no versions
+    page, errors = open_page(browser, write_view(src, tokenizer_path=str(tiny_dir)).out)
+    badge = page.locator("details.ep[data-i='0'] .badge.ver").inner_text()
+    assert badge == f"versions 3–4, update landed at token {landed}, turn 1"
+    assert page.locator("details.ep[data-i='1'] .badge.ver").count() == 0
+    assert page.locator("#ver-legend").is_hidden()
+
+    page.click("#expand-all")
+    page.select_option("#colour", "ver")
+    assert page.locator("#ver-legend").is_visible()
+    heads = page.locator("details.ep[data-i='0'] .turn h3").all_inner_texts()
+    assert [h.rsplit(" · ", 1)[1] for h in heads] == ["version 3", "versions 3→4", "version 4"]
+    legend = page.locator("#ver-legend .ver-sw").all_inner_texts()
+    assert legend == ["v3", "v4"]
+    toks = page.eval_on_selector_all(
+        "details.ep[data-i='0'] .tok.m1, details.ep[data-i='0'] .tok.m0",
+        """els => els.map(e => [Number(e.dataset.k), getComputedStyle(e).backgroundColor,
+                                e.classList.contains('v-old'), e.classList.contains('v-env')])""",
+    )
+    assert len(toks) == len(t.response_ids)
+    by_version: dict[int, set[str]] = {}
+    for k, colour, old, env in toks:
+        v = t.weight_versions[k]
+        assert env == (v < 0) and old == (v == 3), (k, v)
+        if v >= 0:
+            by_version.setdefault(v, set()).add(colour)
+    assert set(by_version) == {3, 4}
+    assert len(by_version[3]) == 1 and len(by_version[4]) == 1
+    assert by_version[3] != by_version[4]
+    swatches = page.eval_on_selector_all(
+        "#ver-legend .ver-sw", "els => els.map(e => getComputedStyle(e).backgroundColor)"
+    )
+    assert swatches == [*by_version[3], *by_version[4]]
+    # the episode without versions keeps its tokens unpainted
+    painted = page.eval_on_selector_all(
+        "details.ep[data-i='1'] .tok.m1", "els => els.filter(e => e.style.background).length"
+    )
+    assert painted == 0
+    page.locator(f"details.ep[data-i='0'] .tok[data-k='{landed - 1}']").hover()
+    assert "weight version  3  (episode's newest: 4)" in page.locator("#tip").inner_text()
+    page.locator(f"details.ep[data-i='0'] .tok[data-k='{landed}']").hover()
+    assert page.locator("#tip").inner_text().endswith("weight version  4")
+    save_shot(page, tmp_path, "viewer-versions.png")
+    page.select_option("#colour", "mask")
+    assert page.locator("details.ep[data-i='0'] .tok.v-old").count() == 0
+    assert page.locator("#ver-legend").is_hidden()
+    assert not errors, errors
+
+
+def test_version_colouring_disabled_without_versions(
+    browser: Any, episodes: list[Trajectory], tmp_path: Path
+) -> None:
+    src = tmp_path / "traj.jsonl"
+    write_jsonl(src, episodes[:2])
+    page, errors = open_page(browser, write_view(src).out)
+    opt = page.locator("#colour option[value='ver']")
+    assert opt.is_disabled()
+    assert "weight_versions" in (opt.get_attribute("title") or "")
+    assert "weight_versions" in (page.locator("#colour").get_attribute("title") or "")
     assert not errors, errors

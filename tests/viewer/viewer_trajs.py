@@ -124,3 +124,14 @@ def standard_episodes(tok: Any) -> list[Trajectory]:
         build_episode(tok, 4, termination="env_error"),
         build_episode(tok, 5, image=True, env_id="math/calc-v0"),
     ]
+
+
+def stamp_versions(t: Trajectory, old: int, new: int, landed: int) -> Trajectory:
+    """Stamp the versions a pipelined run records (`trainer.async` with partial rollouts):
+    sampled tokens before response token `landed` came from policy `old`, the rest from `new`
+    (the update landed mid-episode); env/tool tokens carry -1."""
+    t.weight_versions = [
+        -1 if not m else (old if k < landed else new) for k, m in enumerate(t.loss_mask)
+    ]
+    t.validate()
+    return t

@@ -7,6 +7,9 @@
   const $ = (id) => document.getElementById(id);
   const cards = [];
   let colourMode = "mask";
+  // Every policy version any episode was sampled with, oldest first: one colour each.
+  const VERSIONS = [...new Set(D.episodes.flatMap((r) => (r.versions ? r.versions.list : [])))]
+    .sort((a, b) => a - b);
 
   function el(tag, cls, text) {
     const n = document.createElement(tag);
@@ -39,6 +42,7 @@
       ["episodes with errors", s.with_errors],
     ];
     if (D.diff) items.push(["episodes with template drift", s.drifted]);
+    if (s.versioned) items.push(["episodes a weight update landed in", s.mixed_versions]);
     if (s.split_episodes) items.push(["episodes split into segments", s.split_episodes]);
     for (const [k, v] of items) {
       const span = el("span", null, k + ": ");
@@ -106,8 +110,32 @@
     return "hsl(" + h + ", 75%, 80%)";
   }
 
+  function verColour(v) {
+    // spread hues by the golden angle so neighbouring versions never look alike
+    const i = VERSIONS.indexOf(v);
+    return "hsl(" + Math.round((210 + 137.508 * i) % 360) + ", 70%, 76%)";
+  }
+
+  function versionText(span) {
+    // "versions 3–4, update landed at token 57, turn 2" (or "version 3")
+    const u = span.updates.map((x) => "token " + x.token + ", turn " + x.turn);
+    if (span.lo === span.hi) return "version " + span.lo;
+    return "versions " + span.lo + "–" + span.hi + ", update" + (u.length > 1 ? "s" : "")
+      + " landed at " + u.join("; ");
+  }
+
+  function paintVersion(span, rec, k) {
+    const v = rec.resp.ver ? rec.resp.ver[k] : null;
+    if (v === null || v === undefined) return;
+    if (v < 0) { span.classList.add("v-env"); return; }
+    span.style.backgroundColor = verColour(v);
+    if (v < rec.versions.hi) span.classList.add("v-old");
+  }
+
   function paint(span, rec, k) {
     span.style.background = "";
+    span.classList.remove("v-env", "v-old");
+    if (colourMode === "ver") { paintVersion(span, rec, k); return; }
     if (colourMode === "mask" || !rec.resp.mask[k]) return;
     const lp = rec.resp.lp[k];
     const tlp = rec.resp.tlp ? rec.resp.tlp[k] : null;
@@ -195,6 +223,10 @@
     let head = "turn " + k + " · " + sampled + " sampled · " + env + " env/tool tokens";
     head += " · reward " + fmt(t.reward);
     if (t.finish) head += " · finish: " + t.finish;
+    if (rec.resp.ver) {
+      const vs = [...new Set(rec.resp.ver.slice(t.start, t.end).filter((v) => v >= 0))];
+      if (vs.length) head += " · version" + (vs.length > 1 ? "s " : " ") + vs.join("→");
+    }
     box.append(el("h3", null, head));
     box.append(responseTokens(rec, t.start, t.obs_end, marks));
     const imgs = imagesFor(rec, k);
@@ -270,6 +302,12 @@
     s.append(el("span", "muted", sizes));
     if (rec.errors.length) s.append(badge(rec.errors.length + " error(s)", "bad"));
     if (rec.diff && rec.diff.status === "drift") s.append(badge("template drift", "bad"));
+    if (rec.versions) {
+      const mixed = rec.versions.updates.length > 0;
+      const b = badge(versionText(rec.versions), mixed ? "warn ver" : "ver");
+      b.title = "policy versions that sampled this episode's tokens (trainer.async)";
+      s.append(b);
+    }
     if (rec.split > 1) s.append(badge("episode split into " + rec.split + " segments", "warn"));
     node.append(s);
     const card = { rec, node, rendered: false, search: searchText(rec) };
@@ -327,7 +365,11 @@
         lines.push("trainer logprob " + fmt(tlp, 4));
         lines.push("IS ratio        " + fmt(Math.exp(tlp - lp), 4));
       }
-      if (rec.resp.ver) lines.push("weight version  " + rec.resp.ver[k]);
+      if (rec.resp.ver) {
+        const v = rec.resp.ver[k], hi = rec.versions ? rec.versions.hi : v;
+        const older = v >= 0 && v < hi ? "  (episode's newest: " + hi + ")" : "";
+        lines.push("weight version  " + v + older);
+      }
     } else lines.push("env/tool token (not trained)");
     return lines.join("\n");
   }
@@ -346,6 +388,29 @@
     tip.style.top = y + "px";
   }
 
+  // ---- version colouring -------------------------------------------------------------
+  function versionControls() {
+    const opt = $("colour").querySelector("option[value='ver']");
+    if (!VERSIONS.length) {
+      opt.disabled = true;
+      opt.title = "no episode records the policy version of its tokens "
+        + "(Trajectory.weight_versions, written by trainer.async)";
+      $("colour").title = opt.title;
+      return;
+    }
+    const box = $("ver-legend");
+    box.append(el("span", "muted", "policy version:"));
+    for (const v of VERSIONS) {
+      const sw = el("span", "tok m1 ver-sw", "v" + v);
+      sw.style.backgroundColor = verColour(v);
+      sw.dataset.v = v;
+      box.append(sw);
+    }
+    const old = el("span", "tok m1 v-old", "older than the episode's newest");
+    old.style.backgroundColor = verColour(VERSIONS[0]);
+    box.append(old, el("span", "tok m0 v-env", "env / tool (no version)"));
+  }
+
   // ---- wiring ------------------------------------------------------------------------
   header();
   fillSelect($("f-env"), D.episodes.map((r) => r.env));
@@ -356,8 +421,10 @@
     $(id).addEventListener("input", applyFilters);
     $(id).addEventListener("change", applyFilters);
   }
+  versionControls();
   $("colour").addEventListener("change", () => {
     colourMode = $("colour").value;
+    $("ver-legend").hidden = colourMode !== "ver";
     for (const span of main.querySelectorAll(".tok.m1, .tok.m0")) {
       paint(span, D.episodes[Number(span.dataset.e)], Number(span.dataset.k));
     }
