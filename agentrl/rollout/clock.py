@@ -10,7 +10,8 @@ engines) lets the episode stop its clock from `queue()` (the request is sent) un
 `admit()`, so the episode never calls `queue()` and their queue time counts, as before.
 
 Nothing runs forever: whatever the queue, an episode ends as `timeout` once its wall time,
-queue included, reaches `OUTER_FACTOR` times the timeout (a wedged engine that never admits).
+queue included, reaches `rollout.episode_wall_factor` times the timeout (a wedged engine that
+never admits).
 """
 
 from __future__ import annotations
@@ -23,9 +24,6 @@ from typing import Any, TypeVar
 
 T = TypeVar("T")
 
-# The absolute bound on an episode's wall time, queue included, as a multiple of its timeout.
-OUTER_FACTOR = 4.0
-
 
 class EpisodeTimeout(asyncio.TimeoutError):
     """The episode ran out of its own time, or of the outer wall-clock bound; says which."""
@@ -34,15 +32,13 @@ class EpisodeTimeout(asyncio.TimeoutError):
 class EpisodeClock:
     """Counts an episode's own seconds: wall time minus the time between `queue()` and
     `admit()`. `run(coro)` cancels `coro` and raises `EpisodeTimeout` when the own time
-    reaches `timeout_s` or the wall time reaches `outer_factor * timeout_s`."""
+    reaches `timeout_s` or the wall time reaches `wall_factor * timeout_s`."""
 
-    def __init__(self, timeout_s: float, *, outer_factor: float = OUTER_FACTOR) -> None:
-        if not timeout_s > 0 or outer_factor < 1:
-            raise ValueError(
-                f"need timeout_s > 0 and outer_factor >= 1: {timeout_s}, {outer_factor}"
-            )
-        self.timeout_s, self.outer_factor = float(timeout_s), float(outer_factor)
-        self.outer_s = self.timeout_s * self.outer_factor
+    def __init__(self, timeout_s: float, *, wall_factor: float) -> None:
+        if not (timeout_s > 0 and wall_factor >= 1):
+            raise ValueError(f"need timeout_s > 0 and wall_factor >= 1: {timeout_s}, {wall_factor}")
+        self.timeout_s, self.wall_factor = float(timeout_s), float(wall_factor)
+        self.outer_s = self.timeout_s * self.wall_factor
         self._t0 = time.monotonic()
         self._queued = 0.0  # seconds queued in finished waits
         self._since: float | None = None  # queued since (monotonic), None when not queued
@@ -86,7 +82,7 @@ class EpisodeClock:
             return own, f"episode exceeded {self.timeout_s:g}s (its own time, queue excluded)"
         return outer, (
             f"episode exceeded {self.outer_s:g}s wall time, queue included "
-            f"({self.outer_factor:g} x the {self.timeout_s:g}s timeout; "
+            f"(rollout.episode_wall_factor {self.wall_factor:g} x the {self.timeout_s:g}s timeout; "
             f"{self.queued_s:.1f}s queued for the engine)"
         )
 

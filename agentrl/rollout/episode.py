@@ -23,7 +23,7 @@ tools and scoring included), `tools` (the tools' own wall time, from their resul
 
 The wall-clock limit is an `EpisodeClock` (clock.py): `rollout.episode_timeout_s` of the
 episode's own time, the `queued` time not counted, within an absolute bound of
-`OUTER_FACTOR` times the timeout, queue included.
+`rollout.episode_wall_factor` times the timeout, queue included.
 """
 
 from __future__ import annotations
@@ -83,7 +83,7 @@ async def run_episode(
     traj.metadata.update({"seed": seed, "error": None})
     traj.metadata["spans"] = dict.fromkeys(SPANS, 0.0)
     t0 = time.monotonic()
-    clock = EpisodeClock(cfg.episode_timeout_s)
+    clock = EpisodeClock(cfg.episode_timeout_s, wall_factor=cfg.episode_wall_factor)
     try:
         await clock.run(
             _loop(env, engine, chat, sampling, cfg, traj, seed, options, session_id, clock)
