@@ -27,7 +27,7 @@ from agentrl.rollout import RolloutRunner
 from agentrl.rollout.clock import EpisodeClock, EpisodeTimeout
 from agentrl.types import Trajectory
 
-TOKENS = 160  # one generation per episode: its own work
+TOKENS = 48  # one generation per episode: its own work
 
 
 @pytest.fixture(scope="module")
