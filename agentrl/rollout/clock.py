@@ -98,7 +98,9 @@ class EpisodeClock:
                     break
                 poke = asyncio.ensure_future(changed.wait())
                 try:
-                    await asyncio.wait({task, poke}, timeout=left, return_when="FIRST_COMPLETED")
+                    await asyncio.wait(
+                        {task, poke}, timeout=left, return_when=asyncio.FIRST_COMPLETED
+                    )
                 finally:
                     poke.cancel()
                 if task.done():
