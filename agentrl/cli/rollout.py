@@ -30,9 +30,10 @@ DEFAULTS = {
     "max_turns": None,  # the env's own
     "timeout": None,  # `default_timeout`
 }
-# The episode clock runs while an episode waits for the engine, so with many episodes in
-# flight on a busy machine each one takes as long as a batch does: the default timeout grows
-# with the episodes in flight (per 8 of them, this much), and is off for greedy evaluation.
+# The episode clock leaves out the wait for an engine slot (hf engines) but counts an episode's
+# own generation, and a batch shared by many episodes on a busy machine decodes each one about
+# as slowly as the whole batch: the default timeout grows with the episodes in flight (per 8
+# of them, this much), and is off for greedy evaluation.
 TIMEOUT_PER_8_S = 120.0
 NO_TIMEOUT_S = 24 * 3600.0
 # More timed-out episodes than this fraction: the run is not a measurement; exit code 1.
@@ -95,8 +96,8 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         "--timeout",
         type=float,
         default=None,
-        help=f"episode wall-clock limit in s, time queued for the engine included (default: "
-        f"{TIMEOUT_PER_8_S:.0f} s per 8 episodes in flight; none when --temperature 0)",
+        help=f"limit on an episode's own time in s, time queued for an engine slot not counted "
+        f"(default: {TIMEOUT_PER_8_S:.0f} s per 8 episodes in flight; none when --temperature 0)",
     )
     p.add_argument(
         "--tool-format", default=None, choices=["auto", "hermes", "llama3"], help="(default: auto)"
@@ -192,8 +193,11 @@ def settings(args: argparse.Namespace) -> tuple[TrainConfig | None, dict]:
 
 def default_timeout(temperature: float, in_flight: int) -> float:
     """`--timeout` when not given: off for greedy evaluation (a measurement, not a sampler to
-    keep moving), else `TIMEOUT_PER_8_S` per 8 episodes in flight (the clock counts time
-    queued for the engine)."""
+    keep moving), else `TIMEOUT_PER_8_S` per 8 episodes in flight. The clock leaves out the
+    time a request waits for an engine slot (the hf engine reports admission; vllm and sglang
+    do not, so there it counts), but an episode's own generation in a batch shared by every
+    episode in flight grows with their number. The wall time, queue included, stays bounded
+    by `rollout.episode_wall_factor` times the timeout (docs/rollout.md, "The episode clock")."""
     if temperature == 0:
         return NO_TIMEOUT_S
     return TIMEOUT_PER_8_S * max(1.0, in_flight / 8)

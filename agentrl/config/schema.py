@@ -110,7 +110,12 @@ class RolloutConfig:
     max_turns: int | None = None
     # Whole-episode budget: prompt + all turns + observations.
     max_total_tokens: int = 1024
+    # Seconds of the episode's own time (generation once admitted, env, tools, reward); on
+    # engines that report admission (hf), time waiting for an engine slot is not counted.
     episode_timeout_s: float = 120.0
+    # The absolute bound on an episode's wall time, the engine queue included, as a multiple
+    # of episode_timeout_s: a wedged engine that never admits still ends it as "timeout".
+    episode_wall_factor: float = 8.0
     # Episodes in flight at once.
     concurrency: int = 64
     # Tool-call text format: hermes (<tool_call>JSON</tool_call>), llama3 (bare JSON), auto.

@@ -86,6 +86,7 @@ RANGES: dict[str, Range] = {
     "rollout.max_turns": AT_LEAST_1,
     "rollout.max_total_tokens": AT_LEAST_1,
     "rollout.episode_timeout_s": POS,
+    "rollout.episode_wall_factor": AT_LEAST_1,
     "rollout.concurrency": AT_LEAST_1,
     "rollout.max_invalid_tool_calls": AT_LEAST_1,
     "rollout.harness.timeout_s": POS,

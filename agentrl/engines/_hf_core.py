@@ -38,7 +38,7 @@ import torch
 
 from agentrl.config.engine import HFTuning
 from agentrl.engines import _sampling as smp
-from agentrl.engines._hf_request import Request, Session, resolve
+from agentrl.engines._hf_request import Request, Session, resolve, tell_admitted
 from agentrl.engines._stream import EngineStream
 from agentrl.engines.base import Engine, EngineError, FinishReason, GenerateResult, SamplingParams
 
@@ -295,6 +295,8 @@ class HFCore(Engine):
             if req.finish is not None:  # cancelled or timed out while waiting
                 resolve(req)
                 continue
+            if not tell_admitted(req):
+                continue
             budget -= cost
             admitted.append(req)
         return admitted
@@ -390,6 +392,7 @@ class HFCore(Engine):
             "constraint": params.constraint is not None,
             "top_logprobs": params.top_logprobs > 0,
             "stream": params.on_token is not None,
+            "admission": params.on_admit is not None,
         }
         if missing := [f for f, on in asked.items() if on and f not in self.features]:
             raise EngineError(f"{name} has no {'/'.join(missing)}; use HFEngine")

@@ -1,4 +1,5 @@
-"""One hf-engine request as the worker thread sees it, and a finished session's cached KV.
+"""One hf-engine request as the worker thread sees it (and telling its caller it was admitted),
+and a finished session's cached KV.
 
 Why its own module: the core (`_hf_core`) and every layer (text, fast, vision, and the
 vision batch helpers) pass these around; keeping them apart keeps the core to its loop.
@@ -52,3 +53,16 @@ def resolve(req: Request) -> None:
         req.future.set_result(req.result())
     except RuntimeError:  # the future's event loop is already closed
         pass
+
+
+def tell_admitted(req: Request) -> bool:
+    """Call the request's `on_admit` (the episode clock runs again); one that raises fails its
+    own request, unadmitted, and nothing else."""
+    try:
+        if req.params.on_admit is not None:
+            req.params.on_admit()
+    except Exception as exc:  # noqa: BLE001 - the caller's callback; its request only
+        req.finish, req.error = "error", f"on_admit: {type(exc).__name__}: {exc}"
+        resolve(req)
+        return False
+    return True

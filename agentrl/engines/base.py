@@ -45,6 +45,11 @@ class SamplingParams:
     # engine's own thread (the "stream" feature): keep it quick and thread-safe (e.g.
     # `loop.call_soon_threadsafe`).
     on_token: Callable[[int, float, list[tuple[int, float]]], None] | None = None
+    # Called once, with no arguments, when the engine gives the request a batch slot (the
+    # "admission" feature), on the event loop that called `generate`: the time before it is
+    # the request's wait in the engine's queue, which the episode clock does not count.
+    # A request that ends unadmitted (aborted, timed out, failed) may never call it.
+    on_admit: Callable[[], None] | None = None
 
 
 class TokenConstraint(ABC):
@@ -96,8 +101,9 @@ class Engine(ABC):
     callers read these declarations instead of probing the object:
 
     - `features`: the optional `SamplingParams` it honours ("constraint", "top_logprobs",
-      "stream" for `on_token`, "weight_versions": results carry each token's weight
-      version, `weight_version` counts updates); callers reject what is missing.
+      "stream" for `on_token`, "admission" for `on_admit`, "weight_versions": results carry
+      each token's weight version, `weight_version` counts updates); callers reject what is
+      missing.
     - `multimodal_inputs`: what `generate(multimodal=...)` takes (see `MultimodalInputs`).
     - `can_sleep`: `sleep()` frees accelerator memory and `wake()` restores it; when False
       both are no-ops (`engine.sleep_between_phases` refuses such an engine).

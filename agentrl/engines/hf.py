@@ -33,7 +33,7 @@ class HFEngine(KVBatchRows):
 
     calls_transformers_modules = True  # its forward is the model's own
 
-    features = frozenset({"constraint", "top_logprobs", "stream", "weight_versions"})
+    features = frozenset({"constraint", "top_logprobs", "stream", "weight_versions", "admission"})
 
     def __init__(self, model: Any, tokenizer_or_eos_ids: Any, **kwargs: Any) -> None:
         """`HFCore`'s keyword arguments: max_batch_size=64, device=None, max_sessions=1024,

@@ -68,7 +68,7 @@ class FastHFEngine(HFCore):
     """Continuous batching over a static KV cache with CUDA-graph decode steps."""
 
     # Its fused sampler has no per-request hooks.
-    features: frozenset[str] = frozenset({"weight_versions"})
+    features: frozenset[str] = frozenset({"weight_versions", "admission"})
 
     def __init__(
         self,

@@ -35,6 +35,7 @@ class HFVisionEngine(KVBatchRows):
     """Per-request prefill + batched decode over a transformers VLM (CPU or GPU)."""
 
     calls_transformers_modules = True  # its forward is the model's own
+    features: frozenset[str] = frozenset({"admission"})  # `on_admit`, from the core
 
     # The rollout passes processed pixel inputs (not PIL images) to this engine.
     multimodal_inputs = "processed"

@@ -15,14 +15,19 @@ with a termination reason and `metadata["error"]`; the trajectory recorded so fa
 `agentrl.types.TERMINATION_KIND`. `rollout.max_invalid_tool_calls` invalid calls in a row end
 the episode as "invalid_tool_calls".
 
-`metadata["spans"]` holds the episode's seconds by phase: `generate` (awaiting the engine),
-`env` (awaiting `env.astep`, tools and scoring included), `tools` (the tools' own wall time,
-from their results) and `reward` (the step that ended the episode: the env's scoring).
+`metadata["spans"]` holds the episode's seconds by phase: `generate` (awaiting the engine,
+once admitted), `queued` (waiting for an engine slot, on engines with the "admission"
+feature; 0 elsewhere, where that wait is inside `generate`), `env` (awaiting `env.astep`,
+tools and scoring included), `tools` (the tools' own wall time, from their results) and
+`reward` (the step that ended the episode: the env's scoring).
+
+The wall-clock limit is an `EpisodeClock` (clock.py): `rollout.episode_timeout_s` of the
+episode's own time, the `queued` time not counted, within an absolute bound of
+`rollout.episode_wall_factor` times the timeout, queue included.
 """
 
 from __future__ import annotations
 
-import asyncio
 import json
 import math
 import time
@@ -34,6 +39,7 @@ from agentrl.chat.format import ChatFormat
 from agentrl.config.schema import RolloutConfig
 from agentrl.engines.base import Engine, SamplingParams
 from agentrl.multimodal.rollout import EpisodeImages, PendingImages
+from agentrl.rollout.clock import EpisodeClock, EpisodeTimeout
 from agentrl.types import InfraError, Message, TerminationReason, ToolResult, Trajectory, Turn
 
 
@@ -51,6 +57,7 @@ class _State:
     tools: list[dict[str, Any]]
     budget: int
     images: EpisodeImages
+    clock: EpisodeClock
     max_invalid: int | None = None
     invalid_run: int = 0  # invalid tool calls in a row so far
 
@@ -76,17 +83,17 @@ async def run_episode(
     traj.metadata.update({"seed": seed, "error": None})
     traj.metadata["spans"] = dict.fromkeys(SPANS, 0.0)
     t0 = time.monotonic()
+    clock = EpisodeClock(cfg.episode_timeout_s, wall_factor=cfg.episode_wall_factor)
     try:
-        await asyncio.wait_for(
-            _loop(env, engine, chat, sampling, cfg, traj, seed, options, session_id),
-            timeout=cfg.episode_timeout_s,
+        await clock.run(
+            _loop(env, engine, chat, sampling, cfg, traj, seed, options, session_id, clock)
         )
     except _EpisodeEnd as end:
         traj.termination = end.reason
         traj.metadata["error"] = end.error
-    except asyncio.TimeoutError:
+    except EpisodeTimeout as e:
         traj.termination = "timeout"
-        traj.metadata["error"] = f"episode exceeded {cfg.episode_timeout_s}s"
+        traj.metadata["error"] = str(e)
     except Exception as e:  # noqa: BLE001 - the rollout's own bug ends this episode only
         traj.termination = "agent_crash"
         traj.metadata["error"] = f"rollout: {error_text(e)}"
@@ -99,7 +106,7 @@ async def run_episode(
 
 
 # The phases `metadata["spans"]` times, in seconds (see the module docstring).
-SPANS = ("generate", "env", "tools", "reward")
+SPANS = ("generate", "queued", "env", "tools", "reward")
 
 
 def _cut_to_turns(traj: Trajectory) -> None:
@@ -134,6 +141,7 @@ async def _loop(
     seed: int | None,
     options: dict[str, Any] | None,
     session_id: str | None,
+    clock: EpisodeClock,
 ) -> None:
     try:
         obs, info = await env.areset(seed=seed, options=options)
@@ -149,7 +157,8 @@ async def _loop(
     ids = chat.prompt_ids(obs.messages, obs.tools)
     traj.prompt_ids, pending = _expand_images(images, obs.messages, ids, 0)
     images.commit(pending)
-    state = _State(traj, list(obs.tools), cfg.max_total_tokens, images, cfg.max_invalid_tool_calls)
+    tools, invalid = list(obs.tools), cfg.max_invalid_tool_calls
+    state = _State(traj, tools, cfg.max_total_tokens, images, clock, invalid)
     if state.left <= 0:
         raise _EpisodeEnd("max_tokens", f"prompt has {len(traj.prompt_ids)} tokens")
     limit = turn_limit(env, cfg)
@@ -193,13 +202,20 @@ async def _generate(
     )
     mm = state.images.payload(engine)  # every image so far; text-only engines never see it
     extra = {"multimodal": mm} if mm else {}
-    t0 = time.monotonic()
+    clock, spans = state.clock, state.traj.metadata["spans"]
+    t0, q0 = time.monotonic(), clock.queued_s
+    if "admission" in engine.features:  # the clock stops until the engine admits the request
+        params.on_admit = clock.admit
+        clock.queue()
     try:
         out = await engine.generate(state.traj.input_ids, params, session_id=session_id, **extra)
     except Exception as e:  # noqa: BLE001 - recorded on the trajectory
         raise _EpisodeEnd("engine_error", error_text(e)) from e
     finally:
-        _span(state.traj, "generate", t0)
+        clock.admit()  # a request that ended unadmitted (refused, aborted) stops the wait too
+        queued = clock.queued_s - q0
+        spans["queued"] += queued
+        spans["generate"] += time.monotonic() - t0 - queued
     if out.finish_reason in ("error", "abort"):
         raise _EpisodeEnd("engine_error", out.error or f"engine finished with {out.finish_reason}")
     if len(out.logprobs) != len(out.token_ids) or len(out.token_ids) > limit:

@@ -112,3 +112,32 @@ def test_join_every_batches_joins_and_keeps_tokens(tiny: Any, engine_cls: Any) -
     assert out == base
     for (before, _), (after, running) in zip(marks, marks[1:], strict=False):
         assert running == 0 or after - before >= 3, marks
+
+
+@pytest.mark.parametrize("engine_cls", [FastHFEngine, HFEngine])
+def test_on_admit_runs_once_when_a_request_takes_a_slot(tiny: Any, engine_cls: Any) -> None:
+    """`max_batch_size=1`: each request's `on_admit` (the "admission" feature, which the
+    episode clock uses to leave out the wait for a slot) runs once, in arrival order, when the
+    slot is free; one that raises fails its own request only."""
+    model, tok = tiny
+    prompts = _prompts(tok, 4)
+
+    async def body(engine: Any) -> Any:
+        admitted: list[tuple[int, int]] = []  # (request, rows running when it was admitted)
+
+        def params(i: int) -> SamplingParams:
+            def on_admit() -> None:
+                if i == 2:
+                    raise RuntimeError("callback bug")
+                admitted.append((i, len(engine._rows)))
+
+            return SamplingParams(max_new_tokens=6, temperature=0.0, on_admit=on_admit)
+
+        out = await asyncio.gather(*(engine.generate(p, params(i)) for i, p in enumerate(prompts)))
+        return out, admitted
+
+    assert "admission" in engine_cls.features
+    out, admitted = run_async(with_engine(engine_cls, model, tok, body, max_batch_size=1))
+    assert admitted == [(0, 0), (1, 0), (3, 0)]
+    assert out[2].finish_reason == "error" and "on_admit: RuntimeError" in (out[2].error or "")
+    assert all(out[i].finish_reason in ("stop", "length") for i in (0, 1, 3))

@@ -314,7 +314,8 @@ def test_several_invalid_calls_in_one_turn_count_one_by_one(chat: ChatFormat) ->
 def test_spans_time_the_episode_phases(chat: ChatFormat) -> None:
     (traj,) = _run(chat, ScriptedEngine(chat, [VALID, "ok"]), CalcEnv)
     spans = traj.metadata["spans"]
-    assert set(spans) == {"generate", "env", "tools", "reward"}
+    assert set(spans) == {"generate", "queued", "env", "tools", "reward"}
     assert all(v >= 0.0 for v in spans.values())
+    assert spans["queued"] == 0.0  # an engine without the "admission" feature: never queued
     assert spans["tools"] == pytest.approx(traj.turns[0].tool_results[0].wall_s, abs=1e-3)
     assert spans["reward"] <= spans["env"] <= traj.metadata["wall_s"]
