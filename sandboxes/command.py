@@ -83,9 +83,7 @@ class CommandBox:
 
     async def _relay(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         try:
-            up_r, up_w = await asyncio.wait_for(
-                asyncio.open_connection("127.0.0.1", self.port), 10
-            )
+            up_r, up_w = await asyncio.wait_for(asyncio.open_connection("127.0.0.1", self.port), 10)
         except (OSError, asyncio.TimeoutError):
             writer.close()
             return
