@@ -3,9 +3,12 @@
 Per episode: the env poses the task (`env.areset`), a fresh gateway session is opened, the
 user's agent runs in a child process (a `module:function` through `agent_child`, or a command
 line) with only the session's base URL, a dummy key and the task; its wait is bounded by
-`rollout.harness.timeout_s`, after which the process group is killed. The answer is scored by
-the env's grader (`env.astep` on a final assistant message), the reward the program returned,
-or a reward function; the session's recorded segments, token-exact from the training engine,
+`rollout.harness.timeout_s`, after which the process group is killed. With
+`rollout.harness.sandbox: local` the command runs in bubblewrap (`sandboxes/command.py`): its
+own tmpfs `/work`, the runtime read-only, and a private network whose loopback reaches only
+the gateway's port; the result file comes back through the sandbox's launcher. The answer is
+scored by the env's grader (`env.astep` on a final assistant message), the reward the program
+returned, or a reward function; the session's recorded segments, token-exact from the training engine,
 are the episode's trajectories, each carrying the episode's reward.
 
 An agent that crashes, hangs, calls no model or whose request failed in the engine is an
@@ -237,7 +240,7 @@ class Harness:
     async def episode(self, task: TaskSpec, index: int, k: int, prefix: str) -> Episode:
         key, seed, options = task_args(task, index)
         group_id = f"{prefix}{key}"
-        session = f"{group_id}-{k}-{uuid.uuid4().hex[:8]}"
+        session = f"{group_id}-{k}-{uuid.uuid4().hex[:16]}"  # 64 random bits: unguessable
         record = Trajectory(prompt_ids=[], group_id=group_id)
         record.metadata.update({"seed": seed, "sample": k, "episode": session})
         try:
