@@ -1,7 +1,7 @@
 """In-sandbox launcher of a sandboxed command (``command.py``), run as ``python -I -S -c``.
 
-It starts as uid 0 with only CAP_SETUID/CAP_SETGID left (bwrap, no user namespace) in the
-sandbox's private network namespace, whose only interface is its own loopback. Before the
+It starts as uid 0 with only CAP_SETUID/CAP_SETGID/CAP_NET_BIND_SERVICE left (bwrap, no user
+namespace) in the sandbox's private network namespace, whose only interface is its loopback. Before the
 command exists it listens on ``127.0.0.1:PORT`` there (the same port number as the host's
 gateway, so the URLs the command is given work unchanged) and relays each connection to the
 unix socket bound at ``/run/agentrl/gateway.sock``, behind which the host relays to that one

@@ -19,7 +19,7 @@ in new pid/ipc/uts/cgroup/network namespaces.
 The port: the network namespace is private, so the host's 127.0.0.1 is not reachable. The
 host listens on a unix socket in a root-only folder bound at ``/run/agentrl`` and relays each
 connection to ``127.0.0.1:PORT``; inside, the launcher (``_launch.py``, uid 0 without
-capabilities other than setuid/setgid, which it drops for the command) listens on
+capabilities other than setuid/setgid/net_bind_service, all gone in the command) listens on
 ``127.0.0.1:PORT`` of the private loopback and relays to that socket. The command can open any
 socket it likes, but the only thing behind its loopback is that port of the host.
 
@@ -127,6 +127,7 @@ class CommandBox:
         a += ["--unshare-uts", "--unshare-cgroup-try", "--die-with-parent", "--new-session"]
         a += ["--hostname", "sandbox", "--cap-drop", "ALL"]
         a += ["--cap-add", "CAP_SETUID", "--cap-add", "CAP_SETGID"]
+        a += ["--cap-add", "CAP_NET_BIND_SERVICE"]  # a gateway on a port below 1024
         a += ["--ro-bind", "/usr", "/usr", "--perms", "0755", "--dir", "/etc"]
         for name in ("bin", "lib", "lib64", "sbin"):
             if os.path.islink(f"/{name}"):

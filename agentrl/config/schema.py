@@ -111,10 +111,6 @@ class HarnessConfig:
         for path in self.readonly_paths:
             if not path.startswith("/"):
                 raise ValueError(f"rollout.harness.readonly_paths: {path!r} is not absolute")
-        if self.sandbox_disk_mb < 1:
-            raise ValueError(
-                f"rollout.harness.sandbox_disk_mb must be >= 1, got {self.sandbox_disk_mb}"
-            )
 
 
 @dataclass(kw_only=True)

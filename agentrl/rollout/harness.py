@@ -8,8 +8,8 @@ line) with only the session's base URL, a dummy key and the task; its wait is bo
 own tmpfs `/work`, the runtime read-only, and a private network whose loopback reaches only
 the gateway's port; the result file comes back through the sandbox's launcher. The answer is
 scored by the env's grader (`env.astep` on a final assistant message), the reward the program
-returned, or a reward function; the session's recorded segments, token-exact from the training engine,
-are the episode's trajectories, each carrying the episode's reward.
+returned, or a reward function; the session's recorded segments, token-exact from the training
+engine, are the episode's trajectories, each carrying the episode's reward.
 
 An agent that crashes, hangs, calls no model or whose request failed in the engine is an
 infrastructure failure (`termination` agent_crash / timeout / engine_error, `metadata
