@@ -134,9 +134,9 @@ class CommandBox:
                 a += ["--symlink", os.readlink(f"/{name}"), f"/{name}"]
             elif os.path.isdir(f"/{name}"):
                 a += ["--ro-bind", f"/{name}", f"/{name}"]
-        for f in ("/etc/ld.so.cache", "/etc/localtime", "/etc/alternatives", "/etc/ssl"):
-            if os.path.exists(f):
-                a += ["--ro-bind", f, f]
+        for etc in ("/etc/ld.so.cache", "/etc/localtime", "/etc/alternatives", "/etc/ssl"):
+            if os.path.exists(etc):
+                a += ["--ro-bind", etc, etc]
         a += ["--proc", "/proc", "--dev", "/dev"]
         for d in ("/work", "/tmp"):
             a += ["--perms", "1777", "--size", str(disk_mb << 20), "--tmpfs", d]
