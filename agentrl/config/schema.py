@@ -86,6 +86,17 @@ class HarnessConfig:
     # model that does not call tools yet behind a program that cannot ask for a call. ""
     # (the default) is off: a forced turn is not the policy's free choice.
     force_first_tool_call: str = ""
+    # Where `command` runs: "none" (a plain child process as the trainer's user: it can read
+    # what the trainer can) or "local" (bubblewrap, root only: its own tmpfs /work and /tmp,
+    # the Python runtime and `readonly_paths` read-only, a private network whose loopback
+    # reaches only the gateway's port; docs/sandbox.md, "Sandboxed commands"). "none" is the
+    # default because "local" needs root and bubblewrap, which most training hosts lack.
+    sandbox: Literal["none", "local"] = "none"
+    # Host paths the sandboxed command may read (its own code, a node runtime), bound
+    # read-only at the same path; absolute. Nothing else of the trainer's files is visible.
+    readonly_paths: list[str] = field(default_factory=list)
+    # Size of each of the sandbox's tmpfs /work and /tmp (MiB; memory, not disk).
+    sandbox_disk_mb: int = 256
 
     @property
     def enabled(self) -> bool:
@@ -98,6 +109,14 @@ class HarnessConfig:
             raise ValueError(f"rollout.harness.agent must be 'module:function', got {self.agent!r}")
         if self.reward == "function" and ":" not in self.reward_fn:
             raise ValueError("rollout.harness.reward: function needs reward_fn 'module:function'")
+        if self.sandbox == "local" and self.agent:
+            raise ValueError(
+                "rollout.harness.sandbox: local runs a command line; for a Python agent set "
+                "command (e.g. [python, my_agent.py]) instead of agent"
+            )
+        for path in self.readonly_paths:
+            if not path.startswith("/"):
+                raise ValueError(f"rollout.harness.readonly_paths: {path!r} is not absolute")
 
 
 @dataclass(kw_only=True)

@@ -90,6 +90,7 @@ RANGES: dict[str, Range] = {
     "rollout.concurrency": AT_LEAST_1,
     "rollout.max_invalid_tool_calls": AT_LEAST_1,
     "rollout.harness.timeout_s": POS,
+    "rollout.harness.sandbox_disk_mb": AT_LEAST_1,
     "data.batch_size": AT_LEAST_1,
     "data.eval_seed_offset": NONNEG,
     "data.eval_episodes": NONNEG,

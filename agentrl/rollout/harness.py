@@ -3,12 +3,15 @@
 Per episode: the env poses the task (`env.areset`), a fresh gateway session is opened, the
 user's agent runs in a child process (a `module:function` through `agent_child`, or a command
 line) with only the session's base URL, a dummy key and the task; its wait is bounded by
-`rollout.harness.timeout_s`, after which the process group is killed. Meanwhile the env's own
-tools are served to it at `task["tools_url"]` (`env_tools`: an env graded on its own state,
-such as the SWE env's workspace, sees what the agent did there). The answer is scored by
-the env's grader (`env.astep` on a final assistant message), the reward the program returned,
-or a reward function; the session's recorded segments, token-exact from the training engine,
-are the episode's trajectories, each carrying the episode's reward.
+`rollout.harness.timeout_s`, after which the process group is killed. With
+`rollout.harness.sandbox: local` the command runs in bubblewrap (`sandboxes/command.py`): its
+own tmpfs `/work`, the runtime read-only, and a private network whose loopback reaches only
+the gateway's port; the result file comes back through the sandbox's launcher. Meanwhile the
+env's own tools are served to it at `task["tools_url"]` (`env_tools`: an env graded on its own
+state, such as the SWE env's workspace, sees what the agent did there). The answer is scored
+by the env's grader (`env.astep` on a final assistant message), the reward the program
+returned, or a reward function; the session's recorded segments, token-exact from the
+training engine, are the episode's trajectories, each carrying the episode's reward.
 
 An agent that crashes, hangs, calls no model or whose request failed in the engine is an
 infrastructure failure (`termination` agent_crash / timeout / engine_error, `metadata
@@ -24,12 +27,14 @@ import json
 import math
 import os
 import signal
+import stat
 import sys
 import tempfile
 import uuid
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
+from urllib.parse import urlsplit
 
 from agentrl.config.schema import HarnessConfig
 from agentrl.rollout.agent_child import load_callable
@@ -37,6 +42,7 @@ from agentrl.rollout.env_tools import tools_url
 from agentrl.rollout.episode import error_text
 from agentrl.rollout.gateway_host import GatewayHost, anthropic_base_url, base_url
 from agentrl.rollout.runner import EpisodeHook, TaskSpec, task_args
+from agentrl.sandboxes.command import RESULT_MAX, RESULT_PATH, command_box, unavailable
 from agentrl.types import Message, TerminationReason, Trajectory, TrajectoryGroup
 
 STDERR_TAIL = 2000  # characters of a failed agent's stderr kept in metadata["error"]
@@ -82,64 +88,104 @@ def _kill(proc: asyncio.subprocess.Process) -> None:
 
 async def run_agent(cfg: HarnessConfig, task: dict[str, Any], root: str, session: str) -> AgentRun:
     """Run the agent program once; never raises for what the program does."""
+    given = {
+        "AGENTRL_TASK": json.dumps(task),
+        "AGENTRL_SESSION": session,
+        "AGENTRL_BASE_URL": base_url(root, session),
+        "AGENTRL_TOOLS_URL": str(task.get("tools_url", "")),
+        "OPENAI_BASE_URL": base_url(root, session),
+        "OPENAI_API_KEY": cfg.api_key,
+        "ANTHROPIC_BASE_URL": anthropic_base_url(root, session),
+        "ANTHROPIC_API_KEY": cfg.api_key,
+    }
+    if cfg.sandbox == "local":
+        port = urlsplit(root).port or 80
+        async with command_box(port) as box:
+            argv = box.argv(
+                cfg.command,
+                given | {"AGENTRL_RESULT": RESULT_PATH},
+                cfg.readonly_paths,
+                cfg.sandbox_disk_mb,
+            )
+            run, out = await _wait(cfg, argv, {}, "/", box.fds)
+            return run if run.status != "ok" else _parsed(box.result_bytes, out)
     with tempfile.TemporaryDirectory(prefix="agentrl-agent-") as tmp:
         result_path = os.path.join(tmp, "result.json")
         env = {k: v for k, v in os.environ.items() if not k.startswith("AGENTRL_SERVE")}
-        env |= {
-            "AGENTRL_TASK": json.dumps(task),
-            "AGENTRL_SESSION": session,
-            "AGENTRL_BASE_URL": base_url(root, session),
-            "AGENTRL_RESULT": result_path,
-            "AGENTRL_TOOLS_URL": str(task.get("tools_url", "")),
-            "OPENAI_BASE_URL": base_url(root, session),
-            "OPENAI_API_KEY": cfg.api_key,
-            "ANTHROPIC_BASE_URL": anthropic_base_url(root, session),
-            "ANTHROPIC_API_KEY": cfg.api_key,
-        }
+        env |= given | {"AGENTRL_RESULT": result_path}
         if cfg.agent:
             env["AGENTRL_AGENT"] = cfg.agent
             argv = [sys.executable, "-m", "agentrl.rollout.agent_child"]
         else:
             argv = list(cfg.command)
-        try:
-            proc = await asyncio.create_subprocess_exec(
-                *argv,
-                env=env,
-                cwd=os.getcwd(),
-                stdin=asyncio.subprocess.DEVNULL,
-                stdout=asyncio.subprocess.PIPE,
-                stderr=asyncio.subprocess.PIPE,
-                start_new_session=True,
-            )
-        except OSError as e:
-            return AgentRun("crash", {}, f"cannot start {argv[0]}: {error_text(e)}")
-        try:
-            out, err = await asyncio.wait_for(proc.communicate(), cfg.timeout_s)
-        except asyncio.TimeoutError:
-            _kill(proc)
-            await proc.wait()
-            return AgentRun(
-                "timeout", {}, f"agent ran past rollout.harness.timeout_s={cfg.timeout_s}s"
-            )
-        except asyncio.CancelledError:
-            _kill(proc)
-            raise
-        stderr = err.decode(errors="replace")[-STDERR_TAIL:]
-        if proc.returncode != 0:
-            last = next((x for x in reversed(stderr.splitlines()) if x.strip()), "")
-            why = f"agent exited with status {proc.returncode}: {last}"  # the exception line
-            return AgentRun("crash", {}, f"{why}\n{stderr}")
-        return AgentRun("ok", _result(result_path, out.decode(errors="replace")))
+        run, out = await _wait(cfg, argv, env, os.getcwd(), [])
+        return run if run.status != "ok" else _parsed(lambda: _read_capped(result_path), out)
 
 
-def _result(path: str, stdout: str) -> dict[str, Any]:
-    """The result file's object, else the last line of stdout as the answer."""
-    if os.path.exists(path):
-        with open(path, encoding="utf-8") as f:
-            value = json.load(f)
-        return value if isinstance(value, dict) else {"answer": value}
+async def _wait(
+    cfg: HarnessConfig, argv: list[str], env: dict[str, str], cwd: str, fds: Sequence[int]
+) -> tuple[AgentRun, str]:
+    """Start `argv` in its own process group and wait at most `timeout_s` (then kill the
+    group); an "ok" run comes with its stdout."""
+    try:
+        proc = await asyncio.create_subprocess_exec(
+            *argv,
+            env=env,
+            cwd=cwd,
+            stdin=asyncio.subprocess.DEVNULL,
+            stdout=asyncio.subprocess.PIPE,
+            stderr=asyncio.subprocess.PIPE,
+            start_new_session=True,
+            pass_fds=tuple(fds),
+        )
+    except OSError as e:
+        return AgentRun("crash", {}, f"cannot start {argv[0]}: {error_text(e)}"), ""
+    try:
+        out, err = await asyncio.wait_for(proc.communicate(), cfg.timeout_s)
+    except asyncio.TimeoutError:
+        _kill(proc)
+        await proc.wait()
+        why = f"agent ran past rollout.harness.timeout_s={cfg.timeout_s}s"
+        return AgentRun("timeout", {}, why), ""
+    except asyncio.CancelledError:
+        _kill(proc)
+        raise
+    stderr = err.decode(errors="replace")[-STDERR_TAIL:]
+    if proc.returncode != 0:
+        last = next((x for x in reversed(stderr.splitlines()) if x.strip()), "")
+        why = f"agent exited with status {proc.returncode}: {last}"  # the exception line
+        return AgentRun("crash", {}, f"{why}\n{stderr}"), ""
+    return AgentRun("ok", {}), out.decode(errors="replace")
+
+
+def _read_capped(path: str) -> bytes | None:
+    """The result file's bytes (None: not written); the agent wrote it, so no links, a
+    regular file only, at most RESULT_MAX bytes."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
+    except FileNotFoundError:
+        return None
+    with os.fdopen(fd, "rb") as f:
+        if not stat.S_ISREG(os.fstat(f.fileno()).st_mode):
+            raise ValueError("the result file is not a regular file")
+        data = f.read(RESULT_MAX + 1)
+    if len(data) > RESULT_MAX:
+        raise ValueError(f"the result file is over {RESULT_MAX} bytes")
+    return data
+
+
+def _parsed(read: Callable[[], bytes | None], stdout: str) -> AgentRun:
+    """The result file's object, else the last line of stdout as the answer; a result file
+    that cannot be read or parsed is the agent's crash."""
+    try:
+        data = read()
+        value = None if data is None else json.loads(data)
+    except (OSError, ValueError, RecursionError) as e:
+        return AgentRun("crash", {}, f"$AGENTRL_RESULT: {error_text(e)}")
+    if data is not None:
+        return AgentRun("ok", value if isinstance(value, dict) else {"answer": value})
     lines = [line for line in stdout.splitlines() if line.strip()]
-    return {"answer": lines[-1].strip() if lines else None}
+    return AgentRun("ok", {"answer": lines[-1].strip() if lines else None})
 
 
 def final_answer(result: dict[str, Any], segments: Sequence[Trajectory]) -> str:
@@ -162,6 +208,9 @@ class Harness:
     ) -> None:
         self.host, self.cfg, self.env_factory = host, cfg, env_factory
         self.reward_fn = load_callable(cfg.reward_fn) if cfg.reward == "function" else None
+        why = unavailable() if cfg.sandbox == "local" else None
+        if why:
+            raise RuntimeError(f"rollout.harness.sandbox: local: {why}")
 
     async def collect(
         self,
@@ -195,7 +244,7 @@ class Harness:
     async def episode(self, task: TaskSpec, index: int, k: int, prefix: str) -> Episode:
         key, seed, options = task_args(task, index)
         group_id = f"{prefix}{key}"
-        session = f"{group_id}-{k}-{uuid.uuid4().hex[:8]}"
+        session = f"{group_id}-{k}-{uuid.uuid4().hex[:16]}"  # 64 random bits: unguessable
         record = Trajectory(prompt_ids=[], group_id=group_id)
         record.metadata.update({"seed": seed, "sample": k, "episode": session})
         try:

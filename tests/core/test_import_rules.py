@@ -44,6 +44,9 @@ EXCEPTIONS: dict[tuple[str, str], str] = {
     "trained on a calculator tool call, so the quickstart's tool schema is in its vocabulary",
     ("agentrl/doctor/stack.py", "agentrl.sandboxes._seccomp"): "`agentrl doctor` reports why "
     "the seccomp filter cannot load (the sandbox's own diagnosis, not a second copy)",
+    ("agentrl/rollout/harness.py", "agentrl.sandboxes.command"): "a harness rollout with "
+    "`rollout.harness.sandbox: local` runs the user's agent command in the sandbox that "
+    "reaches only the in-process gateway's port (the trainer owns that port and the relay)",
 }
 # (file, imported module, name): private names imported across modules, with the reason
 PRIVATE_OK: dict[tuple[str, str, str], str] = {

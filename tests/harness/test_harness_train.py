@@ -173,6 +173,9 @@ def test_command_line_agent(agentrl_cache: Path, tmp_path: Path) -> None:
         (["algorithm.adv_estimator=remax", "rollout.n=1"], "greedy baseline"),
         (["rollout.harness.timeout_s=0"], "rollout.harness.timeout_s"),
         (["rollout.harness.command=[python, a.py]"], "set agent or command, not both"),
+        (["rollout.harness.sandbox=docker"], "rollout.harness.sandbox: 'docker' is not one of"),
+        (["rollout.harness.sandbox=local"], "rollout.harness.sandbox: local runs a command line"),
+        (["rollout.harness.readonly_paths=[rel/dir]"], "'rel/dir' is not absolute"),
     ],
 )
 def test_what_the_harness_refuses_is_a_config_error(
