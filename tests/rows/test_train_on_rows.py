@@ -97,10 +97,13 @@ def test_verl_parquet_with_val_split_drives_training_and_eval(
     assert len(spy.train) == 2 * 4 * 2  # steps × prompts × samples
     assert {prompt_of(t) for t in spy.train} == set(GOLD)  # 2 epochs: every row was a task
     assert any(t.reward == 1.0 for t in spy.train)
-    check_rewards(spy.eval, VAL_GOLD)  # held-out eval: the validation rows, before and after
-    assert sorted(prompt_of(t) for t in spy.eval) == sorted([*VAL_GOLD] * 2)
+    # held-out eval: the validation rows, untouched (before SFT), before RL and after
+    check_rewards(spy.eval, VAL_GOLD)
+    assert sorted(prompt_of(t) for t in spy.eval) == sorted([*VAL_GOLD] * 3)
     evals = [json.loads(x) for x in (tmp_path / "run" / "eval.jsonl").read_text().splitlines()]
     assert [e["episodes"] for e in evals] == [2.0, 2.0]
+    untouched = (tmp_path / "run" / "untouched.jsonl").read_text().splitlines()
+    assert [json.loads(x)["episodes"] for x in untouched] == [2.0]
     out = capsys.readouterr().out
     assert "data: train 4 rows from" in out and "data: val 2 rows from" in out
 
