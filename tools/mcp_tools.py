@@ -24,7 +24,6 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 import os
-import signal
 import subprocess
 import sys
 import threading
@@ -33,6 +32,7 @@ from collections.abc import Sequence
 from typing import Any, TextIO
 
 from .core import ToolError, ToolSet, ToolSpec
+from .processes import stop_group
 
 
 class MCPTools(ToolSet):
@@ -227,7 +227,7 @@ class MCPTools(ToolSet):
             except (concurrent.futures.TimeoutError, Exception):  # noqa: BLE001 - closing anyway
                 self._loop.call_soon_threadsafe(self._session_task.cancel)
         if self._process is not None and self._process.poll() is None:
-            _stop_process(self._process)
+            stop_group(self._process)
         self._loop.call_soon_threadsafe(self._loop.stop)
         self._thread.join(timeout=10)
         if not self._thread.is_alive():
@@ -268,17 +268,3 @@ def _render(content: list[Any]) -> str:
         else:
             parts.append(f"[{block.type} content]")
     return "\n".join(parts)
-
-
-def _stop_process(process: subprocess.Popen[bytes]) -> None:
-    """SIGTERM the server's process group, then SIGKILL after 5 s."""
-    for sig, wait_s in ((signal.SIGTERM, 5.0), (signal.SIGKILL, 5.0)):
-        try:
-            os.killpg(process.pid, sig)
-        except ProcessLookupError:
-            return
-        try:
-            process.wait(timeout=wait_s)
-            return
-        except subprocess.TimeoutExpired:
-            continue

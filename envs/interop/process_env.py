@@ -43,6 +43,7 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
+from agentrl.tools.processes import stop_group
 from agentrl.tools.workers import in_daemon_thread
 from agentrl.types import Message, ToolCall
 
@@ -146,7 +147,7 @@ class _Child:
 
     def stop(self) -> None:
         if self.proc.poll() is None:
-            stop(self.proc)
+            stop_group(self.proc)
         for fd in (self.req, self.rep):
             try:
                 os.close(fd)
@@ -290,19 +291,3 @@ class ProcessEnv(AgentEnv):
         if child is not None and sys.meta_path is not None:
             self._child = None
             child.stop()
-
-
-def stop(proc: subprocess.Popen[bytes]) -> None:
-    """SIGTERM the child's process group, then SIGKILL after 5 s."""
-    import signal
-
-    for sig, wait in ((signal.SIGTERM, 5), (signal.SIGKILL, 5)):
-        try:
-            os.killpg(proc.pid, sig)
-        except ProcessLookupError:
-            return
-        try:
-            proc.wait(timeout=wait)
-            return
-        except subprocess.TimeoutExpired:
-            continue
