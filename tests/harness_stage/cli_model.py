@@ -9,8 +9,8 @@ requests); the model still samples every token itself, nothing is forced."""
 from __future__ import annotations
 
 import json
-import os
 import random
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -18,7 +18,9 @@ import torch
 from transformers import AutoModelForCausalLM, AutoTokenizer
 
 from agentrl.chat import ChatFormat
-from agentrl.models.tiny import build_tiny
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "rollout"))
+from agent_model import cached_finetune, train_lm  # noqa: E402
 
 VERSION = 1  # bump when the data or `finetune` changes
 WINDOW = 160
@@ -48,14 +50,7 @@ RESULTS = ["tiny-host\n", "/tmp/work\n", "File does not exist.", "error: denied"
 
 
 def model_path() -> Path:
-    """Built once per machine, named after the content-hashed tiny checkpoint."""
-    tiny = build_tiny("qwen2")
-    out = tiny.with_name(tiny.name + f"-cli-agent-v{VERSION}")
-    if not (out / "config.json").exists():
-        tmp = finetune(tiny, out.with_name(out.name + f".tmp{os.getpid()}"))
-        if not out.exists():
-            tmp.rename(out)
-    return out
+    return cached_finetune(f"-cli-agent-v{VERSION}", finetune)
 
 
 def episode(cli: str, rng: random.Random) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
@@ -112,17 +107,7 @@ def finetune(path: Path, out: Path, steps: int = 200) -> Path:
             1,
         )
     opt = torch.optim.AdamW(model.parameters(), lr=5e-3)
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)  # tiny matmuls: extra threads only contend on a busy CPU
-    try:
-        for _ in range(steps):
-            idx = torch.randint(0, len(ids), (4,))
-            loss = model(input_ids=ids[idx], attention_mask=mask[idx], labels=labels[idx]).loss
-            loss.backward()
-            opt.step()
-            opt.zero_grad()
-    finally:
-        torch.set_num_threads(threads)
+    train_lm(model, opt, ids, mask, labels, steps, batch=4)
     model.save_pretrained(out)
     tok.save_pretrained(out)
     return out

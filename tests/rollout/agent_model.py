@@ -5,6 +5,7 @@ call). Shared by the rollout and serve tests; cached beside the tiny checkpoint.
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -19,9 +20,14 @@ AGENT_VERSION = 1  # bump when `finetune` changes
 
 
 def agent_path() -> Path:
-    """Built once per machine, named after the content-hashed tiny checkpoint."""
+    return cached_finetune(f"-calc-agent-v{AGENT_VERSION}", finetune)
+
+
+def cached_finetune(suffix: str, finetune: Callable[[Path, Path], Path]) -> Path:
+    """`finetune(tiny, out)` of the tiny qwen2, built once per machine beside the
+    content-hashed tiny checkpoint (its name + `suffix`); a concurrent build is harmless."""
     tiny = build_tiny("qwen2")
-    out = tiny.with_name(tiny.name + f"-calc-agent-v{AGENT_VERSION}")
+    out = tiny.with_name(tiny.name + suffix)
     if not (out / "config.json").exists():
         tmp = finetune(tiny, out.with_name(out.name + f".tmp{os.getpid()}"))
         if not out.exists():
@@ -59,21 +65,25 @@ def finetune(path: Path, out: Path, steps: int = 80) -> Path:
         ids[i, : len(s)], mask[i, : len(s)] = torch.tensor(s), 1
     labels = ids.masked_fill(mask == 0, -100)
     opt = torch.optim.AdamW(model.parameters(), lr=3e-3)
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)  # tiny matmuls: extra threads only contend on a busy CPU
-    try:
-        _train(model, opt, ids, mask, labels, steps)
-    finally:
-        torch.set_num_threads(threads)
+    train_lm(model, opt, ids, mask, labels, steps, batch=16)
     model.save_pretrained(out)
     tok.save_pretrained(out)
     return out
 
 
-def _train(model: Any, opt: Any, ids: Any, mask: Any, labels: Any, steps: int) -> None:
-    for _ in range(steps):
-        idx = torch.randint(0, len(ids), (16,))
-        loss = model(input_ids=ids[idx], attention_mask=mask[idx], labels=labels[idx]).loss
-        loss.backward()
-        opt.step()
-        opt.zero_grad()
+def train_lm(
+    model: Any, opt: Any, ids: Any, mask: Any, labels: Any, steps: int, batch: int
+) -> None:
+    """`steps` LM-loss steps on random batches of `batch` rows, on one thread (tiny matmuls:
+    extra threads only contend on a busy CPU)."""
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        for _ in range(steps):
+            idx = torch.randint(0, len(ids), (batch,))
+            loss = model(input_ids=ids[idx], attention_mask=mask[idx], labels=labels[idx]).loss
+            loss.backward()
+            opt.step()
+            opt.zero_grad()
+    finally:
+        torch.set_num_threads(threads)
