@@ -18,29 +18,16 @@ import pytest
 
 from agentrl.cli import main
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "trainer"))
+from trainer_synth import train_overrides  # noqa: E402
+
 pytestmark = pytest.mark.timeout(240)
 
 
 def tiny_args(cache: Path, out: Path, **extra: object) -> list[str]:
-    """A real but small `agentrl train`: tiny model, 2 prompts x 2 samples, no SFT."""
-    base: dict[str, object] = {
-        "model.path": "tiny:qwen2",
-        "model.cache_dir": str(cache),
-        "data.env": "math/calc-easy-v0",
-        "data.batch_size": 2,
-        "data.eval_episodes": 2,
-        "rollout.n": 2,
-        "sampling.max_new_tokens": 16,
-        "trainer.tensorboard": "false",
-        "trainer.mini_batch_size": 4,
-        "trainer.micro_batch_size": 2,
-        "trainer.out_dir": str(out),
-        "trainer.eval_every": 0,
-        "trainer.save_every": 0,
-        "sft.steps": 0,
-    }
-    base |= {k.replace("__", "."): v for k, v in extra.items()}
-    return [f"{k}={v}" for k, v in base.items()]
+    """`trainer_synth.train_overrides` (tiny model, 2 prompts x 2 samples, no SFT) with no
+    evals or checkpoints between steps."""
+    return train_overrides(cache, out, trainer__eval_every=0, trainer__save_every=0, **extra)
 
 
 def test_ctrl_c_during_train_is_one_line_and_exit_130(agentrl_cache: Path, tmp_path: Path) -> None:
