@@ -16,7 +16,6 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
-import httpx
 import pytest
 
 TESTS = Path(__file__).resolve().parents[1]
@@ -27,7 +26,7 @@ pytest.importorskip("fastapi", reason="agentrl serve needs the serve extra")
 pytest.importorskip("llguidance", reason="tool_choice needs the serve extra")
 hf = pytest.importorskip("agentrl.engines.hf")
 
-from live_server import admin, live_server  # noqa: E402
+from live_server import live_server, segments  # noqa: E402
 from simple_engine import Recorder  # noqa: E402
 
 from agentrl.chat import ChatFormat  # noqa: E402
@@ -61,16 +60,6 @@ def run_episode(gateway: tuple[str, Recorder, ChatFormat], agent: Agent, session
     return asyncio.run(out) if asyncio.iscoroutine(out) else out
 
 
-def recorded(url: str, session: str) -> list[Trajectory]:
-    data = httpx.get(
-        f"{url}/v1/trajectories", params={"session": session}, headers=admin(url), timeout=30
-    ).json()["data"]
-    out = [Trajectory.from_dict(d) for d in data]
-    for t in out:
-        t.validate()
-    return out
-
-
 def assert_tool_episode_token_exact(
     gateway: tuple[str, Recorder, ChatFormat], session: str
 ) -> Trajectory:
@@ -81,7 +70,7 @@ def assert_tool_episode_token_exact(
     sampled (mask 1), and re-rendering the first request's messages and tools with the chat
     template gives exactly the first prompt's ids."""
     url, engine, chat = gateway
-    (seg,) = recorded(url, session)
+    (seg,) = segments(url, session)
     log = engine.log[session]
     assert len(log) == len(seg.turns) >= 2
     assert seg.metadata["appends"] == ["messages"] * (len(log) - 1)

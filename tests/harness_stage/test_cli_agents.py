@@ -25,7 +25,6 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-import httpx
 import pytest
 
 pytest.importorskip("fastapi", reason="pip install 'agentrl[serve]'")
@@ -42,7 +41,7 @@ from agentrl.serve import create_app  # noqa: E402
 from agentrl.types import Trajectory  # noqa: E402
 
 sys.path.insert(0, str(Path(__file__).parents[1] / "serve"))
-from live_server import admin, live_server  # noqa: E402
+from live_server import live_server, segments  # noqa: E402
 
 pytestmark = pytest.mark.timeout(900)
 CLAUDE = shutil.which("claude")
@@ -182,14 +181,6 @@ def gateway() -> Iterator[tuple[str, Any, ChatFormat]]:
         yield url, model, chat
 
 
-def session(url: str, sid: str) -> list[Trajectory]:
-    r = httpx.get(f"{url}/v1/trajectories", params={"session": sid}, headers=admin(url))
-    out = [Trajectory.from_dict(d) for d in r.json()["data"]]
-    for t in out:
-        t.validate()
-    return out
-
-
 def run(argv: list[str], env: dict[str, str], cwd: Path) -> subprocess.CompletedProcess[str]:
     keep = {k: v for k, v in os.environ.items() if not k.startswith(("ANTHROPIC", "OPENAI"))}
     return subprocess.run(
@@ -236,7 +227,7 @@ def test_claude_code_tool_episode(gateway: Any, tmp_path: Path) -> None:
     work.mkdir()
     done = run(claude_argv("What is the host's name?"), env, work)
     assert done.returncode == 0, done.stdout + done.stderr
-    (traj,) = session(url, "claude-1")
+    (traj,) = segments(url, "claude-1")
     assert_recorded_tool_episode(traj, model, {"Read"})
 
 
@@ -250,7 +241,7 @@ def test_codex_tool_episode(gateway: Any, tmp_path: Path) -> None:
     work.mkdir()
     done = run(codex_argv("Where am I?", f"{url}/s/codex-1/v1"), env, work)
     assert done.returncode == 0, done.stdout + done.stderr
-    (traj,) = session(url, "codex-1")
+    (traj,) = segments(url, "codex-1")
     assert_recorded_tool_episode(traj, model, CODEX_TOOLS)
 
 

@@ -1,6 +1,7 @@
 """A live uvicorn server on 127.0.0.1 (loopback only) in a thread, for tests.
 
-`admin(url)` gives the headers of the served app's admin endpoints (its per-run token)."""
+`admin(url)` gives the headers of the served app's admin endpoints (its per-run token);
+`segments(url, session)` reads what a session recorded, each segment validated."""
 
 from __future__ import annotations
 
@@ -10,12 +11,27 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
 
+import httpx
+
+from agentrl.types import Trajectory
+
 _TOKENS: dict[str, str] = {}
 
 
 def admin(url: str) -> dict[str, str]:
     """The `Authorization` header for reading, rewarding and clearing at `url`."""
     return {"Authorization": f"Bearer {_TOKENS[url]}"}
+
+
+def segments(url: str, session: str) -> list[Trajectory]:
+    """The session's recorded segments (`/v1/trajectories`), each `validate()`d."""
+    data = httpx.get(
+        f"{url}/v1/trajectories", params={"session": session}, headers=admin(url), timeout=30
+    ).json()["data"]
+    out = [Trajectory.from_dict(d) for d in data]
+    for t in out:
+        t.validate()
+    return out
 
 
 @contextmanager

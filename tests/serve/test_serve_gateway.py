@@ -14,7 +14,7 @@ from typing import Any
 
 import httpx
 import pytest
-from live_server import admin, live_server
+from live_server import admin, live_server, segments
 from simple_engine import Recorder
 
 from agentrl.serve.limits import ServeLimits
@@ -49,16 +49,6 @@ def server(served_model: Any) -> Iterator[tuple[str, Recorder, Any]]:
     limits = ServeLimits(max_prompt_tokens=1024)
     with live_server(create_app(engine, chat, model_name="tiny", limits=limits)) as url:
         yield url, engine, chat
-
-
-def segments(url: str, session: str) -> list[Trajectory]:
-    data = httpx.get(
-        f"{url}/v1/trajectories", params={"session": session}, headers=admin(url)
-    ).json()["data"]
-    out = [Trajectory.from_dict(d) for d in data]
-    for t in out:
-        t.validate()
-    return out
 
 
 def assert_token_exact(

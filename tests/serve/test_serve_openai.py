@@ -11,7 +11,7 @@ from typing import Any
 
 import httpx
 import pytest
-from live_server import admin, live_server
+from live_server import admin, live_server, segments
 
 from agentrl.tools.calculator import calculator
 from agentrl.tools.core import build_schema
@@ -34,16 +34,6 @@ def server(served_model: Any) -> Iterator[tuple[str, Any]]:
     engine = hf.HFEngine(model, chat.tokenizer, max_batch_size=8)
     with live_server(create_app(engine, chat, model_name="tiny")) as url:
         yield url, openai.OpenAI(base_url=f"{url}/v1", api_key="unused", max_retries=0)
-
-
-def segments(url: str, session: str) -> list[Trajectory]:
-    data = httpx.get(
-        f"{url}/v1/trajectories", params={"session": session}, headers=admin(url)
-    ).json()["data"]
-    out = [Trajectory.from_dict(d) for d in data]
-    for t in out:
-        t.validate()
-    return out
 
 
 def sampled(t: Trajectory, turn: int = -1) -> tuple[list[int], list[float]]:
