@@ -4,7 +4,8 @@ Issue #21's learning check: the same recipe, seeds and number of sampled episode
 batch x n) trained with `trainer.async.max_staleness: 0` and `1` (more with `--staleness`);
 held-out success (greedy, the recipe's `data.eval_episodes`) every `--eval-every` steps.
 Both curves go into one PNG (x: sampled episodes) and one JSON with the final numbers and
-each run's wall time. The runs are the real `agentrl train` CLI, one after the other (one GPU).
+each run's wall time. The runs are the real `agentrl train` CLI, one after the other on the one
+GPU, or `--parallel N` at once (learning per step is comparable; wall times are not).
 
 Issue #41's matrix names its runs with `--modes NAME=K[:key=value,...]` instead of
 `--staleness` (K = 0 is the synchronous loop; the keys are overrides for that run only):
@@ -26,6 +27,7 @@ import os
 import subprocess
 import sys
 import time
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -50,15 +52,21 @@ def run(args: argparse.Namespace, mode: Mode, seed: int) -> dict[str, Any]:
     cmd += [*sets, "--overwrite"]
     t0 = time.perf_counter()
     with open(args.out / f"{name}_seed{seed}.log", "w") as log:
-        proc = subprocess.run(cmd, stdout=log, stderr=log, timeout=args.timeout, env=os.environ)
+        try:
+            proc = subprocess.run(cmd, stdout=log, stderr=log, timeout=args.timeout, env=os.environ)
+            rc: int | str = proc.returncode
+        except subprocess.TimeoutExpired:
+            rc = f"timeout after {args.timeout:.0f} s"
     res: dict[str, Any] = {"mode": name, "k": k, "seed": seed, "overrides": extra}
     res["wall_s"] = time.perf_counter() - t0
     res["producer"] = args.producer if k else "-"
-    if proc.returncode:
-        res["error"] = f"rc {proc.returncode}; see {log.name}"
-        return res
+    if rc:
+        res["error"] = f"rc {rc}; see {log.name}"
+        if not (out / "eval.jsonl").exists():
+            return res
     evals = [json.loads(x) for x in (out / "eval.jsonl").read_text().splitlines() if x]
-    metrics = [json.loads(x) for x in (out / "metrics.jsonl").read_text().splitlines() if x]
+    mpath = out / "metrics.jsonl"
+    metrics = [json.loads(x) for x in mpath.read_text().splitlines() if x] if mpath.exists() else []
     per_step = args.episodes_per_step
     res["curve"] = [
         {"step": e["step"], "episodes": e["step"] * per_step, "success": e["success_rate"]}
@@ -88,7 +96,7 @@ def modes(args: argparse.Namespace) -> list[Mode]:
     return out
 
 
-def plot(runs: list[dict[str, Any]], path: Path) -> bool:
+def plot(runs: list[dict[str, Any]], path: Path, title: str) -> bool:
     try:
         import matplotlib
 
@@ -105,7 +113,7 @@ def plot(runs: list[dict[str, Any]], path: Path) -> bool:
             ax.plot(xs, ys, marker="o", label=f"{label}, seed {r['seed']}")
     ax.set_xlabel("sampled training episodes")
     ax.set_ylabel("held-out success (%)")
-    ax.set_title("quickstart-gpu: synchronous vs pipelined (trainer.async)")
+    ax.set_title(f"{title}: synchronous vs pipelined (trainer.async)")
     ax.grid(alpha=0.3)
     ax.legend()
     fig.tight_layout()
@@ -124,6 +132,7 @@ def parse() -> argparse.Namespace:
     p.add_argument("--producer", choices=["thread", "process"], default="thread", help="K >= 1")
     p.add_argument("--set", nargs="*", default=[], help="overrides for every run (key=value)")
     p.add_argument("--timeout", type=float, default=270, help="seconds per run")
+    p.add_argument("--parallel", type=int, default=1, help="runs at once on the one GPU")
     p.add_argument("--out", type=Path, default=Path("/tmp/gpu_out/async_learning"))
     p.add_argument("--json", type=Path, default=None, help="default: <out>/async_learning.json")
     return p.parse_args()
@@ -136,11 +145,14 @@ def main() -> None:
 
     cfg = load_config(TrainConfig, args.config, args.set, validate=False)
     args.episodes_per_step = cfg.data.batch_size * cfg.rollout.n
+    jobs = [(mode, seed) for seed in args.seeds for mode in modes(args)]
     runs = []
-    for seed in args.seeds:
-        for mode in modes(args):
-            runs.append(run(args, mode, seed))
-            print(json.dumps({key: v for key, v in runs[-1].items() if key != "curve"}))
+    # `--parallel N`: N runs share the GPU at once (learning curves per step stay comparable;
+    # wall times do not, so speed comes from a serial run).
+    with ThreadPoolExecutor(max_workers=max(1, args.parallel)) as pool:
+        for res in pool.map(lambda job: run(args, *job), jobs):
+            runs.append(res)
+            print(json.dumps({key: v for key, v in res.items() if key != "curve"}), flush=True)
     png = args.out / "async_learning.png"
     result: dict[str, Any] = {
         "date_utc": time.strftime("%Y-%m-%d %H:%M:%S", time.gmtime()),
@@ -148,7 +160,7 @@ def main() -> None:
         "config": str(args.config),
         "episodes_per_step": args.episodes_per_step,
         "runs": runs,
-        "png": str(png) if plot(runs, png) else None,
+        "png": str(png) if plot(runs, png, args.config.stem) else None,
     }
     sync = {r["seed"]: r.get("final_success") for r in runs if r["k"] == 0}
     result["gap_points_vs_sync"] = {

@@ -100,6 +100,7 @@ def test_gpu_async_learning_on_cpu(tmp_path: Path) -> None:
     config = BENCH.parent / "configs" / "quickstart-cpu.yaml"
     args = ["--config", str(config), "--set", *sets, "--eval-every", "1", "--out", str(tmp_path)]
     args += ["--producer", "process", "--modes", "sync=0", "dec1=1:algorithm.off_policy=decoupled"]
+    args += ["--parallel", "2"]
     result = _run("gpu_async_learning.py", args, tmp_path / "learning.json")
     assert [(r["k"], "error" in r) for r in result["runs"]] == [(0, False), (1, False)]
     assert [r["producer"] for r in result["runs"]] == ["-", "process"]
