@@ -304,6 +304,7 @@ class Trainer:
         # Logged under the training curves' names, so plots overlay eval on them.
         row = {"reward/mean": res["reward"], "success_rate": res["success_rate"]}
         row |= {"episodes": res["episodes"], "time/eval": time.perf_counter() - t0}
+        row["tool_calls/episode"] = res.get("tool_calls", 0.0)
         file = UNTOUCHED_FILE if tag == "untouched" else "eval.jsonl"
         self.logger.log(self.step, row, file=file, echo=False)
         if self.c.backend.is_main:

@@ -28,6 +28,7 @@ def test_a_spent_budget_stops_after_the_first_step_and_finishes_the_run(
     evals = [json.loads(line) for line in (tmp_path / "eval.jsonl").read_text().splitlines()]
     assert [e["step"] for e in evals] == [0, 1]  # before RL, and the final one at step 1
     assert after["episodes"] == 2
+    assert all(e["tool_calls/episode"] >= 0 for e in evals)  # tool calls per held-out episode
     assert (tmp_path / "final" / "config.json").exists()
     assert (tmp_path / "checkpoints" / "step_000001").is_dir()
     out = capsys.readouterr().out
