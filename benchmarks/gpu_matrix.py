@@ -147,7 +147,7 @@ def prepare_models(cells: list[Cell]) -> None:
         cell.skip = done[key]
 
 
-def sandbox_unavailable(backend: str) -> str:
+def sandbox_unavailable(backend: str, cwd: Path) -> str:
     """Why `backend` cannot run a sandboxed program here ('' when it can), from a real run."""
     code = (
         "from agentrl.sandboxes import ExecRequest, get_backend\n"
@@ -157,7 +157,7 @@ def sandbox_unavailable(backend: str) -> str:
     try:
         done = subprocess.run(
             [sys.executable, "-c", code], capture_output=True, text=True, timeout=120,
-            env=child_env(), cwd=ROOT,
+            env=child_env(), cwd=cwd,
         )  # fmt: skip
     except subprocess.TimeoutExpired:
         return f"sandbox backend {backend!r}: probe timed out"
@@ -167,21 +167,24 @@ def sandbox_unavailable(backend: str) -> str:
     return f"sandbox backend {backend!r} unavailable on this host: {last[:300]}"
 
 
-def probe_sandboxes(cells: list[Cell]) -> None:
+def probe_sandboxes(cells: list[Cell], cwd: Path) -> None:
     probed: dict[str, str] = {}
     for cell in cells:
         if cell.skip or not cell.env.startswith(SANDBOXED):
             continue
         backend = cell.backend
         if backend not in probed:
-            probed[backend] = sandbox_unavailable(backend)
+            probed[backend] = sandbox_unavailable(backend, cwd)
             print(f"sandbox {backend}: {probed[backend] or 'ok'}", flush=True)
         cell.skip = probed[backend]
 
 
 def child_env() -> dict[str, str]:
+    """This process's environment (agentrl as it imports here: the installed package, or the
+    checkout through PYTHONPATH), tuned for many processes on one GPU. Children run in the
+    run root, never the checkout: `-m`/`-c` put their folder first on sys.path, and the
+    checkout's `agentrl/` lacks the envs/tools/sandboxes the installed package maps in."""
     env = dict(os.environ)
-    env["PYTHONPATH"] = os.pathsep.join(p for p in (str(ROOT), env.get("PYTHONPATH")) if p)
     env.setdefault("PYTORCH_CUDA_ALLOC_CONF", "expandable_segments:True")  # many processes
     env.setdefault("TOKENIZERS_PARALLELISM", "false")
     return env
@@ -193,7 +196,7 @@ def start(cell: Cell) -> None:
     cell.t0 = time.monotonic()
     cell.proc = subprocess.Popen(
         cell.command, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-        cwd=ROOT, env=child_env(), start_new_session=True,
+        cwd=cell.log.parent, env=child_env(), start_new_session=True,
     )  # fmt: skip
     log.close()  # the child holds its own descriptor
 
@@ -352,7 +355,8 @@ def main(argv: list[str] | None = None) -> int:
     for cell in cells:
         load(cell)
     prepare_models(cells)
-    probe_sandboxes(cells)
+    args.run_root.mkdir(parents=True, exist_ok=True)
+    probe_sandboxes(cells, args.run_root)
     rows_path = args.out / "rows.jsonl"
     rows_path.write_text("")
     rows: list[dict[str, Any]] = []
