@@ -20,6 +20,7 @@ per held-out episode, RL steps done, wall time, command, exit code, error tail),
 task) and `runs.tar.gz` (each cell's log and run-folder JSONL/YAML files, no checkpoints).
 
     python benchmarks/gpu_matrix.py                                  # all cells, GPU, $OUT
+    python benchmarks/gpu_matrix.py --prepare-only                   # models converted once
     python benchmarks/gpu_matrix.py --cells 'smollm2-*' --budget-s 300
     python benchmarks/gpu_matrix.py --device cpu --set model.path=tiny:qwen2 ...   # smoke
 """
@@ -66,6 +67,12 @@ def parse(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--device", default="", help="trainer.device for every cell (default: each's)")
     p.add_argument("--cache-dir", default="", help="model.cache_dir for every cell")
     p.add_argument("--set", nargs="*", default=[], help="key=value overrides for every cell")
+    p.add_argument(
+        "--prepare-only",
+        action="store_true",
+        help="resolve the models (GGUF conversion) and probe the sandbox, then exit: a first "
+        "device call, so the timed one spends its 10 minutes on the cells",
+    )
     return p.parse_args(argv)
 
 
@@ -357,6 +364,10 @@ def main(argv: list[str] | None = None) -> int:
     prepare_models(cells)
     args.run_root.mkdir(parents=True, exist_ok=True)
     probe_sandboxes(cells, args.run_root)
+    if args.prepare_only:
+        for cell in cells:
+            print(f"{cell.name}: {cell.skip or 'ready'}", flush=True)
+        return 0
     rows_path = args.out / "rows.jsonl"
     rows_path.write_text("")
     rows: list[dict[str, Any]] = []
