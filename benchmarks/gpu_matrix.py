@@ -257,7 +257,11 @@ def cell_row(cell: Cell, args: argparse.Namespace) -> dict[str, Any]:
     steps = [r for r in read_rows(cell.run_dir / "metrics.jsonl") if "reward/mean" in r]
     row["rl_steps"] = max((r["step"] for r in steps), default=0)
     start = [e for e in evals if e["step"] == 0]
-    final = evals[-1] if evals and code == 0 and evals[-1]["step"] == row["rl_steps"] else None
+    log = tail(cell.log, 400)
+    # The final eval is the trainer's "eval (after)": kept when the cell was killed later
+    # (export, checkpoint), not taken from an intermediate eval of a cell killed mid-run.
+    ended = code == 0 or f"eval (after) step {row['rl_steps']}:" in log
+    final = evals[-1] if evals and ended and evals[-1]["step"] == row["rl_steps"] else None
     for name, e in (("untouched", untouched[-1] if untouched else None),
                     ("after_sft" if cell.sft else "before_rl", start[-1] if start else None),
                     ("after_rl", final)):  # fmt: skip
@@ -265,11 +269,11 @@ def cell_row(cell: Cell, args: argparse.Namespace) -> dict[str, Any]:
         row[f"tool_calls_{name}"] = None if e is None else e.get("tool_calls/episode")
     row["eval_episodes"] = int(final["episodes"]) if final else None
     row["train_reward_last"] = steps[-1]["reward/mean"] if steps else None
-    log = tail(cell.log, 400)
     row["stopped_on_budget"] = "stopped on budget at step" in log
     row["summary"] = next((s for s in log.splitlines() if "held-out success:" in s), "").strip()
     if cell.timed_out:
         row["status"] = "timeout"
+        row["reason"] = f"killed after --budget-s {args.budget_s:g}"
     else:
         row["status"] = "ok" if code == 0 else "failed"
     if row["status"] != "ok":
