@@ -449,6 +449,13 @@ class TrainerConfig:
     # one full collection every N steps (agentrl/trainer/gc_control.py); 0 = Python's own
     # schedule.
     gc_every: int = 50
+    # Wall-clock budget in seconds, counted from the start of the run (model and engine build,
+    # untouched eval and SFT included); 0 = off. Once spent, no new RL step starts (one
+    # always runs): the step in flight finishes, then the final held-out eval, checkpoint,
+    # `final/` export and summary run as after the last step, and one line says the run
+    # stopped on budget at step N. Leave room for the final eval. For fixed-time runs on a
+    # shared machine (benchmarks/gpu_matrix.py).
+    max_wall_s: float = 0.0
     # YAML `trainer.async` (`async` is a Python keyword, hence the field's name).
     async_: AsyncConfig = field(default_factory=AsyncConfig, metadata={"yaml": "async"})
 

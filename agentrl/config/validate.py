@@ -133,6 +133,7 @@ RANGES: dict[str, Range] = {
     "trainer.dump_rollouts_every": NONNEG,
     "trainer.cpu_threads": NONNEG,
     "trainer.gc_every": NONNEG,
+    "trainer.max_wall_s": NONNEG,
     "trainer.async.max_staleness": NONNEG,
     "trainer.async.prefetch_batches": NONNEG,
     "trainer.async.batch_timeout_s": POS,

@@ -99,15 +99,19 @@ class Rollout:
     def evaluate(
         self, seeds: Sequence[Any], success_at: float, on_episode: EpisodeHook = None
     ) -> dict[str, float]:
-        """Greedy, one episode per held-out seed (or validation row): reward and success."""
+        """Greedy, one episode per held-out seed (or validation row): reward, success and
+        tool calls per episode."""
         self._wake()
         with self._hook(on_episode):
             groups = self.runner.collect_sync(seeds, 1, sampling_cfg=self.greedy)
-        rewards = [t.reward for g in groups for t in g.trajectories]
+        trajs = [t for g in groups for t in g.trajectories]
+        rewards = [t.reward for t in trajs]
+        n = max(len(rewards), 1)
         return {
-            "reward": sum(rewards) / max(len(rewards), 1),
-            "success_rate": sum(r >= success_at - 1e-9 for r in rewards) / max(len(rewards), 1),
+            "reward": sum(rewards) / n,
+            "success_rate": sum(r >= success_at - 1e-9 for r in rewards) / n,
             "episodes": float(len(rewards)),
+            "tool_calls": sum(len(u.tool_calls) for t in trajs for u in t.turns) / n,
         }
 
     # ---------------------------------------------------------------- group producer

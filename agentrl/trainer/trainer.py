@@ -115,7 +115,10 @@ class Trainer:
             self.logger.console.print(f"[yellow]{note}[/]")
         with self.progress.task("train", tcfg.steps, transient=False) as bar:
             bar.advance(self.step)
+            first = self.step
             while self.step < tcfg.steps:
+                if self.step > first and self.over_budget():  # one step always runs
+                    break
                 self.step += 1
                 t0 = time.perf_counter()
                 metrics = self.train_step()
@@ -138,6 +141,23 @@ class Trainer:
         self.report_held_out(result)
         self.export_final()
         return result
+
+    def over_budget(self) -> bool:
+        """`trainer.max_wall_s` spent (counted from the components' build): the loop starts
+        no new step and the run ends as after its last one (final eval, checkpoint, export);
+        one line says so."""
+        budget = self.cfg.trainer.max_wall_s
+        if not budget:
+            return False
+        # Every rank decides alike (any rank's clock past the budget stops them all).
+        if not self.c.backend.global_sum(float(time.time() - self.t_init >= budget)):
+            return False
+        if self.c.backend.is_main:
+            self.logger.console.print(
+                f"[yellow]stopped on budget at step {self.step} of {self.cfg.trainer.steps}: "
+                f"trainer.max_wall_s={budget:g} spent[/]"
+            )
+        return True
 
     def train_step(self) -> dict[str, float]:
         c = self.c
@@ -284,6 +304,7 @@ class Trainer:
         # Logged under the training curves' names, so plots overlay eval on them.
         row = {"reward/mean": res["reward"], "success_rate": res["success_rate"]}
         row |= {"episodes": res["episodes"], "time/eval": time.perf_counter() - t0}
+        row["tool_calls/episode"] = res.get("tool_calls", 0.0)
         file = UNTOUCHED_FILE if tag == "untouched" else "eval.jsonl"
         self.logger.log(self.step, row, file=file, echo=False)
         if self.c.backend.is_main:

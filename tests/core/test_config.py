@@ -33,7 +33,10 @@ def test_wrong_type_named(tmp_path):
 def test_every_shipped_config_loads():
     from pathlib import Path
 
-    configs = sorted(Path(__file__).parents[2].joinpath("configs").glob("*.yaml"))
+    root = Path(__file__).parents[2].joinpath("configs")
+    configs = sorted(root.glob("*.yaml"))
     assert configs, "configs/ has no recipes"
-    for path in configs:
+    matrix = sorted(root.glob("matrix/*.yaml"))  # the learning matrix's cells (issue #42)
+    assert len(matrix) >= 8, "configs/matrix/ lost cells"
+    for path in configs + matrix:
         load_config(TrainConfig, path)
