@@ -5,16 +5,19 @@ Five fixed tasks (`data/`) cannot give a held-out split, and a fixed task can be
 heart. `files-v0` is five kinds of one-command shell chores in the working directory, each
 with its file names, output name, search word and data drawn from the seed:
 
-    sum    `nums.txt` lists numbers: write their sum to `answer.txt`   awk '{s+=$1} END {print s}' ...
-    max    ... the largest of them                                     sort -n SRC | tail -1 > OUT
-    lines  `notes.txt`: write its number of lines                      wc -l < SRC > OUT
-    grep   `app.log`: the number of lines containing `ERROR`           grep -c WORD SRC > OUT
-    lower  rename `Notes.MD` so that its name is all lowercase          mv Notes.MD notes.md
+    kind   instruction (names and data vary)              oracle command
+    sum    `nums.txt`: write their sum to `answer.txt`    echo $(( $(paste -sd+ SRC) )) > OUT
+    max    ... the largest of them                        sort -n SRC | tail -1 > OUT
+    lines  `notes.txt`: write its number of lines         wc -l < SRC > OUT
+    grep   `app.log`: lines that contain `ERROR`          grep -c WORD SRC > OUT
+    lower  rename `Notes.MD` to an all-lowercase name     mv Notes.MD notes.md
 
 Every task is a real Harbor folder (instruction.md, task.toml, environment/Dockerfile + the
 data file, tests/test.sh writing /logs/verifier/reward.txt with the answer baked in,
 solution/solve.sh with the one command), graded only by its tests on the final working
 directory. No command solves two kinds, and the names vary, so no one string is the answer.
+Only coreutils, grep and bash are used (the local sandbox has no `awk`: Debian's is an
+/etc/alternatives link, and the sandbox does not see /etc).
 
 Split rule: a task is held-out when the SHA-256 of its oracle command starts with a byte
 that is 0 mod 4 (about a quarter). So no held-out task's command is ever a training task's
@@ -97,7 +100,7 @@ def _reward_test(check: str) -> str:
 
 
 def _number_test(out: str, want: int) -> str:
-    return _reward_test(f"[ \"$(tr -d '[:space:]' < {out} 2>/dev/null)\" = \"{want}\" ]")
+    return _reward_test(f'[ "$(tr -d \'[:space:]\' < {out} 2>/dev/null)" = "{want}" ]')
 
 
 def _draw(rng: np.random.Generator) -> FamilyTask:
@@ -110,7 +113,7 @@ def _draw(rng: np.random.Generator) -> FamilyTask:
         nums = [int(x) for x in rng.integers(1, 100, size=int(rng.integers(3, 9)))]
         what = "their sum" if kind == "sum" else "the largest of them"
         cmd = (
-            f"awk '{{s+=$1}} END {{print s}}' {src} > {out}"
+            f"echo $(( $(paste -sd+ {src}) )) > {out}"
             if kind == "sum"
             else f"sort -n {src} | tail -1 > {out}"
         )
