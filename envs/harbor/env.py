@@ -10,7 +10,10 @@
   summed wall time of its commands) spent. Then the verifier runs in a fresh sandbox on the
   final working directory (the agent's changes carried over) and its reward file is the
   episode's reward, whatever way the episode ended (Harbor grades a timed-out agent too).
-* Oracle: `solution/solve.sh` as one `bash` call, then a final message.
+* Oracle: `solution/solve.sh` (less its `#!` line) as one `bash` call, then a final message.
+* `harbor:family/files-v0`: a generated task family (`family.py`) instead of a folder; the
+  reset seed picks the task and its split (`split="auto"`: the trainer's held-out eval seeds,
+  [heldout_from, 2 * heldout_from), pose held-out tasks, all other seeds training tasks).
 """
 
 from __future__ import annotations
@@ -26,6 +29,7 @@ from agentrl.types import Message, ToolCall
 
 from ..core import Observation, Task, ToolEnv
 from ..hidden_data import HiddenData, distinctive
+from . import family as families
 from . import sandbox
 from .tasks import HarborTask, load_tasks
 
@@ -105,10 +109,26 @@ class HarborEnv(ToolEnv, HiddenData):
         backend: str = "local",
         max_turns: int | None = None,
         tasks: list[str] | None = None,
+        split: str = "auto",
+        heldout_from: int = families.HELDOUT_FROM,
     ) -> None:
         super().__init__(HarborTools(), max_turns)
         self.target, self.backend = target, backend
-        self.dataset: list[HarborTask] = load_tasks(target)
+        self.family = target[len("family/") :] if target.startswith("family/") else None
+        if self.family is not None:
+            if self.family not in families.FAMILIES:
+                known = ", ".join(f"family/{f}" for f in families.FAMILIES)
+                raise KeyError(f"harbor:{target}: no such task family; known: {known}")
+            if split not in ("auto", *families.SPLITS) or tasks is not None:
+                raise ValueError(
+                    f"harbor:{target}: split must be auto, train or heldout (got {split!r}) "
+                    "and `tasks` is for task folders"
+                )
+        elif split != "auto":
+            raise ValueError(f"harbor:{target}: `split` is for a task family (harbor:family/...)")
+        self.split, self.heldout_from = split, heldout_from
+        self._seed: int | None = None
+        self.dataset: list[HarborTask] = [] if self.family else load_tasks(target)
         if tasks is not None:
             known = {t.name for t in self.dataset}
             unknown = sorted(set(tasks) - known)
@@ -129,9 +149,24 @@ class HarborEnv(ToolEnv, HiddenData):
             self._envs[task.name] = sandbox.build(task, self.backend)
         return self._envs[task.name]
 
+    def reset(
+        self, *, seed: int | None = None, options: dict[str, Any] | None = None
+    ) -> tuple[Observation, dict[str, Any]]:
+        self._seed = seed  # a family's split is the seed's (the trainer's eval seeds: held-out)
+        return super().reset(seed=seed, options=options)
+
+    def _pick(self, rng: np.random.Generator, options: dict[str, Any]) -> HarborTask:
+        if self.family is None:
+            index = options.get("index", int(rng.integers(len(self.dataset))))
+            return self.dataset[index % len(self.dataset)]
+        seed = self._seed if self._seed is not None else int(rng.integers(2**31))
+        split = self.split
+        if split == "auto":
+            split = families.split_for_seed(seed, self.heldout_from)
+        return families.load(seed, split, self.family)
+
     def new_task(self, rng: np.random.Generator, options: dict[str, Any]) -> Task:
-        index = options.get("index", int(rng.integers(len(self.dataset))))
-        task = self.dataset[index % len(self.dataset)]
+        task = self._pick(rng, options)
         env = self._environment(task)
         self.current, self.last_verdict = task, None
         self.harbor.ws = Workspace(
@@ -143,7 +178,10 @@ class HarborEnv(ToolEnv, HiddenData):
             f"(Your working directory is {ROOT}. Use the tools to work in it; reply without a "
             "tool call when you are done.)"
         )
-        return Task([Message("user", prompt)], info={"task": task.name, "backend": self.backend})
+        info = {"task": task.name, "backend": self.backend}
+        if self.family is not None:
+            info["split"] = str(task.section("metadata").get("split", ""))
+        return Task([Message("user", prompt)], info=info)
 
     async def astep(self, action: Message) -> tuple[Observation, float, bool, bool, dict[str, Any]]:
         obs, reward, term, trunc, info = await super().astep(action)
@@ -196,7 +234,12 @@ class HarborEnv(ToolEnv, HiddenData):
         if solve is None:
             return None
         if self.turn == 0:
-            command = sandbox.rewrite(solve.decode(), task.workdir)
+            text = solve.decode()
+            if text.startswith("#!"):  # a comment to bash -c; the demo is the command alone
+                text = text.partition("\n")[2]
+            if text.count("\n") == 1:  # one command: no trailing newline in the demo
+                text = text.rstrip("\n")
+            command = sandbox.rewrite(text, task.workdir)
             call = ToolCall("bash", {"command": command}, id="call_0")
             return Message("assistant", "", tool_calls=[call])
         return Message("assistant", "Done.")

@@ -54,7 +54,7 @@ PREFIXES: dict[str, Prefix] = {
             "agentrl.envs.harbor.env:HarborEnv",
             "",
             (),
-            "a Harbor task folder, a folder of them, or `bundled[/NAME]`",
+            "a Harbor task folder, a folder of them, `bundled[/NAME]` or `family/files-v0`",
             "in-process; the task's commands and tests run in sandboxes (local or docker)",
         ),
         Prefix(
@@ -180,9 +180,11 @@ def reachable(prefix: Prefix, limit: int = 6) -> tuple[int | None, list[str]]:
         return 0, []
     ids: list[str] | None = None
     if prefix.name == "harbor":
+        from ..harbor.family import FAMILIES
         from ..harbor.tasks import bundled_names
 
         ids = ["bundled", *(f"bundled/{n}" for n in bundled_names())]
+        ids += [f"family/{f}" for f in FAMILIES]
     elif prefix.name == "gym":
         ids = _gym_text_ids()
     elif prefix.name == "ors":

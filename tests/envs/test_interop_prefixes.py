@@ -48,7 +48,7 @@ def test_envs_list_all_shows_every_prefix(capsys: pytest.CaptureFixture[str]) ->
     out = json.loads(capsys.readouterr().out)
     rows = {p["prefix"]: p for p in out["prefixes"]}
     assert set(rows) == set(PREFIXES) and out["envs"]
-    assert rows["harbor"]["installed"] and rows["harbor"]["count"] == 6  # bundled + its 5
+    assert rows["harbor"]["installed"] and rows["harbor"]["count"] == 7  # bundled, its 5, family
     assert "harbor:bundled/count-errors" in rows["harbor"]["examples"]
     assert rows["gym"]["installed"] and "gym:FrozenLake-v1" in rows["gym"]["examples"]
     for p in rows.values():
