@@ -46,7 +46,7 @@ ROOT = Path(__file__).resolve().parents[1]
 MATRIX = ROOT / "configs" / "matrix"
 # Env ids whose reward runs model-written code in `agentrl.sandboxes` (the `backend` env kwarg,
 # default local: bubblewrap namespaces as root).
-SANDBOXED = ("code/", "math/python", "swe/", "harbor/")
+SANDBOXED = ("code/", "math/python", "swe/", "harbor:")
 RUN_FILES = ("metrics.jsonl", "eval.jsonl", "untouched.jsonl", "sft.jsonl", "config.yaml")
 LOG_CAP = 1 << 20  # bytes of each cell's log kept in runs.tar.gz (its tail)
 
