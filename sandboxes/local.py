@@ -8,8 +8,8 @@ its own cgroup (memory incl. swap and tmpfs, pids, CPU quota) set by the host be
 For every run the zygote forks, before the request arrives, pid 1 of a *fresh* pid namespace
 (the run's init), which enters fresh mount and ipc namespaces, mounts new size-capped tmpfs
 ``/work`` (cwd), ``/tmp``, ``/dev/shm`` (interpreter dirs under them re-bound read-only) and a
-new ``/proc``, and forks the program process, which drops the whole capability bounding set
-and switches to a random unused host uid (never root, ``no_new_privs`` from bwrap); only then
+new ``/proc``, and forks the program process, which switches to a random unused host uid
+(the capability bounding set is empty: the zygote emptied it once, every fork inherits it) (never root, ``no_new_privs`` from bwrap); only then
 does that unprivileged process receive the request itself. It applies rlimits (CPU, data, address space, file size, open
 files, processes), installs a clean environment and runs the code (Python in-process from the
 warm interpreter as a real ``__main__``, then the harness tests if any; bash via exec). When it
