@@ -84,6 +84,9 @@ class _Player:
             try:
                 for fd in (VERDICT_FD, SECRETS_FD, self.to_w, self.from_r, *_INIT_FDS):
                     os.close(fd)
+                import signal  # preloaded; a judge that is pid 1 left SIGINT at its default
+
+                signal.signal(signal.SIGINT, signal.default_int_handler)
                 _player(to_r, from_w, path, support)
             finally:
                 _exit(127)

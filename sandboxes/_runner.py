@@ -250,6 +250,7 @@ def _serve_one(
     if pid == 0:
         os.close(vr)
         _libc_call("prctl", PR_SET_DUMPABLE, 1, 0, 0, 0)  # its own mm; the init's stays closed
+        signal.signal(signal.SIGINT, signal.default_int_handler)  # Ctrl-C as in any Python
         _program(req, fds[0], fds[1], vw, "-", False)
     req.clear()
     for fd in (vw, *fds):
