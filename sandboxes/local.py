@@ -8,13 +8,15 @@ its own cgroup (memory incl. swap and tmpfs, pids, CPU quota) set by the host be
 For every run the zygote forks, before the request arrives, pid 1 of a *fresh* pid namespace
 (the run's init), which enters fresh mount and ipc namespaces, mounts new size-capped tmpfs
 ``/work`` (cwd), ``/tmp``, ``/dev/shm`` (interpreter dirs under them re-bound read-only) and a
-new ``/proc``, and forks the program process, which drops the whole capability bounding set
-and switches to a random unused host uid (never root, ``no_new_privs`` from bwrap); only then
-does that unprivileged process receive the request itself. It applies rlimits (CPU, data, address space, file size, open
-files, processes), installs a clean environment and runs the code (Python in-process from the
-warm interpreter as a real ``__main__``, then the harness tests if any; bash via exec). When it
-exits, the kernel kills everything left in its pid namespace (setsid/double-forked daemons
-included). The host streams stdout/stderr with a hard cap and, on timeout or flood, SIGKILLs
+new ``/proc``, then switches to a random unused host uid (never root; the capability bounding
+set is empty: the zygote emptied it once, every fork inherits it; ``no_new_privs`` from bwrap)
+and becomes non-dumpable. Only then does that unprivileged process receive the request
+itself. It forks the program process, which applies rlimits (CPU, data, address space, file
+size, open files, processes), installs a clean environment and runs the code (Python
+in-process from the warm interpreter as a real ``__main__``; bash via exec); a run with tests
+has no separate program process: the init takes those limits and is the judge itself
+(``_judge.py``), which forks the candidate's process. When the init exits, the kernel kills
+everything left in its pid namespace (setsid/double-forked daemons included). The host streams stdout/stderr with a hard cap and, on timeout or flood, SIGKILLs
 the zygote's process group and every member of its cgroup, then discards that zygote.
 Zygotes never run untrusted code and never read a request, so reusing them (the warm pool)
 leaks no state and no bytes of earlier runs. bwrap rather than raw unshare:

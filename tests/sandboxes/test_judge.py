@@ -8,6 +8,7 @@ none of the judge's comparisons. Each case runs on every backend.
 
 from __future__ import annotations
 
+from agentrl.sandboxes import ExecRequest, run_many
 from agentrl.sandboxes.code_reward import score_asserts
 
 SUPPORT = (
@@ -168,3 +169,18 @@ def test_prompt_helpers_run_before_the_candidates_code(backend):
     answer = "def quad(x):\n    return double(double(x))\n"
     res = score_asserts(answer, check, entry_point="quad", support=support, backend=backend)
     assert res.reward == 1.0, res.tests
+
+
+def test_a_judge_killed_by_its_cpu_limit_is_a_timeout_and_the_next_run_is_its_own(backend):
+    """On the local backend the judge is the run's init (pid 1 of the run's namespace, which
+    ignores SIGXCPU): its hard CPU limit kills it mid-run, and the zygote reports that death.
+    The result is the run's own (a timeout, no verdict), and the next run on the same backend
+    reads its own reply, not a stale one."""
+    code = "def f(x):\n    return x\n"
+    spin = ExecRequest(
+        code, timeout_s=60, cpu_time_s=1, check="f(1)\nwhile True:\n    pass\n", remote=("f",)
+    )
+    honest = ExecRequest(code, check="assert f(2) == 2\n", remote=("f",))
+    spun, after = run_many([spin, honest], backend=backend, concurrency=1)
+    assert spun.status == "timeout" and spun.verified is False, (spun.status, spun.stderr[-300:])
+    assert after.status == "ok" and after.verified is True, (after.status, after.stderr[-300:])

@@ -79,3 +79,42 @@ def test_iteration_protocol_exceptions_are_ordinary_errors(backend):
         backend=backend,
     )
     assert res.reward == 1.0, res.tests
+
+
+# Never implements encode: looks for the first call's expected value anywhere in its own
+# process (every container gc tracks, every frame's locals, raw or hex as the wire sends text),
+# by its hash, so the program itself never holds it; decode answers with what it was given.
+PEEK = (
+    "import gc, hashlib, sys\n"
+    "WANT = 'eaa5cd78db4bed11'\n"
+    "def _find():\n"
+    "    pool = [o for o in gc.get_objects() if isinstance(o, (list, tuple, dict))]\n"
+    "    f = sys._getframe()\n"
+    "    while f is not None:\n"
+    "        pool.append(dict(f.f_locals))\n"
+    "        f = f.f_back\n"
+    "    for o in pool:\n"
+    "        for x in o.values() if isinstance(o, dict) else o:\n"
+    "            if not isinstance(x, str):\n"
+    "                continue\n"
+    "            for text in (x, bytes.fromhex(x).decode('utf-8', 'replace') if len(x) == 10 and\n"
+    "                         all(c in '0123456789abcdef' for c in x) else ''):\n"
+    "                if hashlib.sha256(text.encode()).hexdigest()[:16] == WANT:\n"
+    "                    return text\n"
+    "    return ''\n"
+    "_seen = []\n"
+    "def encode(s, *hint):\n    _seen.append(s)\n    return _find()\n"
+    "def decode(s):\n    return _seen[-1] if _seen else ''\n"
+)
+
+
+def test_the_player_learns_an_argument_only_when_the_tests_make_the_call(backend):
+    """Asking later calls ahead (one hand-off for many) would hand the player ``"khoor"``, the
+    expected value of the first call, before it answers it: a wrong program would pass."""
+    tests = 'assert encode("hello") == "khoor"\nassert decode("khoor") == "hello"\n'
+    res = score_asserts(PEEK, [tests], backend=backend)
+    assert res.passed == 0, [(t.name[:40], t.status, t.detail) for t in res.tests]
+    # The probe finds what the player was given: the same value as the call's own argument.
+    tests = 'assert encode("hello", "khoor") == "khoor"\nassert decode("khoor") == "hello"\n'
+    res = score_asserts(PEEK, [tests], backend=backend)
+    assert res.passed == 1, [(t.name[:40], t.status, t.detail) for t in res.tests]
