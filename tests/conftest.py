@@ -23,16 +23,49 @@ def tiny_model_dir() -> Path:
     return build_tiny("qwen2", str(CACHE))
 
 
-# Run folders a test left in the checkout (`trainer.out_dir` defaults to runs/{env}, relative
-# to the working folder): a test writes its runs under tmp_path; one that does not fails the
-# session, named by the folders it left.
-RUNS = Path(__file__).resolve().parent.parent / "runs"
+# Files a test left in the checkout. Run folders first (`trainer.out_dir` defaults to
+# runs/{env}, relative to the working folder): a test writes its runs under tmp_path; one that
+# does not fails the session, named by the folders it left. Then anything else new in the
+# tree that git does not track (ignored or not), caches of the tools aside: the suite leaves
+# `git status --ignored` as it found it.
+ROOT = Path(__file__).resolve().parent.parent
+RUNS = ROOT / "runs"
 _runs_before: set[str] = set()
+_tree_before: set[str] | None = None
+_TOOL_CACHES = {"__pycache__", ".pytest_cache", ".mypy_cache", ".ruff_cache"}
+
+# Hypothesis keeps its example database and caches in ./.hypothesis unless told otherwise.
+try:
+    from hypothesis.configuration import set_hypothesis_home_dir
+except ImportError:  # the test extra is not installed: nothing to redirect
+    pass
+else:
+    set_hypothesis_home_dir(CACHE / "hypothesis")
+
+
+def _untracked() -> set[str] | None:
+    """Paths in the checkout that git does not track (ignored ones too, folders collapsed),
+    tool caches left out; None outside a git checkout."""
+    import subprocess
+
+    try:
+        out = subprocess.run(
+            ["git", "status", "--porcelain", "--ignored", "--untracked-files=normal", "-z"],
+            cwd=ROOT, capture_output=True, text=True, timeout=60,
+        )  # fmt: skip
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    if out.returncode != 0:
+        return None
+    paths = {e[3:] for e in out.stdout.split("\0") if e[:2] in ("??", "!!")}
+    return {p for p in paths if not (_TOOL_CACHES & set(p.rstrip("/").split("/")))}
 
 
 def pytest_sessionstart(session: pytest.Session) -> None:
+    global _tree_before
     if RUNS.is_dir():
         _runs_before.update(p.name for p in RUNS.iterdir())
+    _tree_before = _untracked()
 
 
 def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
@@ -42,6 +75,11 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
     left = sorted({p.name for p in RUNS.iterdir()} - _runs_before) if RUNS.is_dir() else []
     if left:
         print(f"\ntests left run folders in the checkout: {RUNS}/{{{','.join(left)}}}")
+        session.exitstatus = pytest.ExitCode.TESTS_FAILED
+    after = _untracked() if _tree_before is not None else None
+    new = sorted(p for p in (after or set()) - (_tree_before or set()) if p != "runs/")
+    if new:
+        print(f"\ntests left files in the checkout ({ROOT}): {', '.join(new)}")
         session.exitstatus = pytest.ExitCode.TESTS_FAILED
 
 

@@ -45,10 +45,14 @@ def test_short_quickstart_improves_held_out_success(tmp_path, agentrl_cache, qui
 
     trainer.bootstrap_sft = bootstrap_and_keep  # type: ignore[method-assign]
     after = trainer.train()
+    quickstart_sft["sync_after"] = after  # the synchronous baseline of test_quickstart_async.py
     rows = [json.loads(x) for x in (tmp_path / "eval.jsonl").read_text().splitlines()]
     before = rows[0]["success_rate"]
     assert rows[0]["step"] == 0 and rows[-1]["step"] == 10
     assert after["success_rate"] >= before + 0.2, (before, after)
+    (untouched,) = [json.loads(x) for x in (tmp_path / "untouched.jsonl").read_text().splitlines()]
+    assert untouched["step"] == 0 and untouched["episodes"] == 64  # the model as loaded
+    assert untouched["success_rate"] <= before, (untouched, before)  # SFT does not hurt it
     metrics = [json.loads(x) for x in (tmp_path / "metrics.jsonl").read_text().splitlines()]
     assert [m["step"] for m in metrics] == list(range(1, 11))
     assert metrics[-1]["tool_calls"] > metrics[0]["tool_calls"]

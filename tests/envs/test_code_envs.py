@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from agentrl.envs import check_env, make
+from agentrl.envs import make
 from agentrl.envs.code.problems import extract_code, load_jsonl
 from agentrl.types import Message, ToolCall
 
@@ -101,14 +101,6 @@ def test_multiturn_run_tests_shows_failures_then_submit() -> None:
     assert obs.messages[0].content.startswith("2/2 example tests passed")
     _, reward, term, _, _ = env.step(_answer(env.problem.solution))
     assert (reward, term) == (1.0, True)
-
-
-@needs_sandbox
-@pytest.mark.parametrize(
-    "env_id", ["code/functions-v0", "code/stdio-v0", "code/mixed-multiturn-v0"]
-)
-def test_check_env(env_id: str) -> None:
-    assert check_env(make(env_id))["oracle"] is True
 
 
 @needs_sandbox

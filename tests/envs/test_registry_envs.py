@@ -8,6 +8,19 @@ import pytest
 from agentrl.envs import all_specs, check_env, make
 
 IDS = [s.id for s in all_specs()]
+# What `check_env` must also report for these (one check_env run per env for the whole suite:
+# the family test files asserted this on a second run of their own): the oracle reaches the
+# max, and the SWE env's reward-hacking scripts are exactly these, each scored the minimum.
+ORACLE = {
+    "code/functions-v0",
+    "code/stdio-v0",
+    "code/mixed-multiturn-v0",
+    "swe/tiny-repo-v0",
+    "vision/count-shapes-v0",
+    "vision/bar-chart-v0",
+    "vision/zoom-v0",
+}
+ADVERSARIES = {"swe/tiny-repo-v0": {"no-op", "delete-tests", "conftest-pass-all", "early-exit"}}
 
 
 @pytest.mark.parametrize("env_id", IDS)
@@ -17,9 +30,17 @@ def test_check_env(env_id: str) -> None:
     except ImportError as e:  # an optional extra (e.g. agentrl[reasoning]) is not installed
         pytest.skip(f"{env_id}: {e}")
     try:
-        check_env(env)
+        report = check_env(env)
     finally:
         env.close()
+    if env_id in ORACLE:
+        assert report["oracle"] is True, report
+    if env_id in ADVERSARIES:
+        assert set(report["adversaries"]) == ADVERSARIES[env_id], report
+
+
+def test_the_reports_checked_name_registered_envs() -> None:
+    assert (ORACLE | set(ADVERSARIES)) <= set(IDS)
 
 
 def test_registry_is_documented() -> None:

@@ -11,7 +11,7 @@ import shutil
 
 import pytest
 
-from agentrl.envs import check_env, make
+from agentrl.envs import make
 from agentrl.envs.swe import grade as grading
 from agentrl.envs.swe.mutate import sites
 from agentrl.envs.swe.tasks import build, load_tasks, pristine
@@ -117,19 +117,6 @@ def test_tools_give_clear_errors() -> None:
     assert "does not exist" in tools.view("nope.py")
     assert "\t" in tools.view(path, 1, 3) and len(tools.view(path, 1, 3).splitlines()) == 3
     assert "minilib/core.py" in tools.view(".")
-
-
-def test_tiny_repo_env_passes_check_env_with_adversaries() -> None:
-    _sandbox_or_skip()
-    env = make("swe/tiny-repo-v0")
-    report = check_env(env, seeds=(0,))
-    assert report["oracle"]
-    assert set(report["adversaries"]) == {
-        "no-op",
-        "delete-tests",
-        "conftest-pass-all",
-        "early-exit",
-    }
 
 
 def test_edits_to_tests_are_discarded_and_tampering_scores_zero() -> None:

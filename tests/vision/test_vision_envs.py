@@ -1,22 +1,14 @@
-"""The vision envs: check_env with their oracles, deterministic images, image tool results."""
+"""The vision envs: deterministic images, image tool results (check_env with their oracles is
+tests/envs/test_registry_envs.py's)."""
 
 from __future__ import annotations
 
 import numpy as np
 import pytest
 
-from agentrl.envs import check_env, make
+from agentrl.envs import make
 
 VISION_IDS = ["vision/count-shapes-v0", "vision/bar-chart-v0", "vision/zoom-v0"]
-
-
-@pytest.mark.parametrize("env_id", VISION_IDS)
-def test_check_env_with_oracle(env_id: str) -> None:
-    env = make(env_id)
-    try:
-        assert check_env(env)["oracle"]
-    finally:
-        env.close()
 
 
 @pytest.mark.parametrize("env_id", VISION_IDS)
