@@ -64,6 +64,13 @@ def parse(argv: list[str] | None = None) -> argparse.Namespace:
         default=100.0,
         help="kept for the final eval and export: trainer.max_wall_s = budget - reserve",
     )
+    p.add_argument(
+        "--parallel",
+        type=int,
+        default=0,
+        help="cells at once (0: all). The lent H100 (2026-12-06) gave the GPU to one process "
+        "only: the others failed with 'CUDA error: out of memory' at their first allocation",
+    )
     p.add_argument("--device", default="", help="trainer.device for every cell (default: each's)")
     p.add_argument("--cache-dir", default="", help="model.cache_dir for every cell")
     p.add_argument("--set", nargs="*", default=[], help="key=value overrides for every cell")
@@ -393,12 +400,16 @@ def main(argv: list[str] | None = None) -> int:
     for cell in cells:
         if cell.skip:
             record(cell)
-        else:
-            start(cell)
-            print(f"started {cell.name}: {shlex.join(cell.command)}", flush=True)
-    running = [c for c in cells if c.proc is not None]
+    pending = [c for c in cells if not c.skip]
+    running: list[Cell] = []
+    width = args.parallel or len(pending)
     try:
-        while running:
+        while running or pending:
+            while pending and len(running) < width:
+                cell = pending.pop(0)
+                start(cell)
+                running.append(cell)
+                print(f"started {cell.name}: {shlex.join(cell.command)}", flush=True)
             time.sleep(1.0)
             for cell in list(running):
                 assert cell.proc is not None
