@@ -204,7 +204,8 @@ def _native(url: str) -> Finding:
     from agentrl.engines.vllm_http import NATIVE_ROUTES
 
     try:
-        paths = set(httpx.get(url.rstrip("/") + "/openapi.json", timeout=10.0).json()["paths"])
+        # The schema is built on the first GET: seconds on a loaded machine.
+        paths = set(httpx.get(url.rstrip("/") + "/openapi.json", timeout=60.0).json()["paths"])
     except (httpx.HTTPError, ValueError, KeyError) as e:
         paths, why = set(), f"/openapi.json: {type(e).__name__}: {e}"
     missing = [p for p in NATIVE_ROUTES if p not in paths]
