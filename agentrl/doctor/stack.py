@@ -192,7 +192,29 @@ def check_vllm_rl_endpoints(url: str, pipelined: bool) -> list[Finding]:
         fix = "use a vLLM with /pause (0.32 has it), or trainer.async.max_staleness: 0"
         level: Level = "FAIL" if pipelined else "WARN"
         return [Finding(level, "vLLM server: no /pause (pipelined steps need it)", detail, fix)]
-    return [Finding("OK", "vLLM server: RL endpoints on (weight sync, pause)")]
+    return [Finding("OK", "vLLM server: RL endpoints on (weight sync, pause)"), _native(url)]
+
+
+def _native(url: str) -> Finding:
+    """Whether the server offers the native path's routes (`vllm_http.NATIVE_ROUTES`, read
+    from its OpenAPI schema, as the engine does); without them the engine takes the
+    fallback (`/v1/completions`, pause mode abort, `/collective_rpc`)."""
+    import httpx
+
+    from agentrl.engines.vllm_http import NATIVE_ROUTES
+
+    try:
+        # The schema is built on the first GET: seconds on a loaded machine.
+        paths = set(httpx.get(url.rstrip("/") + "/openapi.json", timeout=60.0).json()["paths"])
+    except (httpx.HTTPError, ValueError, KeyError) as e:
+        paths, why = set(), f"/openapi.json: {type(e).__name__}: {e}"
+    missing = [p for p in NATIVE_ROUTES if p not in paths]
+    if not missing:
+        return Finding("OK", "vLLM server: native RL API routes (token route, weight transfer)")
+    why = f"missing {missing[:3]}" if paths else why
+    fix = "restart it with --enable-scale-out --weight-transfer-config "
+    fix += '\'{"backend": "agentrl_file"}\' (docs/engines.md, server mode)'
+    return Finding("WARN", "vLLM server: fallback path (no native RL API routes)", why, fix)
 
 
 def check_vllm(cfg: Any) -> list[Finding]:

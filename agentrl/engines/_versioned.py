@@ -13,8 +13,8 @@ samples with a seed derived from the request's and the segment's index (`segment
 the same seed would replay the random draws of the request's first tokens. A stop string
 that straddles the interruption is not seen.
 
-Pause mode "keep" (vLLM >= 0.32 in-process, `agentrl.engines.vllm`): the engine pauses its
-requests in place, the weights load, the running requests' KV is recomputed under the new
+Pause mode "keep" (vLLM >= 0.32, in-process `agentrl.engines.vllm` and a server,
+`agentrl.engines.vllm_http`): the engine pauses its requests in place, the weights load, the running requests' KV is recomputed under the new
 weights, and they resume: one segment per request, and vLLM itself labels each token with
 the weights that sampled it (`update_weight_version`, the output's `weight_versions`
 spans), so `update(drain=False)` and the segment's own stamps replace the abort and drain.
@@ -61,6 +61,7 @@ class VersionedRequests:
         self._empty: asyncio.Event | None = None
         self.drain_poll_s = drain_poll_s
         self.unknown_weights: str | None = None  # set while a load may or may not have landed
+        self.segments_sent = 0  # one per request, plus one per continuation after an abort
 
     def _events(self) -> tuple[asyncio.Event, asyncio.Event]:
         """The events are made lazily, on the engine loop that first uses them."""
@@ -96,6 +97,7 @@ class VersionedRequests:
                 return GenerateResult(ids, logprobs, "error", error, weight_versions=versions)
             version, epoch, sid = self.version, self._epoch, f"{request_id}-{part}"
             self._inflight.add(sid)  # no await between the gate check and this
+            self.segments_sent += 1
             empty.clear()
             try:
                 res = await segment(ids, budget - len(ids), sid, part)

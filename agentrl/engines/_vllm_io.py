@@ -53,22 +53,23 @@ def from_vllm_output(output: Any, versions: bool = False) -> GenerateResult:
         float(step[tok].logprob) for tok, step in zip(ids, completion.logprobs, strict=True)
     ]
     res = GenerateResult(ids, logprobs, _FINISH.get(completion.finish_reason, "error"))
-    if versions:
-        res.weight_versions = span_versions(completion.weight_versions, len(ids))
+    if versions and completion.weight_versions is not None:
+        spans = [(s.version, s.start, s.end) for s in completion.weight_versions]
+        res.weight_versions = span_versions(spans, len(ids))
     return res
 
 
-def span_versions(spans: Any, n: int) -> list[int]:
+def span_versions(spans: Sequence[tuple[Any, Any, Any]], n: int) -> list[int]:
     """Per-token versions from vLLM's `weight_versions` spans (`WeightVersionSpan(version,
-    start, end)` over output-token indexes, labelled by `update_weight_version`). agentrl
-    labels its weights with its update count; vLLM's start label ("default") is version 0.
-    Empty when vLLM reported no label (the caller then stamps the segment's version)."""
-    if spans is None or not n:
+    start, end)` over output-token indexes, as (version, start, end); labelled by
+    `finish_weight_update(weight_version)`). agentrl labels its weights with its update
+    count; vLLM's start label ("default") is version 0. Empty when there are no tokens."""
+    if not n:
         return []
     out: list[int] = []
-    for span in spans:
-        label = str(span.version)
-        out += [int(label) if label.isdigit() else 0] * (int(span.end) - int(span.start))
+    for version, start, end in spans:
+        label = str(version)
+        out += [int(label) if label.isdigit() else 0] * (int(end) - int(start))
     if len(out) != n:
         raise EngineError(f"vLLM's weight-version spans cover {len(out)} of {n} tokens")
     return out
@@ -90,6 +91,39 @@ def to_completions_payload(
     if body["seed"] is None:
         del body["seed"]
     return body
+
+
+def to_generate_payload(
+    model: str, prompt_ids: Sequence[int], params: SamplingParams, max_tokens: int, seed: Any
+) -> dict[str, Any]:
+    """Body for vLLM's token-in/token-out `/inference/v1/generate` (a server started with
+    `--enable-scale-out`): token ids in, `sampling_params` as `vllm.SamplingParams` takes."""
+    sampling = to_vllm_sampling(params)
+    sampling.update(max_tokens=max_tokens, seed=seed)
+    if sampling["seed"] is None:
+        del sampling["seed"]
+    return {"model": model, "token_ids": [int(t) for t in prompt_ids], "sampling_params": sampling}
+
+
+def from_generate_response(body: dict[str, Any]) -> GenerateResult:
+    """`/inference/v1/generate` JSON → GenerateResult, each token's weight version from the
+    choice's `weight_versions` spans (`span_versions`)."""
+    choice = body["choices"][0]
+    ids = [int(t) for t in choice.get("token_ids") or []]
+    content = (choice.get("logprobs") or {}).get("content") or []
+    logprobs = [float(c["logprob"]) for c in content]
+    if len(logprobs) != len(ids):
+        raise EngineError(f"server returned {len(logprobs)} logprobs for {len(ids)} tokens")
+    if [int(c["token_id"]) for c in content] != ids:
+        raise EngineError("server's logprobs are not those of the sampled tokens")
+    spans = choice.get("weight_versions")
+    if spans is None and ids:
+        raise EngineError("server returned no weight_versions (a vLLM >= 0.32 server needed)")
+    res = GenerateResult(ids, logprobs, _FINISH.get(choice.get("finish_reason"), "error"))
+    res.weight_versions = span_versions(
+        [(s["version"], s["start"], s["end"]) for s in spans or []], len(ids)
+    )
+    return res
 
 
 def from_completions_response(body: dict[str, Any]) -> GenerateResult:

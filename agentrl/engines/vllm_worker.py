@@ -10,6 +10,11 @@ Loading goes through `model_runner.reload_weights(weights_iterator=...)`, not
 weights for its kernels), and `reload_weights` redoes that step; the model's own loader maps
 HF parameter names onto vLLM's fused layout and skips `lm_head` for tied embeddings.
 
+Importing this module (vLLM does, in each worker's process, before the model loads) also
+registers agentrl's backend for vLLM's native weight-transfer API (`vllm_transfer`), so
+`weight_transfer_config={"backend": "agentrl_file"}` works in that process; the method
+below is the fallback for a vLLM without that API.
+
 Start a server that accepts file-based updates with `agentrl.engines.vllm_server`
 (`python -m vllm.entrypoints.openai.api_server ... --worker-extension-cls
 agentrl.engines.vllm_worker.WeightSyncExtension`, `VLLM_SERVER_DEV_MODE=1`).
@@ -18,6 +23,18 @@ agentrl.engines.vllm_worker.WeightSyncExtension`, `VLLM_SERVER_DEV_MODE=1`).
 from __future__ import annotations
 
 from typing import Any
+
+
+def _register_transfer_backend() -> None:
+    """`vllm_transfer.register()` where this vLLM has the weight-transfer API."""
+    try:
+        from agentrl.engines import vllm_transfer
+    except ImportError:  # an older vLLM: no `vllm.distributed.weight_transfer`
+        return
+    vllm_transfer.register()
+
+
+_register_transfer_backend()
 
 
 class WeightSyncExtension:

@@ -171,7 +171,8 @@ def fake_completions_body(with_token_ids: bool) -> dict[str, Any]:
 
 
 class FakeHTTPServer:
-    """A loopback-only HTTP server answering POSTs from a route table; records requests."""
+    """A loopback-only HTTP server answering POSTs (and GETs) from a route table; records
+    requests."""
 
     def __init__(self, routes: dict[str, Any]) -> None:
         self.routes = routes
@@ -192,6 +193,8 @@ class FakeHTTPServer:
                 self.send_header("Content-Length", str(len(data)))
                 self.end_headers()
                 self.wfile.write(data)
+
+            do_GET = do_POST  # noqa: N815 (http.server API)
 
             def log_message(self, *args: Any) -> None:
                 pass

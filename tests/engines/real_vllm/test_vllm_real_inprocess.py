@@ -42,6 +42,8 @@ def test_platform_options_chosen(engine: Any) -> None:
     assert isinstance(engine, VLLMEngine)
     assert engine.sleep_mode is False  # CPU: vLLM has no sleep mode here
     assert engine.pause_mode == "keep"  # vLLM 0.32's RL API: in-place pause, labelled tokens
+    # ... and its weight transfer, through agentrl's backend (vLLM's own are GPU-only).
+    assert engine.llm.vllm_config.weight_transfer_config.backend == "agentrl_file"
 
 
 def test_token_in_token_out(engine: Any, small_model: Any, loop: Any) -> None:

@@ -1,9 +1,12 @@
 """Real vLLM OpenAI-compatible server (`engine.server_url`), on CPU, started the way
-docs/engines.md says (`agentrl.engines.vllm_server`): token ids in and out through
-`/v1/completions`, logprobs equal to a re-score, greedy equal to the hf engine, weight updates
-through `/collective_rpc` with a safetensors file (tied embeddings, LoRA-merged), sleep/wake
-on a server without sleep mode, a request timeout, and a killed server ending the episode
-with a recorded error instead of a hang (last: it kills the module's server)."""
+docs/engines.md says (`agentrl.engines.vllm_server`, which adds the native path's flags):
+on vLLM's native RL API, token ids in and out through `/inference/v1/generate`, logprobs
+equal to a re-score, greedy equal to the hf engine, weight updates through vLLM's weight
+transfer with a safetensors file (tied embeddings, LoRA-merged), an update landing while
+requests run (`/pause?mode=keep`: they resume under the new weights, nothing sent twice);
+the fallback (`/v1/completions`, `/collective_rpc`) on the same server; sleep/wake on a
+server without sleep mode, a request timeout, and a killed server ending the episode with
+a recorded error instead of a hang (last: it kills the module's server)."""
 
 from __future__ import annotations
 
@@ -17,7 +20,9 @@ import vllm_checks as checks
 from agentrl.config.schema import EngineConfig
 from agentrl.engines import SamplingParams, build_engine
 
-pytestmark = checks.MARKS
+# The first test also carries the module's server start (573 s seen on 2 cores under a load
+# of 20, where 600 s per test killed it); the other modules that start vLLM use 900 s too.
+pytestmark = [*checks.MARKS, pytest.mark.timeout(900)]
 
 
 @pytest.fixture(scope="module")
@@ -52,12 +57,13 @@ def test_doctor_sees_the_rl_endpoints(server: Any) -> None:
     from agentrl.doctor.stack import check_engine_server
 
     found = check_engine_server(server.url, "vllm")
-    assert [f.level for f in found] == ["OK", "OK"], found
-    assert "RL endpoints on" in found[1].title
+    assert [f.level for f in found] == ["OK", "OK", "OK"], found
+    assert "RL endpoints on" in found[1].title and "native RL API" in found[2].title
 
 
-def test_token_in_token_out(engine: Any, small_model: Any, loop: Any) -> None:
+def test_token_in_token_out_on_the_native_path(engine: Any, small_model: Any, loop: Any) -> None:
     checks.token_in_token_out(loop, engine, small_model[1])
+    assert engine.native is True and engine.pause_mode == "keep"  # decided at the first call
 
 
 def test_logprobs_equal_transformers_rescore(engine: Any, small_model: Any, loop: Any) -> None:
@@ -85,6 +91,26 @@ def test_update_mid_request_continues_with_exact_versions(
     engine: Any, small_model: Any, loop: Any, restore: None
 ) -> None:
     checks.update_mid_request_keeps_exact_versions(loop, engine, *small_model)
+
+
+def test_fallback_path_on_the_same_server(
+    server: Any, small_path: str, small_model: Any, loop: Any, tmp_path: Path
+) -> None:
+    """The path for a server without the native routes, forced here: `/v1/completions`,
+    an update through agentrl's worker extension (`/collective_rpc`)."""
+    from agentrl.engines.vllm_http import VLLMServerEngine
+
+    model, tok = small_model
+    old = VLLMServerEngine(server.url, small_path, weight_sync_dir=str(tmp_path), native=False)
+    try:
+        checks.token_in_token_out(loop, old, tok)
+        new = checks.perturbed(model, 8)
+        old.update_weights(new.state_dict().items())
+        checks.logprobs_under(loop, old, new, tok)
+        assert old.weight_version == 1 and old.pause_mode == "abort"
+    finally:
+        old.update_weights(model.state_dict().items())
+        checks.run(loop, old.close())
 
 
 def test_update_weights_lora_merged(

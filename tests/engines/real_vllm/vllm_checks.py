@@ -185,7 +185,8 @@ def update_mid_request_keeps_exact_versions(
     five rounds (every round checked) until an update lands inside a running request: the
     timing of one round can miss (on a server, rounds were seen where the four running
     requests finished under the old weights while the update waited: stamps exact, nothing
-    spanning)."""
+    spanning). Engines on vLLM's native path (pause mode "keep") send each request once:
+    it resumes in place under the new weights, nothing is aborted and sent again."""
     import time
 
     prompts = [tok.encode(f"Count to {i}:") for i in range(6)]
@@ -223,6 +224,7 @@ def _update_during_requests(
 
     params = [SamplingParams(max_new_tokens=LONG, temperature=1.0, seed=50 + i) for i in range(6)]
     before = engine.weight_version
+    sent = engine._requests.segments_sent  # noqa: SLF001 (how many requests went to vLLM)
     results: dict[int, Any] = {}
 
     def requests(which: range, delay: float) -> None:
@@ -250,6 +252,8 @@ def _update_during_requests(
     for w in workers:
         w.join(timeout=300)
     assert engine.weight_version == before + 1 and len(results) == 6
+    resent = engine._requests.segments_sent - sent - len(results)  # noqa: SLF001
+    assert resent == 0 if engine.pause_mode == "keep" else resent >= 0, resent
     spanning = 0
     for i, r in sorted(results.items()):
         assert r.error is None and r.finish_reason in ("stop", "length"), r
@@ -267,7 +271,8 @@ def _update_during_requests(
         f"update during requests: versions {[sorted(set(r.weight_versions)) for r in results.values()]}"
     )
     seen.append(
-        f"versions {[sorted(set(r.weight_versions)) for r in results.values()]}, update {took:.2f}s"
+        f"versions {[sorted(set(r.weight_versions)) for r in results.values()]}, update "
+        f"{took:.2f}s, {resent} continuation(s) sent"
     )
     return spanning
 
