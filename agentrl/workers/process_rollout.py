@@ -242,6 +242,8 @@ class ProcessRollout:
 
     def in_flight(self) -> dict[str, list[EpisodeState]]:
         """The child's groups in flight (`RolloutRunner.in_flight`), sent back pickled."""
+        if not self.proc.is_alive():  # nothing would answer: say so now, not at the timeout
+            raise EngineError(f"rollout process died (exit code {self.proc.exitcode})")
         return self._call("in_flight")  # type: ignore[no-any-return]
 
     def submit_group(
