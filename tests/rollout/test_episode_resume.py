@@ -7,6 +7,8 @@ engine and the fine-tuned tiny calc agent.
   HF engine, greedy) produces the very trajectory of the uninterrupted run: the prefix is not sampled
   again (its tokens keep their recorded weight versions while the continuation carries the
   engine's newer one), the env is restored, never reset.
+- `check_env` proves a declared snapshot (pickled mid-episode, restored, the next step
+  answered the same) and names a restore that brings back another state.
 - An env without the capability: its boundary says why, and the episode runs again from its
   seed (reset once), to the same trajectory. A finished episode is kept as is (no env built).
 """
@@ -24,6 +26,7 @@ import agentrl.envs as envs
 from agentrl.chat import ChatFormat
 from agentrl.config.schema import RolloutConfig, SamplingConfig
 from agentrl.envs import ResumableEnv, Task, ToolEnv
+from agentrl.envs.checker import check_resume
 from agentrl.rollout.resume import Boundary, EpisodeBook, EpisodeSnapshot, EpisodeState
 from agentrl.rollout.runner import run_groups, sampling_params
 from agentrl.tools import ToolSet
@@ -180,3 +183,18 @@ def test_a_finished_episode_is_kept_as_is(engine: Any, chat: ChatFormat) -> None
     factory = Counting(lambda: envs.make("math/calc-v0"))
     kept = _run(engine, chat, factory, resume=[whole])
     assert kept is whole and factory.built == 0
+
+
+def test_check_env_proves_the_snapshot_and_names_a_broken_restore() -> None:
+    for env_id in ("math/calc-v0", "math/calc-easy-v0", "math/word-v0"):
+        assert check_resume(envs.make(env_id), 0)
+    assert not check_resume(PlainCalc(), 0)  # not declared: nothing to check
+
+    class ForgetfulCalc(type(envs.make("math/calc-v0"))):  # type: ignore[misc]
+        def restore(self, state: Any) -> None:
+            super().restore(state)
+            self.task.answer = "-1"  # restores another task than the one snapshotted
+
+    broken = ForgetfulCalc()
+    with pytest.raises(envs.EnvCheckError, match=r"restore\(snapshot\(\)\) then the same"):
+        envs.check_env(broken)
