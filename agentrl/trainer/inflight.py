@@ -104,7 +104,7 @@ def summary(groups: dict[int, tuple[int, list[EpisodeState]]]) -> list[str]:
     line = (
         f"resume: {len(groups)} groups were in flight at the checkpoint: {n['kept']} finished "
         f"episodes kept, {n['continued']} continued from their last turn, {n['reissued']} run "
-        f"again from their seed (not resumable{': ' + '; '.join(why) if why else ''}), "
+        f"again from their seed{' (not resumable: ' + '; '.join(why) + ')' if why else ''}, "
         f"{n['restarted']} started again (no turn finished)"
     )
     return [line]
