@@ -10,7 +10,15 @@ Families register on import of this package; see `registration` for plugins and 
 import importlib
 
 from .checker import EnvCheckError, check_env
-from .core import AgentEnv, MessagesSpace, Observation, Task, ToolEnv
+from .core import (
+    AgentEnv,
+    MessagesSpace,
+    Observation,
+    ResumableEnv,
+    ResumableToolEnv,
+    Task,
+    ToolEnv,
+)
 from .hidden_data import HiddenData, data_packages
 from .registration import EnvSpec, all_specs, load_env_module, make, register, registry, spec
 
@@ -25,6 +33,8 @@ __all__ = [
     "HiddenData",
     "MessagesSpace",
     "Observation",
+    "ResumableEnv",
+    "ResumableToolEnv",
     "Task",
     "ToolEnv",
     "all_specs",

@@ -2,12 +2,14 @@
 
 Each `check_*` function tests one property and raises `EnvCheckError` naming the problem:
 API shape, seeding determinism, reward range, valid tool schemas, bounded observations,
-graceful handling of bad tool calls, and (when the env has an oracle) that the gold policy
-reaches the maximum reward without a tool error.
+graceful handling of bad tool calls, (when the env has an oracle) that the gold policy
+reaches the maximum reward without a tool error, and (when it declares `ResumableEnv` and has
+an oracle) that a pickled snapshot taken mid-episode restores the step that follows.
 """
 
 from __future__ import annotations
 
+import pickle
 from typing import Any, NoReturn
 
 import gymnasium as gym
@@ -15,7 +17,7 @@ import jsonschema
 
 from agentrl.types import Message, ToolCall, ToolResult
 
-from .core import AgentEnv, Observation
+from .core import AgentEnv, Observation, ResumableEnv
 
 
 class EnvCheckError(AssertionError):
@@ -173,6 +175,31 @@ def check_adversaries(env: AgentEnv, seed: int) -> list[str]:
     return names
 
 
+def check_resume(env: AgentEnv, seed: int) -> bool:
+    """A `ResumableEnv` with an oracle: after the oracle's first step, `snapshot()` pickles,
+    and restored (after the episode went on to its end) the env answers the oracle's next
+    action as it did the first time. Returns whether it was checked."""
+    if not isinstance(env, ResumableEnv):
+        return False
+    env.reset(seed=seed)
+    action = env.oracle_action()
+    if action is None or any(_checked_step(env, action)[2:4]):
+        return False  # no oracle, or a one-step episode: no boundary to resume from
+    try:
+        saved = pickle.loads(pickle.dumps(env.snapshot()))
+    except Exception as e:  # noqa: BLE001 - named in the error
+        _fail(env, f"snapshot() must return a picklable value: {type(e).__name__}: {e}")
+    nxt = env.oracle_action()
+    if nxt is None:
+        return False
+    first = _checked_step(env, nxt)[1:4]
+    env.restore(saved)
+    again = _checked_step(env, nxt)[1:4]
+    if again != first:
+        _fail(env, f"restore(snapshot()) then the same action gave {again}, not {first}")
+    return True
+
+
 def check_env(env: Any, seeds: tuple[int, ...] = (0, 1, 2)) -> dict[str, Any]:
     """Validate `env`; raises `EnvCheckError` on the first broken contract.
 
@@ -193,5 +220,6 @@ def check_env(env: Any, seeds: tuple[int, ...] = (0, 1, 2)) -> dict[str, Any]:
     check_step(env, Message("assistant", "I am not sure."))
     has_oracle = all(check_oracle(env, s) for s in seeds)
     adversaries = check_adversaries(env, seeds[0])
+    check_resume(env, seeds[0])
     tools = [t["function"]["name"] for t in obs.tools]
     return {"oracle": has_oracle, "tools": tools, "adversaries": adversaries}

@@ -18,6 +18,13 @@ override them instead.
 implement `new_task` and `score`, and optionally `oracle_action` so `check_env` can prove the
 task is solvable at maximum reward.
 
+`ResumableEnv` is a capability an env declares by subclassing it: its state between two steps
+can be saved (`snapshot`) and put back into a fresh instance (`restore`), so a pipelined run's
+checkpoint keeps the episodes in flight and `--resume` continues them (docs/async.md,
+"Resume"). An env without it is not resumable: its in-flight episodes run again from their
+seed, counted and logged. `ResumableToolEnv` is a `ToolEnv` whose whole state is its task,
+turn count and RNG (stateless tools, like the calculator envs').
+
 Dataset rows (`data.path`, docs/datasets.md) reach an env as `reset(options={"row": Row})`.
 An env type declares that it takes them (`accepts_rows = True`) and implements `read_row`,
 which turns one row into its task. The declaration is what config loading checks: `data.path`
@@ -27,7 +34,9 @@ with an env that does not take rows is an error, never silently ignored rows.
 from __future__ import annotations
 
 import asyncio
+import copy
 import numbers
+from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
@@ -238,6 +247,24 @@ class ToolEnv(AgentEnv):
         self.tools.close()
 
 
+class ResumableEnv(ABC):
+    """Capability: the env's state after `reset` or a step can be saved and restored.
+
+    `snapshot()` is called between two steps (never during one) and returns a picklable value
+    (it goes into a checkpoint, and from a rollout process to the trainer). `restore(state)`
+    is called on a fresh instance from the same factory, never reset, and leaves it as the
+    snapshotted env was: the next `astep` returns what the original's would have.
+    """
+
+    @abstractmethod
+    def snapshot(self) -> Any:
+        """The env's state now, as a picklable value."""
+
+    @abstractmethod
+    def restore(self, state: Any) -> None:
+        """Become the env `state` was taken from (this instance was never reset)."""
+
+
 def tool_message(r: ToolResult) -> Message:
     """The chat message that shows the model one tool result."""
     return Message("tool", r.content, tool_call_id=r.call_id or None, name=r.name)
@@ -256,3 +283,22 @@ def _run(coro: Any) -> Any:
     from agentrl.tools.core import run_sync
 
     return run_sync(coro)
+
+
+class ResumableToolEnv(ToolEnv, ResumableEnv):
+    """A `ToolEnv` whose state is its task, turn count and RNG: resumable as is. Only for
+    tool sets without per-episode state (`ToolSet.reset` does nothing)."""
+
+    def snapshot(self) -> dict[str, Any]:
+        return {
+            "task": copy.deepcopy(self.task),
+            "turn": self.turn,
+            "rng": self.np_random.bit_generator.state,
+        }
+
+    def restore(self, state: Any) -> None:
+        self.tools.reset()
+        self.task, self.turn = copy.deepcopy(state["task"]), int(state["turn"])
+        rng = np.random.Generator(np.random.PCG64())
+        rng.bit_generator.state = state["rng"]
+        self.np_random = rng

@@ -137,11 +137,17 @@ class RolloutWorker:
         self._groups: dict[int, Any] = {}
         self._finished: collections.deque[int] = collections.deque()
 
-    def submit_group(self, rid: int, task: Any, position: int, n: int, key: str) -> None:
+    def submit_group(
+        self, rid: int, task: Any, position: int, n: int, key: str, resume: list[Any]
+    ) -> None:
         assert self.rollout.producer is not None
-        fut = self.rollout.producer.submit_group(task, position, n, key)
+        fut = self.rollout.producer.submit_group(task, position, n, key, resume)
         self._groups[rid] = fut
         fut.add_done_callback(lambda _f: self._finished.append(rid))
+
+    def in_flight(self) -> dict[str, list[Any]]:
+        assert self.rollout.producer is not None
+        return self.rollout.producer.in_flight()
 
     def cancel_group(self, rid: int) -> None:
         if (fut := self._groups.pop(rid, None)) is not None:

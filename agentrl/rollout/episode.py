@@ -21,6 +21,11 @@ feature; 0 elsewhere, where that wait is inside `generate`), `env` (awaiting `en
 tools and scoring included), `tools` (the tools' own wall time, from their results) and
 `reward` (the step that ended the episode: the env's scoring).
 
+`run_episode(resume=snapshot)` continues an episode a checkpoint kept (`rollout.resume`): the
+env is restored instead of reset, and the loop goes on at the turn after the snapshot's, the
+recorded tokens (ids, logprobs, weight versions) kept as they are; `on_boundary` records each
+turn boundary for such a snapshot.
+
 The wall-clock limit is an `EpisodeClock` (clock.py): `rollout.episode_timeout_s` of the
 episode's own time, the `queued` time not counted, within an absolute bound of
 `rollout.episode_wall_factor` times the timeout, queue included.
@@ -32,6 +37,7 @@ import json
 import math
 import time
 import traceback
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -40,6 +46,7 @@ from agentrl.config.schema import RolloutConfig
 from agentrl.engines.base import Engine, SamplingParams
 from agentrl.multimodal.rollout import EpisodeImages, PendingImages
 from agentrl.rollout.clock import EpisodeClock, EpisodeTimeout
+from agentrl.rollout.resume import Boundary, EpisodeSnapshot, boundary, resumed_trajectory
 from agentrl.types import InfraError, Message, TerminationReason, ToolResult, Trajectory, Turn
 
 
@@ -60,6 +67,7 @@ class _State:
     clock: EpisodeClock
     max_invalid: int | None = None
     invalid_run: int = 0  # invalid tool calls in a row so far
+    on_boundary: Callable[[Boundary], None] | None = None
 
     @property
     def left(self) -> int:
@@ -76,18 +84,23 @@ async def run_episode(
     seed: int | None = None,
     options: dict[str, Any] | None = None,
     session_id: str | None = None,
+    resume: EpisodeSnapshot | None = None,
+    on_boundary: Callable[[Boundary], None] | None = None,
 ) -> Trajectory:
-    """Run one episode on `env` (the caller owns and closes it). Never raises for env, engine
-    or timeout failures; those end the episode with a reason in `traj.termination`."""
-    traj = Trajectory(prompt_ids=[], env_id=getattr(env, "spec_id", "") or "")
-    traj.metadata.update({"seed": seed, "error": None})
-    traj.metadata["spans"] = dict.fromkeys(SPANS, 0.0)
+    """Run one episode on `env` (the caller owns and closes it), or continue `resume` (a
+    resumable snapshot) on a fresh `env`. Never raises for env, engine or timeout failures;
+    those end the episode with a reason in `traj.termination`."""
+    if resume is not None:
+        traj = resumed_trajectory(resume)
+    else:
+        traj = Trajectory(prompt_ids=[], env_id=getattr(env, "spec_id", "") or "")
+        traj.metadata.update({"seed": seed, "error": None})
+        traj.metadata["spans"] = dict.fromkeys(SPANS, 0.0)
     t0 = time.monotonic()
     clock = EpisodeClock(cfg.episode_timeout_s, wall_factor=cfg.episode_wall_factor)
     try:
-        await clock.run(
-            _loop(env, engine, chat, sampling, cfg, traj, seed, options, session_id, clock)
-        )
+        start = _Start(seed, options, session_id, resume, on_boundary)
+        await clock.run(_loop(env, engine, chat, sampling, cfg, traj, start, clock))
     except _EpisodeEnd as end:
         traj.termination = end.reason
         traj.metadata["error"] = end.error
@@ -131,6 +144,17 @@ def error_text(e: BaseException) -> str:
     return "".join(tb).strip()[-2000:]
 
 
+@dataclass
+class _Start:
+    """How the episode starts: reset with `seed`/`options`, or continue `resume`."""
+
+    seed: int | None
+    options: dict[str, Any] | None
+    session_id: str | None
+    resume: EpisodeSnapshot | None
+    on_boundary: Callable[[Boundary], None] | None
+
+
 async def _loop(
     env: Any,
     engine: Engine,
@@ -138,13 +162,35 @@ async def _loop(
     sampling: SamplingParams,
     cfg: RolloutConfig,
     traj: Trajectory,
-    seed: int | None,
-    options: dict[str, Any] | None,
-    session_id: str | None,
+    start: _Start,
     clock: EpisodeClock,
 ) -> None:
+    images = EpisodeImages(getattr(chat, "vision", None), traj)
+    invalid = cfg.max_invalid_tool_calls
+    if start.resume is None:
+        tools = await _reset(env, chat, traj, images, start)
+        state = _State(traj, tools, cfg.max_total_tokens, images, clock, invalid)
+    else:
+        await _restore(env, start.resume)
+        tools = list(start.resume.tools)
+        state = _State(traj, tools, cfg.max_total_tokens, images, clock, invalid)
+        state.invalid_run = start.resume.invalid_run
+    state.on_boundary = start.on_boundary
+    if state.left <= 0:
+        raise _EpisodeEnd("max_tokens", f"prompt has {len(traj.prompt_ids)} tokens")
+    limit = turn_limit(env, cfg)
+    for turn_no in range(len(traj.turns), limit):
+        last = turn_no == limit - 1
+        if await _turn(env, engine, chat, sampling, state, turn_no, last, start.session_id):
+            return
+
+
+async def _reset(
+    env: Any, chat: ChatFormat, traj: Trajectory, images: EpisodeImages, start: _Start
+) -> list[dict[str, Any]]:
+    """Reset the env and render the prompt into `traj`; returns the tool schemas."""
     try:
-        obs, info = await env.areset(seed=seed, options=options)
+        obs, info = await env.areset(seed=start.seed, options=start.options)
     except InfraError as e:
         raise _EpisodeEnd(e.reason, f"reset: {error_text(e)}") from e
     except Exception as e:  # noqa: BLE001 - any env failure ends this episode only
@@ -153,19 +199,18 @@ async def _loop(
     traj.metadata["reset_info"] = _jsonable(info)
     if obs.tools:  # the schemas the prompt rendered: `agentrl view --diff` re-renders with them
         traj.metadata["tools"] = _jsonable(list(obs.tools))
-    images = EpisodeImages(getattr(chat, "vision", None), traj)
     ids = chat.prompt_ids(obs.messages, obs.tools)
     traj.prompt_ids, pending = _expand_images(images, obs.messages, ids, 0)
     images.commit(pending)
-    tools, invalid = list(obs.tools), cfg.max_invalid_tool_calls
-    state = _State(traj, tools, cfg.max_total_tokens, images, clock, invalid)
-    if state.left <= 0:
-        raise _EpisodeEnd("max_tokens", f"prompt has {len(traj.prompt_ids)} tokens")
-    limit = turn_limit(env, cfg)
-    for turn_no in range(limit):
-        last = turn_no == limit - 1
-        if await _turn(env, engine, chat, sampling, state, turn_no, last, session_id):
-            return
+    return list(obs.tools)
+
+
+async def _restore(env: Any, snap: EpisodeSnapshot) -> None:
+    """Put a fresh env into the snapshot's state (a `ResumableEnv`; else env_error)."""
+    try:
+        env.restore(snap.env_state)
+    except Exception as e:  # noqa: BLE001 - a failing restore ends this episode only
+        raise _EpisodeEnd("env_error", f"restore: {error_text(e)}") from e
 
 
 def env_turn_limit(env: Any) -> int:
@@ -287,6 +332,8 @@ async def _turn(
     traj.append(ids, trained=False)
     state.images.commit(pending)
     turn.obs_end = len(traj.response_ids)
+    if state.on_boundary is not None:  # a checkpoint can continue the episode from here
+        state.on_boundary(boundary(env, traj, state.tools, state.invalid_run))
     return False
 
 

@@ -20,6 +20,7 @@ import torch
 from agentrl.chat import ChatFormat
 from agentrl.config import RolloutConfig, SamplingConfig
 from agentrl.engines import Engine
+from agentrl.rollout.resume import EpisodeState
 from agentrl.rollout.runner import EpisodeHook, RolloutRunner, summarize
 from agentrl.types import TrajectoryGroup
 
@@ -133,10 +134,15 @@ class Rollout:
         self.runner.start_background()
 
     def submit_group(
-        self, task: Any, position: int, n: int, key: str
+        self, task: Any, position: int, n: int, key: str, resume: Sequence[EpisodeState] = ()
     ) -> concurrent.futures.Future[TrajectoryGroup]:
-        """`n` episodes of `task` as one group, scheduled now, finished in the future."""
-        return self.runner.submit(self.runner.collect_group(task, position, n, key))
+        """`n` episodes of `task` as one group, scheduled now, finished in the future;
+        `resume`: what a checkpoint kept of each episode (`rollout.resume`)."""
+        return self.runner.submit(self.runner.collect_group(task, position, n, key, resume))
+
+    def in_flight(self) -> dict[str, list[EpisodeState]]:
+        """What a checkpoint keeps of the groups in flight, by key (`RolloutRunner.in_flight`)."""
+        return self.runner.in_flight()
 
     def sync_weights(self, named: Iterable[tuple[str, torch.Tensor]]) -> float:
         t0 = time.perf_counter()

@@ -23,6 +23,7 @@ from agentrl.chat.format import ChatFormat
 from agentrl.config.schema import RolloutConfig, SamplingConfig
 from agentrl.engines.base import Engine, SamplingParams
 from agentrl.rollout.episode import SPANS, error_text, run_episode
+from agentrl.rollout.resume import EpisodeBook, EpisodeSnapshot, EpisodeState
 from agentrl.rows import Row
 from agentrl.types import Trajectory, TrajectoryGroup
 
@@ -84,14 +85,32 @@ async def run_groups(
     on_episode: EpisodeHook = None,
     sem: asyncio.Semaphore | None = None,
     first_index: int = 0,
+    book: EpisodeBook | None = None,
+    resume: Sequence[EpisodeState] = (),
 ) -> list[TrajectoryGroup]:
     """`n` episodes per task, returned as one `TrajectoryGroup` per task, in task order.
 
     `sem` bounds episodes across calls (one per call by default); `first_index` is the first
-    task's position in its batch (a dataset row's group key, a dict task's default seed)."""
+    task's position in its batch (a dataset row's group key, a dict task's default seed).
+    One task only: `book` records where each episode can be continued from, under
+    `group_prefix` (`rollout.resume`), and `resume[k]` is what a checkpoint kept of sample k:
+    a finished trajectory (kept as is), a resumable snapshot (continued), else None or a
+    snapshot that is not resumable (run from the seed)."""
     sem = sem or asyncio.Semaphore(max(1, cfg.concurrency))
+    if (book is not None or resume) and len(tasks) != 1:
+        raise ValueError("run_groups: book/resume are for one task's group")
+    if book is not None:
+        book.open(group_prefix, n)
 
     async def one(task: TaskSpec, index: int, k: int) -> Trajectory:
+        kept = resume[k] if k < len(resume) else None
+        if isinstance(kept, Trajectory):  # finished before the checkpoint: not run again
+            if book is not None:
+                book.finish(group_prefix, k, kept)
+            if on_episode is not None:
+                on_episode(kept)
+            return kept
+        snap = kept if isinstance(kept, EpisodeSnapshot) and kept.resumable else None
         key, seed, options = task_args(task, index)
         group_id = f"{group_prefix}{key}"
         session = f"{group_id}/{k}"
@@ -119,6 +138,8 @@ async def run_groups(
                         seed=seed,
                         options=options,
                         session_id=session,
+                        resume=snap,
+                        on_boundary=None if book is None else book.marker(group_prefix, k),
                     )
                 finally:
                     engine.release_session(session)
@@ -128,12 +149,18 @@ async def run_groups(
                 traj = ended
         traj.group_id = group_id
         traj.metadata["sample"] = k
+        if book is not None:
+            book.finish(group_prefix, k, traj)
         if on_episode is not None:
             on_episode(traj)
         return traj
 
     jobs = [one(t, i, k) for i, t in enumerate(tasks, first_index) for k in range(n)]
-    trajs = await asyncio.gather(*jobs)
+    try:
+        trajs = await asyncio.gather(*jobs)
+    finally:
+        if book is not None:
+            book.close(group_prefix)
     return [
         TrajectoryGroup(trajs[i * n].group_id, list(trajs[i * n : (i + 1) * n]))
         for i in range(len(tasks))
@@ -223,6 +250,7 @@ class RolloutRunner:
         self._loop: asyncio.AbstractEventLoop | None = None
         self._thread: threading.Thread | None = None  # the loop's thread, once in background
         self._sem: asyncio.Semaphore | None = None
+        self.book = EpisodeBook()  # the groups `collect_group` has in flight
 
     async def collect(
         self,
@@ -255,11 +283,18 @@ class RolloutRunner:
         return groups
 
     async def collect_group(
-        self, task: TaskSpec, position: int, n: int, key: str
+        self,
+        task: TaskSpec,
+        position: int,
+        n: int,
+        key: str,
+        resume: Sequence[EpisodeState] = (),
     ) -> TrajectoryGroup:
         """`n` episodes of one task as one group, under the runner-wide `rollout.concurrency`
         bound: the unit a pipelined trainer schedules (`agentrl.trainer.pipeline`). `key`
-        prefixes the group id; `position` is the task's place in its batch."""
+        prefixes the group id; `position` is the task's place in its batch; `resume`: what
+        a checkpoint kept of each sample (`run_groups`). The book records the group while
+        it runs (`in_flight`)."""
         if self._sem is None:
             self._sem = asyncio.Semaphore(max(1, self.rollout_cfg.concurrency))
         sampling = sampling_params(self.sampling_cfg, self.chat, self.seed)
@@ -274,8 +309,20 @@ class RolloutRunner:
             group_prefix=key,
             sem=self._sem,
             first_index=position,
+            book=self.book,
+            resume=resume,
         )
         return group
+
+    async def _in_flight(self) -> dict[str, list[EpisodeState]]:
+        return self.book.snapshot()
+
+    def in_flight(self, timeout_s: float = 120.0) -> dict[str, list[EpisodeState]]:
+        """Where each episode of the groups `collect_group` has running can be continued
+        from, by group key (`EpisodeBook.snapshot`), taken on the runner's loop."""
+        if self._thread is None:
+            return self.book.snapshot()  # no loop runs episodes meanwhile
+        return self.submit(self._in_flight()).result(timeout=timeout_s)  # type: ignore[no-any-return]
 
     def start_background(self) -> None:
         """From now on the runner's loop runs in its own thread, so episodes go on while the

@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 if TYPE_CHECKING:
     from agentrl.report.progress import RunProgress
-    from agentrl.types import TrajectoryGroup
+    from agentrl.types import Trajectory, TrajectoryGroup
 
     from .batch import TrainBatch
     from .components import RolloutRole, ScorerRole
@@ -79,6 +79,8 @@ class Collector(Protocol):
 # The checkpoint key of prompts issued but not trained (a pipelined run's); kept by name so
 # checkpoints written before collectors existed resume unchanged.
 PENDING_KEY = "async_pending"
+# A pipelined checkpoint's groups in flight (`agentrl.trainer.inflight`, which owns it).
+INFLIGHT_KEY = "async_inflight"
 
 
 class SyncCollector:
@@ -86,8 +88,6 @@ class SyncCollector:
     each, and waits for all of them. With DAPO dynamic sampling (`resample_batches` > 0)
     groups without signal are dropped and refilled from further collects; greedy-baseline
     estimators (ReMax) get one greedy episode per prompt alongside."""
-
-    notes: Sequence[str] = ()
 
     def __init__(
         self,
@@ -107,6 +107,7 @@ class SyncCollector:
         # started; the groups keep the engine's counts then).
         self.offset: int | None = None
         self.pending: list[int] = []  # a pipelined checkpoint's untrained prompts
+        self.notes: list[str] = []
         self._stats: dict[str, float] = {}
         # The engine's idle time between collects (the step's update, old log-probs, sync):
         # the end of the last collect, and the idle before the latest one.
@@ -174,6 +175,11 @@ class SyncCollector:
 
     def load_state(self, state: dict[str, Any]) -> None:
         self.pending = list(state.get(PENDING_KEY, []))
+        if kept := state.get(INFLIGHT_KEY):  # a pipelined checkpoint's groups in flight
+            self.notes.append(
+                f"resume: trainer.async is off, so the episodes of the {len(kept)} groups in "
+                "flight at the checkpoint run again from their seed"
+            )
 
     def close(self) -> None:
         pass
@@ -187,9 +193,21 @@ def rewind_to_pending(data: TaskSource, pending: Sequence[int]) -> None:
         data.cursor = min([data.cursor, *pending])
 
 
+# Trajectory metadata: how many leading tokens carry policy versions already (an episode a
+# checkpoint kept was stamped by an earlier process, whose engine counted differently).
+STAMPED = "policy_versions"
+
+
 def stamp_versions(groups: Sequence[TrajectoryGroup], offset: int) -> None:
     """Engine update counts -> policy versions (optimizer steps applied to the weights that
     sampled each token); env tokens stay -1."""
     for g in groups:
         for t in g.trajectories:
-            t.weight_versions = [v - offset if v >= 0 else -1 for v in t.weight_versions]
+            stamp_trajectory(t, offset)
+
+
+def stamp_trajectory(t: Trajectory, offset: int) -> None:
+    """`stamp_versions` of one trajectory: the tokens after its `STAMPED` prefix."""
+    done = int(t.metadata.get(STAMPED, 0))
+    t.weight_versions[done:] = [v - offset if v >= 0 else -1 for v in t.weight_versions[done:]]
+    t.metadata[STAMPED] = len(t.weight_versions)

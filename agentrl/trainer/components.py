@@ -14,6 +14,7 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol
 
+from agentrl.rollout.resume import EpisodeState
 from agentrl.rollout.runner import EpisodeHook  # re-exported: the role Protocols' hook type
 
 if TYPE_CHECKING:
@@ -75,7 +76,8 @@ class CriticRole(Protocol):
 class GroupProducer(Protocol):
     """What `trainer.async` schedules on (`agentrl.trainer.pipeline`): one prompt's group of
     episodes at a time, finished groups back as futures, and the engine's weight-update
-    count that stamps each sampled token (`rollout.role.Rollout` in this process,
+    count that stamps each sampled token, and what a checkpoint keeps of the groups in
+    flight (`rollout.role.Rollout` in this process,
     `workers.process_rollout.ProcessRollout` in a child process)."""
 
     @property
@@ -87,8 +89,15 @@ class GroupProducer(Protocol):
     def start(self) -> None: ...
 
     def submit_group(
-        self, task: Any, position: int, n: int, key: str
-    ) -> concurrent.futures.Future[TrajectoryGroup]: ...
+        self, task: Any, position: int, n: int, key: str, resume: Sequence[EpisodeState] = ()
+    ) -> concurrent.futures.Future[TrajectoryGroup]:
+        """`resume[k]`: what a checkpoint kept of sample k (`agentrl.rollout.resume`)."""
+        ...
+
+    def in_flight(self) -> dict[str, list[EpisodeState]]:
+        """Per group key submitted and not finished: what a checkpoint keeps of each
+        episode (finished trajectory, last turn boundary, or None), engine version counts."""
+        ...
 
 
 class RolloutRole(Protocol):

@@ -24,11 +24,15 @@ again. The collector records each prompt's issue version (a lower bound on its g
 oldest token) for it. Every token keeps the engine's own logprob, so rollout correction
 (`algorithm.tis_mode`) reweights the lag exactly.
 
-Resume: the checkpoint records `pending` (prompts issued but not yet trained, in `state()`)
-and the policy's counters; the pending prompts' episodes are dropped and those prompts run
-again first after a restart, so no prompt is lost or trained twice (docs/async.md); a prompt
-the `drop` policy discarded is not pending. The producer interface (`submit` a prompt, get a
-finished group back) is what a Ray rollout actor would implement for split placement.
+Resume: the checkpoint records `pending` (prompts issued but not yet trained, in `state()`),
+the policy's counters and, for each pending prompt, what its episodes had done
+(`agentrl.trainer.inflight`: finished ones verbatim, running ones at their last turn boundary
+from the producer's `in_flight`). After a restart those prompts are issued first, with
+those states: finished episodes are kept, resumable ones continue, the others run again from
+their seed; so no prompt is lost or trained twice, and no env step of a resumable env runs
+twice (docs/async.md); a prompt the `drop` policy discarded is not pending. The producer
+interface (`submit` a prompt, get a finished group back) is what a Ray rollout actor
+implements for split placement.
 """
 
 from __future__ import annotations
@@ -46,9 +50,10 @@ from agentrl.config import AsyncConfig
 from agentrl.rollout.runner import summarize
 from agentrl.types import TrajectoryGroup
 
-from .collect import PENDING_KEY, stamp_versions
+from .collect import INFLIGHT_KEY, PENDING_KEY, stamp_versions
 from .components import GroupProducer
 from .data import TaskSource
+from .inflight import RESUME_KEY, ResumeLedger, in_policy_versions, stored
 from .staleness import StalenessPolicy
 
 # The checkpoint key of the staleness policy's cumulative counters.
@@ -81,7 +86,7 @@ class PipelinedCollector:
         self.producer, self.data, self.n, self.batch_size = producer, data, n, max(batch_size, 1)
         self.policy, self.timeout_s = policy, cfg.batch_timeout_s
         self.depth = (cfg.prefetch_batches or cfg.max_staleness + 1) * self.batch_size
-        self.notes = advice(policy.most_outstanding(self.depth) * n, concurrency, engine_batch)
+        self.notes = [*advice(policy.most_outstanding(self.depth) * n, concurrency, engine_batch)]
         # engine update count - policy version, set by `start`: both move by one per step.
         self.offset: int | None = None
         self.requeue: collections.deque[int] = collections.deque()
@@ -91,6 +96,7 @@ class PipelinedCollector:
         self.held: dict[int, TrajectoryGroup] = {}
         self.issued_at: dict[int, int] = {}  # outstanding prompt -> its issue version
         self.trained = 0  # prompts trained so far (set by `start`), for admission
+        self.ledger = ResumeLedger()  # groups a checkpoint kept, not issued again yet
         self._stats: dict[str, float] = {}
 
     @property
@@ -127,8 +133,12 @@ class PipelinedCollector:
             self._issue(k, version)
 
     def _issue(self, k: int, version: int) -> None:
+        assert self.offset is not None  # set by `start`, before any prompt is issued
+        resume: list[Any] = []
+        if (kept := self.ledger.take(k)) is not None:  # a checkpoint kept its episodes
+            version, resume = kept  # its issue version bounds the kept tokens too
         fut = self.producer.submit_group(
-            self.data.item_at(k), k % self.batch_size, self.n, f"p{k}-"
+            self.data.item_at(k), k % self.batch_size, self.n, f"p{k}-", resume
         )
         self.inflight[k], self.issued_at[k] = fut, version
 
@@ -214,19 +224,64 @@ class PipelinedCollector:
         self, step: int, groups: Sequence[TrajectoryGroup], update_spread: dict[str, float]
     ) -> dict[str, float]:
         m = {f"async/{k}": v for k, v in update_spread.items()}
+        m |= self.ledger.metrics()
         return m | version_metrics(groups, step - 1) | self.policy.metrics()
 
     def state(self) -> dict[str, Any]:
-        # Issued, not trained: re-issued first on resume; the policy's cumulative counters.
-        return {PENDING_KEY: self.pending, COUNTS_KEY: self.policy.state()}
+        # Issued, not trained: re-issued first on resume, with what their episodes had done;
+        # the policy's and the resume's cumulative counters.
+        kept = self.kept_now() | {k: stored(v, s) for k, (v, s) in self.ledger.groups.items()}
+        return {
+            PENDING_KEY: self.pending,
+            COUNTS_KEY: self.policy.state(),
+            INFLIGHT_KEY: kept,
+            RESUME_KEY: self.ledger.state(),
+        }
+
+    def kept_now(self) -> dict[int, dict[str, Any]]:
+        """What a checkpoint keeps of each outstanding group (`agentrl.trainer.inflight`),
+        in policy versions: held groups as trained, finished ones from their future, running
+        ones from the producer's book. A producer that cannot say (it died) leaves those
+        episodes to start again from their seed, counted in `snapshot_errors`."""
+        if not self.issued_at:
+            return {}
+        assert self.offset is not None
+        try:
+            running = self.producer.in_flight() if self.inflight else {}
+        except Exception:  # noqa: BLE001 - counted; those episodes run again from the seed
+            running, self.ledger.snapshot_errors = {}, self.ledger.snapshot_errors + 1
+        out: dict[int, dict[str, Any]] = {}
+        for k, version in self.issued_at.items():
+            if k in self.held:  # stamped already
+                states = in_policy_versions(self.held[k].trajectories, self.offset)
+            elif f"p{k}-" in running:
+                states = in_policy_versions(running[f"p{k}-"], self.offset)
+            else:  # finished after the book was read, or before: its future has it
+                states = self._finished_states(k)
+            out[k] = stored(version, states)
+        return out
+
+    def _finished_states(self, k: int) -> list[Any]:
+        assert self.offset is not None
+        fut = self.inflight.get(k)
+        try:
+            group = fut.result(timeout=self.timeout_s) if fut is not None else None
+        except BaseException:  # noqa: BLE001 - cancelled or failed: it runs again
+            group = None
+        return [] if group is None else in_policy_versions(group.trajectories, self.offset)
 
     def load_state(self, state: dict[str, Any]) -> None:
         self.requeue = collections.deque(state.get(PENDING_KEY, []))
         self.policy.load_state(state.get(COUNTS_KEY, {}))
+        kept, counts = state.get(INFLIGHT_KEY, {}), state.get(RESUME_KEY, {})
+        self.notes += self.ledger.load(kept, counts)
 
     def close(self) -> None:
         """Cancel the episodes still running; their prompts, and those of finished groups
-        not trained, stay `pending` (a checkpoint written afterwards still records them)."""
+        not trained, stay `pending`, and what their episodes had done is kept for a
+        checkpoint written afterwards (`kept_now`, taken before the cancel)."""
+        for k, entry in self.kept_now().items():
+            self.ledger.groups[k] = (entry["issued_at"], entry["episodes"])
         for fut in self.inflight.values():
             fut.cancel()
         for fut in self.inflight.values():

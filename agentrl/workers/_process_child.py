@@ -53,6 +53,8 @@ def _blocking(rollout: Any, op: str, args: tuple[Any, ...], hook: Any) -> Any:
         return rollout.evaluate(*args, on_episode=hook)
     if op == "offload":
         return rollout.offload()
+    if op == "in_flight":
+        return rollout.in_flight()
     raise ValueError(f"unknown rollout command {op!r}")
 
 

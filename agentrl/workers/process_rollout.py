@@ -38,6 +38,7 @@ import torch.multiprocessing as mp
 
 from agentrl.chat import ChatFormat
 from agentrl.engines.base import EngineError
+from agentrl.rollout.resume import EpisodeState
 from agentrl.trainer.components import EpisodeHook
 from agentrl.types import TrajectoryGroup
 
@@ -239,10 +240,16 @@ class ProcessRollout:
     def start(self) -> None:
         """The child's runner loop is already in the background."""
 
+    def in_flight(self) -> dict[str, list[EpisodeState]]:
+        """The child's groups in flight (`RolloutRunner.in_flight`), sent back pickled."""
+        if not self.proc.is_alive():  # nothing would answer: say so now, not at the timeout
+            raise EngineError(f"rollout process died (exit code {self.proc.exitcode})")
+        return self._call("in_flight")  # type: ignore[no-any-return]
+
     def submit_group(
-        self, task: Any, position: int, n: int, key: str
+        self, task: Any, position: int, n: int, key: str, resume: Sequence[EpisodeState] = ()
     ) -> concurrent.futures.Future[TrajectoryGroup]:
-        rid, fut = self._post("group", task, position, n, key)
+        rid, fut = self._post("group", task, position, n, key, list(resume))
 
         def cancelled(f: concurrent.futures.Future[Any]) -> None:
             if f.cancelled() and not self._closed:

@@ -214,11 +214,12 @@ class RayGroupProducer:
         self._thread.start()
 
     def submit_group(
-        self, task: Any, position: int, n: int, key: str
+        self, task: Any, position: int, n: int, key: str, resume: Sequence[Any] = ()
     ) -> concurrent.futures.Future[TrajectoryGroup]:
         rid = next(self._ids)
         fut: concurrent.futures.Future[TrajectoryGroup] = self._calls.add(rid)
-        self.handle.submit_group.remote(rid, task, position, n, key)  # ordered per caller
+        # ordered per caller
+        self.handle.submit_group.remote(rid, task, position, n, key, list(resume))
 
         def cancelled(f: concurrent.futures.Future[TrajectoryGroup]) -> None:
             if f.cancelled() and not self._stop.is_set():
@@ -226,6 +227,10 @@ class RayGroupProducer:
 
         fut.add_done_callback(cancelled)
         return fut
+
+    def in_flight(self) -> dict[str, list[Any]]:
+        """The actor's groups in flight (`RolloutRunner.in_flight`)."""
+        return ray.get(self.handle.in_flight.remote(), timeout=600)  # type: ignore[no-any-return]
 
     def _poll(self) -> None:
         """Resolve futures from the actor until stopped; an actor that fails fails them all."""

@@ -29,7 +29,7 @@ from agentrl.tools import ToolSet
 from agentrl.tools.calculator import calculator, evaluate, format_number
 from agentrl.types import Message, ToolCall
 
-from ..core import Task, ToolEnv
+from ..core import ResumableToolEnv, Task
 
 _NUMBER = re.compile(r"-?\d+(?:\.\d+)?")
 _BOXED = re.compile(r"\\boxed\{([^{}]*)\}")
@@ -83,7 +83,7 @@ def read_numeric_row(row: Row, template: str) -> Task:
     return Task(row.task_messages(template), answer=gold, info=row.info())
 
 
-class CalcEnv(ToolEnv):
+class CalcEnv(ResumableToolEnv):
     family = "math"
     description = "Multi-turn arithmetic with a calculator tool; oracle available."
     max_turns = 4

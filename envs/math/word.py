@@ -25,7 +25,7 @@ from agentrl.tools import ToolSet
 from agentrl.tools.calculator import calculator, evaluate, format_number
 from agentrl.types import Message, ToolCall
 
-from ..core import Task, ToolEnv
+from ..core import ResumableToolEnv, Task
 from .calc import numeric_match, read_numeric_row
 
 HINT = " Use the calculator; give the final number."
@@ -73,7 +73,7 @@ def _sample(rng: np.random.Generator, scale: int) -> dict[str, int]:
     return {"a": a, "b": b, "c": a * b * d + r(1, 50), "d": d, "e": e, "m": a * r(5, 40)}
 
 
-class WordProblemEnv(ToolEnv):
+class WordProblemEnv(ResumableToolEnv):
     family = "math"
     description = "Arithmetic word problems with a calculator tool; oracle available."
     max_turns = 4

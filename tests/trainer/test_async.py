@@ -13,7 +13,9 @@
 - kill -9 in the middle of a pipelined step (its metrics written, its checkpoint not) then
   `--resume` (`wait` on a thread, `pace` in a child process): every prompt is trained exactly
   once, and the prompts issued but not trained at the checkpoint (`async_pending`) are the
-  first ones issued again.
+  first ones issued again, with what their episodes had done (`async_inflight`: a finished
+  episode is trained as it was kept; every kept episode is counted in `async/resume/*`;
+  continued episodes: tests/trainer/test_async_resume.py).
 - The same with the rollout in a child process (`trainer.async.producer: process`): K = 0
   still matches the synchronous loop bit for bit (the child's engine gets the trainer's
   weights through the staging copy), K = 1 keeps the bounds, and a kill -9 of the trainer
@@ -34,6 +36,9 @@ from pathlib import Path
 import pytest
 import torch
 from trainer_synth import train_overrides
+
+from agentrl.trainer.inflight import OUTCOMES
+from agentrl.types import Trajectory
 
 pytestmark = pytest.mark.timeout(900)
 
@@ -254,6 +259,22 @@ def test_kill_mid_pipelined_step_resumes_without_loss_or_duplicates(
     assert sorted([*per_prompt, *final["async_pending"]]) == list(range(final["cursor"]))
     before = {t["metadata"]["prompt_index"] for s in (1, 2) for t in _dumps(out)[s]}
     assert not before & set(pending)  # in flight at the checkpoint: trained after resume
+    # What the checkpoint kept of them (`async_inflight`): every episode accounted for by
+    # the resumed run, a finished one trained exactly as it was kept.
+    kept = checkpoint["async_inflight"]
+    assert sorted(kept) == sorted(pending) and all(len(g["episodes"]) == 2 for g in kept.values())
+    last = _rows(out)[-1]
+    assert sum(last[f"async/resume/{o}"] for o in OUTCOMES) == 4
+    trained_at = {
+        (t["metadata"]["prompt_index"], t["metadata"]["sample"]): t
+        for trajs in _dumps(out).values()
+        for t in trajs
+    }
+    for k, group in kept.items():
+        for s, state in enumerate(group["episodes"]):
+            if isinstance(state, Trajectory):
+                assert trained_at[(k, s)]["response_ids"] == state.response_ids
+                assert trained_at[(k, s)]["weight_versions"] == state.weight_versions
 
 
 def test_killed_trainer_takes_its_rollout_process_along(runs: dict[str, Path]) -> None:

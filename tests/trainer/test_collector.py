@@ -122,19 +122,27 @@ def test_a_third_collector_plugs_in_without_touching_the_trainer(
 
 
 def test_resume_contract_of_the_built_in_collectors(tiny_model_dir: Path, tmp_path: Path) -> None:
-    """A pipelined checkpoint (`async_pending`): the pipelined collector keeps those prompts
-    pending until it issues them; the synchronous one rewinds the cursor to the oldest."""
+    """A pipelined checkpoint (`async_pending`, `async_inflight`): the pipelined collector
+    keeps those prompts pending, and what their episodes had done, until it issues them; the
+    synchronous one rewinds the cursor to the oldest and says the episodes run again."""
     cfg = _cfg(tiny_model_dir.parent, tmp_path, trainer__async__max_staleness=1)
     c = place(cfg)
     try:
         pipelined = build_collector(cfg, c)
         assert isinstance(pipelined, PipelinedCollector)
-        pipelined.load_state({"async_pending": [5, 3]})
+        kept = {5: {"issued_at": 1, "episodes": [None, None]}}  # not issued again yet
+        pipelined.load_state({"async_pending": [5, 3], "async_inflight": kept})
         assert pipelined.state() == {
             "async_pending": [3, 5],
             "async_stale_counts": {"dropped_groups": 0.0, "refilled_groups": 0.0},
+            "async_inflight": kept,
+            "async_resume_counts": dict.fromkeys(
+                ("kept", "continued", "reissued", "restarted", "snapshot_errors"), 0.0
+            ),
         }
-        assert pipelined.notes == ()  # 2 x 2 x (K + 1) = 8 episodes issued: all run at once
+        # 2 x 2 x (K + 1) = 8 episodes issued: all run at once; the resume says what it keeps
+        (note,) = pipelined.notes
+        assert note.startswith("resume: 1 groups were in flight") and "2 started again" in note
         with pytest.raises(RuntimeError, match="before start"):
             pipelined.next_batch(1, RunProgress(Console(), enabled=False))
 
@@ -142,9 +150,10 @@ def test_resume_contract_of_the_built_in_collectors(tiny_model_dir: Path, tmp_pa
         sync = build_collector(cfg, c)
         assert isinstance(sync, SyncCollector)
         c.data.cursor = 8
-        sync.load_state({"async_pending": [5, 3]})
+        sync.load_state({"async_pending": [5, 3], "async_inflight": kept})
         sync.start(2)
         assert c.data.cursor == 3 and sync.state() == {}
+        assert sync.notes and "run again from their seed" in sync.notes[0]
         cfg.rollout.concurrency = 3  # fewer than the 8 episodes K = 1 keeps issued
         cfg.trainer.async_.max_staleness = 1
         (note,) = build_collector(cfg, c).notes

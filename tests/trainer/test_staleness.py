@@ -157,22 +157,31 @@ class ScriptedProducer:
         self.script, self.weight_version = script, 0
         self.submitted: list[int] = []
         self.futures: dict[int, tuple[concurrent.futures.Future[TrajectoryGroup], int]] = {}
+        self.recorded: dict[int, list[Any]] = {}  # what `in_flight` reports of a group
+        self.resumed: dict[int, list[Any]] = {}  # the `resume` each group was submitted with
 
     def start(self) -> None:
         pass
 
+    def in_flight(self) -> dict[str, list[Any]]:
+        """What `recorded` says of a running group's episode (default: nothing, it restarts)."""
+        running = [k for k, (f, _) in self.futures.items() if not f.done()]
+        return {f"p{k}-": self.recorded.get(k, [None]) for k in running}
+
     def submit_group(
-        self, task: Any, position: int, n: int, key: str
+        self, task: Any, position: int, n: int, key: str, resume: Any = ()
     ) -> concurrent.futures.Future[TrajectoryGroup]:
         k = int(key[1:-1])  # "p{k}-"
         fut: concurrent.futures.Future[TrajectoryGroup] = concurrent.futures.Future()
-        self.futures[k] = (fut, self.weight_version)
+        self.futures[k], self.resumed[k] = (fut, self.weight_version), list(resume)
         self.submitted.append(k)
         finishing = self.script.get(len(self.submitted) - 1, [])
         assert k not in finishing[:-1], "the prompt just submitted finishes last"
         for done in finishing:
             f, version = self.futures[done]
-            f.set_result(_group(version, version))
+            kept = self.resumed[done]  # kept finished episodes come back as they were
+            done_all = kept and all(isinstance(t, Trajectory) for t in kept)
+            f.set_result(TrajectoryGroup("g", kept) if done_all else _group(version, version))
         return fut
 
 
@@ -268,3 +277,35 @@ def test_a_resumed_collector_issues_pending_prompts_first_and_continues_counters
     assert producer.submitted == [5, 3, 8, 9]  # K + 1 batches, the pending ones first
     assert _stale(c)["dropped_groups"] == 3
     assert c.pending == [8, 9]
+
+
+def test_a_checkpoint_keeps_the_episodes_in_flight_in_policy_versions() -> None:
+    """Prompts 0 and 1 run when step 1's checkpoint is taken; the producer reports 0's
+    episode finished (sampled under engine count 5 = policy version 0). The resumed process's
+    engine counts from 0 (offset -1): the kept episode is issued first, comes back as it was,
+    and is trained with its policy version 0, not mistaken for env tokens; 1 restarts."""
+    c, producer = _collector("wait", {3: [2, 3]})
+    producer.weight_version = 5
+    c.start(0)
+    producer.weight_version = 5
+    assert [g.trajectories[0].metadata["prompt_index"] for g in c.next_batch(1, QUIET)] == [2, 3]
+    producer.recorded[0] = _group(5, 5).trajectories
+    saved = c.state()
+    kept = saved["async_inflight"]
+    assert sorted(kept) == [0, 1] and kept[1] == {"issued_at": 0, "episodes": [None]}
+    (episode,) = kept[0]["episodes"]
+    assert kept[0]["issued_at"] == 0 and episode.weight_versions == [0, 0, -1]
+    c.close()
+
+    resumed, producer = _collector("wait", {1: [0, 1]})
+    resumed.load_state(saved)
+    resumed.data.cursor = 4  # the checkpoint's cursor: prompts 0-3 issued
+    assert (
+        "1 finished episodes kept" in resumed.notes[-1] and "1 started again" in resumed.notes[-1]
+    )
+    resumed.start(1)  # the new engine's count is 0: offset -1
+    assert _step(resumed, producer, 2)[:2] == [0, 1]
+    assert producer.resumed[0] == [episode] and producer.resumed[1] == [None]
+    assert resumed.metrics(2, [], {})["async/resume/kept"] == 1
+    assert resumed.metrics(2, [], {})["async/resume/restarted"] == 1
+    assert resumed.state()["async_resume_counts"]["kept"] == 1
