@@ -237,9 +237,6 @@ def check_harness(cfg: TrainConfig, src: str) -> None:
             cfg.trainer.async_.producer == "process"
         ),
         "trainer.placement: ray": cfg.trainer.placement == "ray",
-        "data.eval_episodes > 0 (the held-out eval does not run the agent yet; set 0)": (
-            cfg.data.eval_episodes > 0
-        ),
         f"algorithm.adv_estimator: {algo.adv_estimator} (greedy baseline episodes)": (
             get_estimator(algo.adv_estimator).greedy_baseline
         ),
