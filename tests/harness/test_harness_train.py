@@ -173,6 +173,7 @@ def test_command_line_agent(agentrl_cache: Path, tmp_path: Path) -> None:
     ("extra", "message"),
     [
         (["trainer.async.max_staleness=1"], "does not combine with trainer.async.max_staleness"),
+        (["sft.steps=2"], "does not combine with sft.steps > 0"),
         (["algorithm.adv_estimator=remax", "rollout.n=1"], "greedy baseline"),
         (["rollout.harness.timeout_s=0"], "rollout.harness.timeout_s"),
         (["rollout.harness.command=[python, a.py]"], "set agent or command, not both"),
