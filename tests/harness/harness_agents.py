@@ -222,3 +222,12 @@ def swe_edit_agent(task: dict[str, Any], base_url: str) -> str:
     with open(os.environ["HARNESS_PROBE_FILE"], "a") as f:
         f.write(json.dumps(probes) + "\n")
     return "submitted"
+
+
+def imported_modules(task: dict[str, Any], base_url: str) -> dict[str, Any]:
+    """Which heavy modules the agent's process had loaded when it ran (none expected: the
+    agent's child imports the standard library and the agent's own module only)."""
+    import sys
+
+    heavy = ("torch", "transformers", "agentrl.rollout", "agentrl.engines")
+    return {"answer": ",".join(m for m in heavy if m in sys.modules)}
