@@ -195,12 +195,15 @@ def held_out_result(
     A task's reward is its episode's (its segments all carry it)."""
     rewards = {str(t.metadata.get("episode")): t.reward for g in groups for t in g.trajectories}
     n = max(tasks, 1)
-    return {
+    out = {
         "reward": sum(rewards.values()) / n,
         "success_rate": sum(r >= success_at - 1e-9 for r in rewards.values()) / n,
         "episodes": float(tasks),
         "harness/infra_failed": float(len(failed)),
     }
+    for reason, count in collections.Counter(e.failure for e in failed).items():
+        out[f"harness/failed/{reason}"] = float(count)
+    return out
 
 
 def harness_metrics(

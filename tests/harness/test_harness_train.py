@@ -297,7 +297,7 @@ def test_held_out_eval_runs_the_agent(agentrl_cache: Path, tmp_path: Path) -> No
     for r in (before, after):
         assert r["episodes"] == 4
         assert r["success_rate"] == 0.5 and r["reward/mean"] == 0.5
-        assert r["harness/infra_failed"] == 2
+        assert r["harness/infra_failed"] == 2 and r["harness/failed/agent_crash"] == 2
     assert before["step"] == 0 and after["step"] == 1
 
 
@@ -307,7 +307,12 @@ def test_held_out_eval_is_greedy(agentrl_cache: Path, tmp_path: Path) -> None:
     while training samples (temperature 1) and the probe's two replies differ."""
     out = tmp_path / "run"
     args = ["train", "--agent", "harness_agents:greedy_probe_agent", "--env", "math/calc-easy-v0"]
-    extra = {"trainer__steps": 1, "data__eval_episodes": 4, "rollout__concurrency": 1}
+    extra = {
+        "trainer__steps": 1,
+        "data__eval_episodes": 4,
+        "rollout__concurrency": 1,
+        "rollout__harness__timeout_s": 300,  # a busy box: a timeout would score 0 here
+    }
     assert main([*args, *overrides(agentrl_cache, out, **extra)]) == 0
     before, after = rows(out / "eval.jsonl")
     assert before["success_rate"] == 1.0 and after["success_rate"] == 1.0
@@ -335,4 +340,5 @@ def test_held_out_result_never_drops_a_task() -> None:
         "success_rate": pytest.approx(1 / 3),
         "episodes": 3.0,
         "harness/infra_failed": 1.0,
+        "harness/failed/timeout": 1.0,
     }
