@@ -237,8 +237,10 @@ def check_harness(cfg: TrainConfig, src: str) -> None:
             cfg.trainer.async_.producer == "process"
         ),
         "trainer.placement: ray": cfg.trainer.placement == "ray",
-        "data.eval_episodes > 0 (the held-out eval does not run the agent yet; set 0)": (
-            cfg.data.eval_episodes > 0
+        # The oracle demos are rendered in the env's own prompt and tool format, which an
+        # agent program (its own instructions, tool schemas, history) never shows the model.
+        "sft.steps > 0 (its demos are the env's format, not the agent program's; set 0)": (
+            cfg.sft.steps > 0
         ),
         f"algorithm.adv_estimator: {algo.adv_estimator} (greedy baseline episodes)": (
             get_estimator(algo.adv_estimator).greedy_baseline

@@ -31,8 +31,8 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         "--agent",
         metavar="MODULE:FUNCTION",
         help="train an agent program, unchanged: FUNCTION(task, base_url) runs each episode "
-        "against an in-process gateway (rollout.harness.agent; turns data.eval_episodes "
-        "off unless set)",
+        "against an in-process gateway (rollout.harness.agent); the held-out eval runs it too; "
+        "no SFT",
     )
     p.add_argument(
         "--agent-command",
@@ -146,8 +146,9 @@ def interrupted(trainer: Trainer) -> None:
 
 
 def agent_overrides(args: argparse.Namespace) -> list[str]:
-    """`--agent` / `--agent-command` as overrides, put before the user's (theirs win): the
-    held-out eval runs the built-in env loop, not the agent, so it is off by default."""
+    """`--agent` / `--agent-command` as overrides, put before the user's (theirs win). SFT
+    is off: its oracle demos are the env's own format, which the agent program never shows
+    the model (a harness run refuses `sft.steps > 0`)."""
     import json
     import shlex
 
@@ -156,7 +157,7 @@ def agent_overrides(args: argparse.Namespace) -> list[str]:
         out.append(f"rollout.harness.agent={args.agent}")
     if args.agent_command:
         out.append(f"rollout.harness.command={json.dumps(shlex.split(args.agent_command))}")
-    return out + ["data.eval_episodes=0"] if out else []
+    return out + ["sft.steps=0"] if out else []
 
 
 def cmd_train(args: argparse.Namespace) -> int:

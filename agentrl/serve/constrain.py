@@ -154,12 +154,21 @@ def check_grammar(grammar: str, chat: ChatFormat, field: str) -> None:
 
 
 class GrammarConstraint(TokenConstraint):
-    """A request's grammar as the engine's logits mask; stop tokens once it accepts."""
+    """A request's grammar as the engine's logits mask; stop tokens once it accepts.
+
+    Text the grammar fixes next (a forced call's `<tool_call>{"name": ..., "arguments":
+    {"key": "`) is offered only as tokens that hold all of it, where the vocabulary has
+    any: a mask of every token consistent with it would let the model spell it in pieces no
+    tokenizer writes. SmolLM2, wanting a number after `"expression":`, took a lone space
+    (the fixed text was ` "`), then had to open the string with some token starting with a
+    quote and picked `")` (log-prob -15.7): five of six forced calls began with `)`. Offered
+    ` "` and its longer kin only, it writes the digits it meant."""
 
     def __init__(self, grammar: str, chat: ChatFormat) -> None:
         import llguidance
 
-        self.matcher = llguidance.LLMatcher(_ll_tokenizer(chat), grammar, log_level=0)
+        self.tokenizer = _ll_tokenizer(chat)
+        self.matcher = llguidance.LLMatcher(self.tokenizer, grammar, log_level=0)
         if self.matcher.is_error():
             raise RequestError(f"grammar: {self.matcher.get_error()}")
         self.stop_ids = [int(i) for i in chat.stop_token_ids]
@@ -172,11 +181,25 @@ class GrammarConstraint(TokenConstraint):
         else:
             bias = self.matcher.compute_logit_bias()
             mask = torch.frombuffer(bytearray(bias), dtype=torch.uint8) > 0
+            if fixed := self.matcher.compute_ff_bytes():
+                mask = self._whole(mask, bytes(fixed))
         if self.matcher.is_accepting() or self.matcher.is_stopped():
             if mask.shape[0] <= max(self.stop_ids):
                 mask = torch.cat([mask, mask.new_zeros(max(self.stop_ids) + 1 - mask.shape[0])])
             mask[self.stop_ids] = True
         return mask
+
+    def _whole(self, mask: torch.Tensor, fixed: bytes) -> torch.Tensor:
+        """`mask` less the tokens that hold only part of the `fixed` next bytes, unless no
+        allowed token holds them all. Only tokens consistent with `fixed` are allowed here,
+        so this is a handful of ids."""
+        ids = mask.nonzero().flatten().tolist()
+        whole = [i for i in ids if self.tokenizer.decode_bytes([i]).startswith(fixed)]
+        if not whole or len(whole) == len(ids):
+            return mask
+        out = torch.zeros_like(mask)
+        out[whole] = True
+        return out
 
     def accept(self, token_id: int) -> None:
         if token_id in self.stop_ids and self.matcher.is_accepting():

@@ -16,11 +16,13 @@ step `next_batch` → `lag_metrics(batch)` (once the old log-probs exist) → `m
 from __future__ import annotations
 
 import time
+from abc import ABC, abstractmethod
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any, Protocol
 
 if TYPE_CHECKING:
     from agentrl.report.progress import RunProgress
+    from agentrl.rollout.runner import EpisodeHook
     from agentrl.types import Trajectory, TrajectoryGroup
 
     from .batch import TrainBatch
@@ -74,6 +76,19 @@ class Collector(Protocol):
     def close(self) -> None:
         """Stop whatever runs in the background; safe to call twice."""
         ...
+
+
+class HeldOutEval(ABC):
+    """A collector whose episodes the built-in env loop cannot reproduce (an agent program):
+    the held-out eval runs through it instead of `RolloutRole.evaluate`, so what is measured
+    is what is trained."""
+
+    @abstractmethod
+    def evaluate(
+        self, items: Sequence[Any], success_at: float, on_episode: EpisodeHook = None
+    ) -> dict[str, float]:
+        """Greedy, one episode per held-out item: "reward", "success_rate", "episodes" (as
+        `RolloutRole.evaluate`), and any counts of its own."""
 
 
 # The checkpoint key of prompts issued but not trained (a pipelined run's); kept by name so

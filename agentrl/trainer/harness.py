@@ -10,11 +10,18 @@ kept out of the groups, never trained as reward 0. A task left with too few fini
 dropped by the one group rule (`exclusion.trainable`: fewer than two under a group-relative
 estimator; a split episode's segments are one run). Segments of one split episode share its
 reward; the batch's `episode_index` (from `metadata["episode"]`) makes them one sample.
+
+The held-out eval runs the same program (`evaluate`, the `HeldOutEval` capability): one
+episode per held-out task on a gateway of its own whose default temperature is 0 (greedy,
+unless the program asks for a temperature itself), scored by the same grader. An episode that
+failed for the machine's sake counts as not solved there (a held-out score never drops a
+task) and is counted apart (`harness/infra_failed`).
 """
 
 from __future__ import annotations
 
 import collections
+import dataclasses
 import math
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
@@ -26,13 +33,14 @@ from agentrl.rollout.role import Rollout
 from agentrl.rollout.runner import summarize
 from agentrl.types import TrajectoryGroup
 
-from .collect import PENDING_KEY, rewind_to_pending
+from .collect import PENDING_KEY, HeldOutEval, rewind_to_pending
 from .data import TaskSource
 from .exclusion import min_runs, trainable
 
 if TYPE_CHECKING:
     from agentrl.config.schema import SamplingConfig
     from agentrl.report.progress import RunProgress
+    from agentrl.rollout.runner import EpisodeHook
 
     from .batch import TrainBatch
     from .components import ScorerRole
@@ -40,8 +48,9 @@ if TYPE_CHECKING:
 START_TIMEOUT_S = 120.0
 
 
-class HarnessCollector:
-    """Gathers each step's groups by running the user's agent against an in-process gateway."""
+class HarnessCollector(HeldOutEval):
+    """Gathers each step's groups by running the user's agent against an in-process gateway,
+    and runs the held-out eval through the same agent."""
 
     notes: Sequence[str] = ()
 
@@ -77,28 +86,54 @@ class HarnessCollector:
 
     def start(self, step: int) -> None:
         """Run the rollout's loop in its thread and serve the gateway on it."""
+        self.host = self._serve(self.sampling)
+        self.harness = Harness(self.host, self.cfg, self.make_env)
+        rewind_to_pending(self.data, self.pending)
+
+    def _serve(self, sampling: SamplingConfig) -> GatewayHost:
+        """A gateway on the rollout's engine, served on the runner's loop (in its thread)."""
         runner = self.rollout.runner
         runner.start_background()
-        self.host = GatewayHost(
+        host = GatewayHost(
             self.rollout.engine,
             self.rollout.chat,
-            self.sampling,
+            sampling,
             tokenizer_name=self.tokenizer_name,
             request_timeout_s=self.cfg.timeout_s,
             force_first_tool_call=self.cfg.force_first_tool_call,
         )
-        runner.submit(self.host.start()).result(timeout=START_TIMEOUT_S)
-        self.harness = Harness(self.host, self.cfg, self.make_env)
-        rewind_to_pending(self.data, self.pending)
+        runner.submit(host.start()).result(timeout=START_TIMEOUT_S)
+        return host
+
+    def _limit_s(self, episodes: int) -> float:
+        """How long a collect of `episodes` runs may take: every run is bounded by
+        timeout_s; scoring and the engine's queue get the same again."""
+        waves = math.ceil(episodes / max(self.concurrency, 1))
+        return 2 * waves * self.cfg.timeout_s + 60
+
+    def evaluate(
+        self, items: Sequence[Any], success_at: float, on_episode: EpisodeHook = None
+    ) -> dict[str, float]:
+        """One greedy agent episode per held-out task, on a gateway of its own (started and
+        stopped here: the eval runs before `start` and after `close` too)."""
+        host = self._serve(dataclasses.replace(self.sampling, temperature=0.0))
+        runner = self.rollout.runner
+        try:
+            harness = Harness(host, self.cfg, self.make_env)
+            coro = harness.collect(
+                items, 1, prefix="eval-", concurrency=self.concurrency, on_episode=on_episode
+            )
+            groups, failed = runner.submit(coro).result(timeout=self._limit_s(len(items)))
+        finally:
+            _stop(runner, host)
+        return held_out_result(groups, failed, len(items), success_at)
 
     def next_batch(self, step: int, progress: RunProgress) -> list[TrajectoryGroup]:
         if self.harness is None:
             raise RuntimeError("HarnessCollector.next_batch before start()")
         items = self.data.next_batch()
         episodes = len(items) * self.n
-        # every run is bounded by timeout_s; scoring and the engine's queue get the same again
-        waves = math.ceil(episodes / max(self.concurrency, 1))
-        limit = 2 * waves * self.cfg.timeout_s + 60
+        limit = self._limit_s(episodes)
         with progress.task(f"agent runs {step}", episodes) as bar:
             coro = self.harness.collect(
                 items,
@@ -142,10 +177,33 @@ class HarnessCollector:
     def close(self) -> None:
         if self.host is not None:
             host, self.host = self.host, None
-            try:
-                self.rollout.runner.submit(host.stop()).result(timeout=60)
-            except Exception:  # noqa: BLE001 - the loop may be gone already (closing)
-                host.sock.close()
+            _stop(self.rollout.runner, host)
+
+
+def _stop(runner: Any, host: GatewayHost) -> None:
+    try:
+        runner.submit(host.stop()).result(timeout=60)
+    except Exception:  # noqa: BLE001 - the loop may be gone already (closing)
+        host.sock.close()
+
+
+def held_out_result(
+    groups: Sequence[TrajectoryGroup], failed: Sequence[Episode], tasks: int, success_at: float
+) -> dict[str, float]:
+    """Reward and success over every held-out task: a run that failed for the machine's sake
+    scores 0 here (it is counted in `harness/infra_failed`), so no task drops out of the score.
+    A task's reward is its episode's (its segments all carry it)."""
+    rewards = {str(t.metadata.get("episode")): t.reward for g in groups for t in g.trajectories}
+    n = max(tasks, 1)
+    out = {
+        "reward": sum(rewards.values()) / n,
+        "success_rate": sum(r >= success_at - 1e-9 for r in rewards.values()) / n,
+        "episodes": float(tasks),
+        "harness/infra_failed": float(len(failed)),
+    }
+    for reason, count in collections.Counter(e.failure for e in failed).items():
+        out[f"harness/failed/{reason}"] = float(count)
+    return out
 
 
 def harness_metrics(

@@ -32,7 +32,7 @@ from . import run_dir
 from .actor import Actor, old_forward_needed
 from .batch import TrainBatch
 from .checkpoint import Checkpointer
-from .collect import Collector
+from .collect import Collector, HeldOutEval
 from .components import ActorRole, Components
 from .exclusion import exclude_infra_failures
 from .export import FINAL_DIR, HF_DIR, export_hf, write_config
@@ -299,12 +299,15 @@ class Trainer:
         if not items:  # eval off, or dataset rows without a validation split
             return {}
         t0 = time.perf_counter()
+        # An agent program's collector evaluates through the same program (`HeldOutEval`).
+        held_out = self.collector if isinstance(self.collector, HeldOutEval) else self.c.rollout
         with self.progress.task(f"eval ({tag})", len(items)) as bar:
-            res = self.c.rollout.evaluate(items, self.c.success_at, self.progress.callback(bar))
+            res = held_out.evaluate(items, self.c.success_at, self.progress.callback(bar))
         # Logged under the training curves' names, so plots overlay eval on them.
         row = {"reward/mean": res["reward"], "success_rate": res["success_rate"]}
         row |= {"episodes": res["episodes"], "time/eval": time.perf_counter() - t0}
         row["tool_calls/episode"] = res.get("tool_calls", 0.0)
+        row |= {k: v for k, v in res.items() if k.startswith("harness/")}
         file = UNTOUCHED_FILE if tag == "untouched" else "eval.jsonl"
         self.logger.log(self.step, row, file=file, echo=False)
         if self.c.backend.is_main:

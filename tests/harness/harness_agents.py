@@ -108,6 +108,22 @@ def flaky_agent(task: dict[str, Any], base_url: str) -> dict[str, Any]:
     return answer_agent(task, base_url)
 
 
+def greedy_probe_agent(task: dict[str, Any], base_url: str) -> dict[str, Any]:
+    """Sends one request twice (no temperature of its own: the gateway's default applies)
+    and answers right only if both replies are the same tokens, i.e. the gateway sampled
+    greedily; sampled replies of a random model differ."""
+    client = OpenAI(base_url=base_url, api_key="unused", max_retries=0)
+    messages = [{"role": "user", "content": task["prompt"]}]
+    ids = []
+    for _ in range(2):
+        reply = client.chat.completions.create(
+            model="policy", messages=messages, max_tokens=8, extra_body={"return_token_ids": True}
+        )
+        ids.append(reply.choices[0].model_dump()["token_ids"])
+    question = task["prompt"].split("What is", 1)[-1].split("?", 1)[0]
+    return {"answer": arithmetic(question.strip()) if ids[0] == ids[1] else "none"}
+
+
 def stuck_agent(task: dict[str, Any], base_url: str) -> dict[str, Any]:
     """Right on even seeds; hangs on odd ones."""
     if task["seed"] % 2:
@@ -206,3 +222,12 @@ def swe_edit_agent(task: dict[str, Any], base_url: str) -> str:
     with open(os.environ["HARNESS_PROBE_FILE"], "a") as f:
         f.write(json.dumps(probes) + "\n")
     return "submitted"
+
+
+def imported_modules(task: dict[str, Any], base_url: str) -> dict[str, Any]:
+    """Which heavy modules the agent's process had loaded when it ran (none expected: the
+    agent's child imports the standard library and the agent's own module only)."""
+    import sys
+
+    heavy = ("torch", "transformers", "agentrl.rollout", "agentrl.engines")
+    return {"answer": ",".join(m for m in heavy if m in sys.modules)}

@@ -19,6 +19,9 @@ pytest.importorskip("uvicorn", reason="pip install 'agentrl[serve]'")
 pytest.importorskip("openai", reason="pip install openai")
 
 from agentrl.cli import main  # noqa: E402
+from agentrl.rollout.harness import Episode  # noqa: E402
+from agentrl.trainer.harness import held_out_result  # noqa: E402
+from agentrl.types import Trajectory, TrajectoryGroup  # noqa: E402
 
 pytestmark = pytest.mark.timeout(600)
 HERE = Path(__file__).resolve().parent
@@ -45,6 +48,7 @@ def overrides(cache: Path, out: Path, **extra: Any) -> list[str]:
         "trainer.micro_batch_size": 4,
         "trainer.out_dir": str(out),
         "sft.steps": 0,
+        "data.eval_episodes": 0,  # the held-out eval runs the agent too: its own tests below
         "rollout.harness.timeout_s": 120,
     }
     base |= {k.replace("__", "."): v for k, v in extra.items()}
@@ -168,8 +172,8 @@ def test_command_line_agent(agentrl_cache: Path, tmp_path: Path) -> None:
 @pytest.mark.parametrize(
     ("extra", "message"),
     [
-        (["data.eval_episodes=4"], "rollout.harness: does not combine with data.eval_episodes"),
         (["trainer.async.max_staleness=1"], "does not combine with trainer.async.max_staleness"),
+        (["sft.steps=2"], "does not combine with sft.steps > 0"),
         (["algorithm.adv_estimator=remax", "rollout.n=1"], "greedy baseline"),
         (["rollout.harness.timeout_s=0"], "rollout.harness.timeout_s"),
         (["rollout.harness.command=[python, a.py]"], "set agent or command, not both"),
@@ -272,3 +276,69 @@ def test_env_tools_edit_what_the_swe_grader_scores(
             assert p["str_replace"][0] == 200 and "Edited" in p["str_replace"][1]["output"]
         assert p["submit"] == [200, {"output": "Submitted.", "done": True}]
         assert p["after_submit"] == 409
+
+
+def rows(path: Path) -> list[dict[str, Any]]:
+    return [json.loads(line) for line in path.read_text().splitlines()]
+
+
+# The held-out eval of a harness run goes through the agent program, not the env loop:
+# what is measured is what is trained.
+def test_held_out_eval_runs_the_agent(agentrl_cache: Path, tmp_path: Path) -> None:
+    """`--agent` with `data.eval_episodes`: the before/after evals run the agent (right on
+    even seeds, a crash on odd ones), scored by the env's grader over all four held-out
+    tasks: 0.5, the crashes counted apart. The env's own loop on this random tiny model
+    would score 0."""
+    out = tmp_path / "run"
+    args = ["train", "--agent", "harness_agents:flaky_agent", "--env", "math/calc-easy-v0"]
+    extra = {"trainer__steps": 1, "data__eval_episodes": 4, "rollout__harness__timeout_s": 60}
+    assert main([*args, *overrides(agentrl_cache, out, **extra)]) == 0
+    before, after = rows(out / "eval.jsonl")
+    for r in (before, after):
+        assert r["episodes"] == 4
+        assert r["success_rate"] == 0.5 and r["reward/mean"] == 0.5
+        assert r["harness/infra_failed"] == 2 and r["harness/failed/agent_crash"] == 2
+    assert before["step"] == 0 and after["step"] == 1
+
+
+def test_held_out_eval_is_greedy(agentrl_cache: Path, tmp_path: Path) -> None:
+    """The agent sends no temperature; on the eval's gateway the same request twice gives
+    the same tokens (the probe answers right only then), so every held-out task is solved,
+    while training samples (temperature 1) and the probe's two replies differ."""
+    out = tmp_path / "run"
+    args = ["train", "--agent", "harness_agents:greedy_probe_agent", "--env", "math/calc-easy-v0"]
+    extra = {
+        "trainer__steps": 1,
+        "data__eval_episodes": 4,
+        "rollout__concurrency": 1,
+        "rollout__harness__timeout_s": 300,  # a busy box: a timeout would score 0 here
+    }
+    assert main([*args, *overrides(agentrl_cache, out, **extra)]) == 0
+    before, after = rows(out / "eval.jsonl")
+    assert before["success_rate"] == 1.0 and after["success_rate"] == 1.0
+    (step,) = rows(out / "metrics.jsonl")
+    assert step["reward/mean"] < 1.0
+
+
+def test_held_out_result_never_drops_a_task() -> None:
+    """Over every task: a failed run scores 0; a split episode (two segments) counts once."""
+
+    def seg(episode: str, reward: float) -> Trajectory:
+        t = Trajectory(prompt_ids=[1], reward=reward)
+        t.metadata["episode"] = episode
+        return t
+
+    groups = [
+        TrajectoryGroup("a", [seg("a-0", 1.0), seg("a-0", 1.0)]),
+        TrajectoryGroup("b", [seg("b-0", 0.0)]),
+        TrajectoryGroup("c", []),
+    ]
+    failed = [Episode([], Trajectory(prompt_ids=[]), failure="timeout")]
+    res = held_out_result(groups, failed, 3, success_at=1.0)
+    assert res == {
+        "reward": pytest.approx(1 / 3),
+        "success_rate": pytest.approx(1 / 3),
+        "episodes": 3.0,
+        "harness/infra_failed": 1.0,
+        "harness/failed/timeout": 1.0,
+    }

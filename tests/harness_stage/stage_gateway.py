@@ -118,6 +118,7 @@ def train(
         "trainer.out_dir": str(out),
         "trainer.dump_rollouts_every": 1,
         "sft.steps": 0,
+        "data.eval_episodes": 0,
         "rollout.harness.timeout_s": 240,
     }
     args = ["train", "--agent", agent, "--env", "math/calc-easy-v0"]

@@ -259,6 +259,7 @@ def train(cache: Path, out: Path, command: str) -> list[dict[str, Any]]:
         "trainer.out_dir": str(out),
         "trainer.dump_rollouts_every": 1,
         "sft.steps": 0,
+        "data.eval_episodes": 0,
         "rollout.harness.timeout_s": 400,
         "rollout.harness.force_first_tool_call": FORCE,
         "sampling.temperature": TEMPERATURE,

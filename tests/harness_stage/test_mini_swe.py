@@ -57,6 +57,7 @@ def train(cache: Path, out: Path, agent: str, **extra: Any) -> list[dict[str, An
         "trainer.micro_batch_size": 2,
         "trainer.out_dir": out,
         "sft.steps": 0,
+        "data.eval_episodes": 0,
         "rollout.harness.timeout_s": 400,
     } | {k.replace("__", "."): v for k, v in extra.items()}
     args = ["train", "--agent", agent, "--env", "swe/tiny-repo-v0"]

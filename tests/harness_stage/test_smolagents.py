@@ -53,6 +53,7 @@ def test_agentrl_train_runs_smolagents(agentrl_cache: Path, tmp_path: Path) -> N
         "trainer.micro_batch_size": 4,
         "trainer.out_dir": out,
         "sft.steps": 0,
+        "data.eval_episodes": 0,
         "rollout.harness.timeout_s": 400,
     }
     assert main([*args, *(f"{k}={v}" for k, v in sets.items())]) == 0

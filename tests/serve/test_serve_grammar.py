@@ -57,6 +57,25 @@ def test_forced_call_grammar_matches_the_parser(served_model: Any, fmt: str) -> 
     assert not accepts(chat, grammar, "Sure! " + text)  # the call is the whole turn
 
 
+def test_fixed_text_is_never_split_into_a_partial_token(served_model: Any) -> None:
+    """After `"expression":` the grammar fixes ` "` next. A lone ` ` would also be consistent
+    with it, but then the string must open with whatever token starts with a quote (SmolLM2
+    took `")` and wrote `)68 + ...`); only tokens holding the whole ` "` are offered."""
+    _, base = served_model
+    chat = ChatFormat(base.tokenizer, tool_format="hermes")
+    c = GrammarConstraint(tool_call_grammar(chat, TOOLS, parallel=False), chat)
+    for tok in chat.encode('<tool_call>\n{"name": "calculator", "arguments": {"expression":'):
+        c.allowed()
+        c.accept(tok)
+    offered = [chat.tokenizer.decode([i]) for i in c.allowed().nonzero().flatten().tolist()]
+    assert ' "' in offered
+    assert all(t.startswith(' "') for t in offered), offered
+    for tok in chat.encode(' "12 + 3"}}\n</tool_call>'):  # and the call still completes
+        c.allowed()
+        c.accept(tok)
+    assert c.matcher.is_accepting()
+
+
 def test_after_a_forced_call_only_the_turn_can_end(served_model: Any) -> None:
     _, chat = served_model
     c = GrammarConstraint(tool_call_grammar(chat, TOOLS, parallel=False), chat)
