@@ -114,11 +114,11 @@ class HarborEnv(ToolEnv, HiddenData):
     ) -> None:
         super().__init__(HarborTools(), max_turns)
         self.target, self.backend = target, backend
-        self.family = target[len("family/") :] if target.startswith("family/") else None
-        if self.family is not None:
-            if self.family not in families.FAMILIES:
-                known = ", ".join(f"family/{f}" for f in families.FAMILIES)
-                raise KeyError(f"harbor:{target}: no such task family; known: {known}")
+        self.task_family = target[len("family/") :] if target.startswith("family/") else None
+        if self.task_family is not None:
+            if self.task_family not in families.FAMILIES:
+                names = ", ".join(f"family/{f}" for f in families.FAMILIES)
+                raise KeyError(f"harbor:{target}: no such task family; known: {names}")
             if split not in ("auto", *families.SPLITS) or tasks is not None:
                 raise ValueError(
                     f"harbor:{target}: split must be auto, train or heldout (got {split!r}) "
@@ -128,7 +128,7 @@ class HarborEnv(ToolEnv, HiddenData):
             raise ValueError(f"harbor:{target}: `split` is for a task family (harbor:family/...)")
         self.split, self.heldout_from = split, heldout_from
         self._seed: int | None = None
-        self.dataset: list[HarborTask] = [] if self.family else load_tasks(target)
+        self.dataset: list[HarborTask] = [] if self.task_family else load_tasks(target)
         if tasks is not None:
             known = {t.name for t in self.dataset}
             unknown = sorted(set(tasks) - known)
@@ -156,14 +156,14 @@ class HarborEnv(ToolEnv, HiddenData):
         return super().reset(seed=seed, options=options)
 
     def _pick(self, rng: np.random.Generator, options: dict[str, Any]) -> HarborTask:
-        if self.family is None:
+        if self.task_family is None:
             index = options.get("index", int(rng.integers(len(self.dataset))))
             return self.dataset[index % len(self.dataset)]
         seed = self._seed if self._seed is not None else int(rng.integers(2**31))
         split = self.split
         if split == "auto":
             split = families.split_for_seed(seed, self.heldout_from)
-        return families.load(seed, split, self.family)
+        return families.load(seed, split, self.task_family)
 
     def new_task(self, rng: np.random.Generator, options: dict[str, Any]) -> Task:
         task = self._pick(rng, options)
@@ -179,7 +179,7 @@ class HarborEnv(ToolEnv, HiddenData):
             "tool call when you are done.)"
         )
         info = {"task": task.name, "backend": self.backend}
-        if self.family is not None:
+        if self.task_family is not None:
             info["split"] = str(task.section("metadata").get("split", ""))
         return Task([Message("user", prompt)], info=info)
 
