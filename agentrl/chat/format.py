@@ -27,8 +27,9 @@ from agentrl.chat.inject import inject_tools, template_renders_tools
 from agentrl.chat.parsers import detect_format, parse, split_reasoning
 from agentrl.types import Message, ToolCall
 
-# End-of-turn / end-of-text tokens of the common template families; the ones present in a
-# tokenizer's vocabulary become stop tokens.
+# End-of-turn / end-of-text tokens of the common template families; the ones a tokenizer has
+# as special tokens become stop tokens. Only special ones: in Gemma's vocabulary `</s>` is an
+# ordinary added token (id 212, HTML's strikethrough close) that a turn may write.
 KNOWN_STOP_TOKENS = (
     "<|im_end|>",
     "<|endoftext|>",
@@ -235,14 +236,17 @@ class ChatFormat:
     def _stop_tokens(self) -> list[int]:
         tok = self.tokenizer
         vocab = tok.get_vocab()
-        ids = [vocab[t] for t in KNOWN_STOP_TOKENS if t in vocab]
+        special = set(tok.all_special_ids) | {
+            i for i, added in tok.added_tokens_decoder.items() if added.special
+        }
+        ids = [vocab[t] for t in KNOWN_STOP_TOKENS if vocab.get(t) in special]
         if tok.eos_token_id is not None:
             ids.append(int(tok.eos_token_id))
         try:
             close = self.closing_ids()
         except Exception:  # noqa: BLE001 - a template we cannot probe still gets eos
             close = []
-        if close and close[0] in set(tok.all_special_ids) | set(ids):
+        if close and close[0] in special:
             ids.append(close[0])
         return sorted(set(ids))
 

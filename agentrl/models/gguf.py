@@ -44,6 +44,7 @@ from pathlib import Path
 
 from agentrl.models import gguf_parts
 from agentrl.models.gemma_turns import GEMMA_TURN_TEMPLATE, has_turn_tokens
+from agentrl.models.gguf_tokenizer import check_converted
 
 _FORMAT_VERSION = 1  # bump when the conversion's output changes
 _HASHES: dict[tuple[str, int, int], str] = {}  # (path, size, mtime_ns) -> sha256 prefix
@@ -150,8 +151,22 @@ def resolve_gguf(path: str, cache_dir: str | None = None) -> Path:
     stem = path if path in PRESETS else src.stem.lower()
     out = _cache_root(cache_dir) / f"gguf-{stem}-{file_digest(src)}-v{_FORMAT_VERSION}"
     if (out / "config.json").exists():
+        _check_cached(out, src)
         return out
     return convert(src, out)
+
+
+def _check_cached(out: Path, src: Path) -> None:
+    """A directory converted before tokenizers were checked (no `tokenizer_checked` in its
+    `agentrl_source.json`) is checked once, and marked."""
+    meta_path = out / "agentrl_source.json"
+    meta = json.loads(meta_path.read_text()) if meta_path.exists() else {}
+    if meta.get("tokenizer_checked"):
+        return
+    check_converted(out, src.name)
+    tmp = meta_path.with_name(meta_path.name + f".tmp{os.getpid()}")
+    tmp.write_text(json.dumps(meta | {"tokenizer_checked": True}, indent=1))
+    tmp.replace(meta_path)
 
 
 def convert(src: Path, out: Path) -> Path:
@@ -172,6 +187,12 @@ def convert(src: Path, out: Path) -> Path:
         if not tok.chat_template:  # a base model: Gemma's turn format if its vocab has it
             template = "gemma_turns" if has_turn_tokens(tok) else "none"
             tok.chat_template = GEMMA_TURN_TEMPLATE if template == "gemma_turns" else None
+        tok.save_pretrained(tmp)
+        try:  # before the minutes the weights take: reloaded, as every role will load it
+            check_converted(tmp, src.name)
+        except RuntimeError:
+            shutil.rmtree(tmp, ignore_errors=True)
+            raise
         loaded = AutoModelForCausalLM.from_pretrained(
             src.parent, gguf_file=src.name, dtype=torch.float32
         )
@@ -190,10 +211,15 @@ def convert(src: Path, out: Path) -> Path:
             plain.tie_weights()
         plain.generation_config.do_sample = False
         plain.save_pretrained(tmp)
-    tok.save_pretrained(tmp)
     (tmp / "agentrl_source.json").write_text(
         json.dumps(
-            {"gguf": str(src), "sha256_16": file_digest(src), "chat_template": template}, indent=1
+            {
+                "gguf": str(src),
+                "sha256_16": file_digest(src),
+                "chat_template": template,
+                "tokenizer_checked": True,
+            },
+            indent=1,
         )
     )
     if out.exists():  # another process finished first

@@ -34,6 +34,7 @@ from .batch import TrainBatch
 from .checkpoint import Checkpointer
 from .collect import Collector, HeldOutEval
 from .components import ActorRole, Components
+from .empty_step import check_generated
 from .exclusion import exclude_infra_failures
 from .export import FINAL_DIR, HF_DIR, export_hf, write_config
 from .gc_control import GcSchedule
@@ -168,6 +169,8 @@ class Trainer:
         if c.backend.is_main and (warning := env_error_line(groups)):
             self.logger.console.print(warning, style="yellow", markup=False, highlight=False)
         c.rollout.offload()  # engine.sleep_between_phases: the engine frees the GPU until reused
+        rcfg = self.cfg.rollout
+        check_generated(groups, self.step, rcfg.max_total_tokens, self.cfg.sampling.max_new_tokens)
         split = exclude_infra_failures(groups, group_relative=self.group_relative)
         m |= split.metrics | {
             k: v for k, v in self.collector.stats.items() if k.startswith("span/")

@@ -123,3 +123,20 @@ def test_template_kwargs_reach_the_template(tokenizers: dict) -> None:
 def test_no_template_is_an_error(tokenizers: dict) -> None:
     with pytest.raises(ValueError, match="no chat template"):
         ChatFormat(tokenizers["tiny"], chat_template="")
+
+
+def test_known_stop_tokens_stop_only_where_special() -> None:
+    """`</s>` as an ordinary added token (Gemma's id 212, HTML's strikethrough close) is text a
+    turn may write: it stops nothing; added as a special token it stops the turn."""
+    from transformers import AutoTokenizer
+
+    from agentrl.models.tiny import build_tiny
+
+    path = build_tiny("qwen2")
+    plain, special = AutoTokenizer.from_pretrained(path), AutoTokenizer.from_pretrained(path)
+    before = ChatFormat(plain).stop_token_ids
+    plain.add_tokens(["</s>"], special_tokens=False)
+    assert ChatFormat(plain).stop_token_ids == before
+    special.add_tokens(["</s>"], special_tokens=True)
+    stop = special.convert_tokens_to_ids("</s>")
+    assert ChatFormat(special).stop_token_ids == sorted({*before, stop})

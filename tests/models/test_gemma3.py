@@ -11,6 +11,7 @@ minutes on two busy cores) into the agentrl cache; later runs load the cached sa
 
 from __future__ import annotations
 
+import asyncio
 import json
 from pathlib import Path
 
@@ -18,6 +19,7 @@ import pytest
 import torch
 
 from agentrl.chat import ChatFormat, lint_template
+from agentrl.engines import EngineError, HFEngine, SamplingParams, make_hf_engine
 from agentrl.envs import make
 from agentrl.models import gguf, gguf_parts
 from agentrl.models.gemma_turns import GEMMA_TURN_TEMPLATE
@@ -137,3 +139,34 @@ def test_a_tool_call_in_the_template_parses_with_the_real_tokenizer(gemma) -> No
         "<end_of_turn>\n<start_of_turn>user\n<tool_response>\n84\n</tool_response>"
         "<end_of_turn>\n<start_of_turn>model\n"
     )
+
+
+def test_stop_ids_are_eos_and_end_of_turn_not_the_strikethrough_close(gemma) -> None:
+    _, tok, _ = gemma
+    s_id = tok.convert_tokens_to_ids("</s>")  # HTML's strikethrough close: ordinary text
+    assert s_id == 212 and not tok.added_tokens_decoder[s_id].special
+    end_of_turn = tok.convert_tokens_to_ids("<end_of_turn>")
+    assert ChatFormat(tok).stop_token_ids == sorted({tok.eos_token_id, end_of_turn})
+
+
+def test_the_engine_a_gpu_run_builds_for_it_generates(gemma) -> None:
+    """`engine.hf.fast: auto` takes the fast path on CUDA only for models it supports; Gemma 3
+    (gemma3_text, sliding-window layers) is not one, so a GPU run builds the plain HFEngine, as
+    here. It generates the calc prompt's tokens (the matrix cell's zero-token GPU run was its
+    tokenizer: `agentrl.models.gguf_tokenizer`)."""
+    _, tok, model = gemma
+    with pytest.raises(EngineError, match="gemma3_text"):
+        make_hf_engine(model, tok, fast=True)
+    engine = make_hf_engine(model, tok, fast="auto", max_batch_size=2)
+    assert type(engine) is HFEngine
+    obs, _ = make("math/calc-mul-v0").reset(seed=0)
+    prompt = ChatFormat(tok).prompt_ids(obs.messages, obs.tools)
+    params = SamplingParams(max_new_tokens=6, temperature=0.0)
+
+    async def generate() -> list[int]:
+        try:
+            return list((await engine.generate(prompt, params)).token_ids)
+        finally:
+            await engine.close()
+
+    assert len(asyncio.run(generate())) > 0
