@@ -33,7 +33,6 @@ converted without one (ChatFormat then asks for `chat_template=`).
 
 from __future__ import annotations
 
-import hashlib
 import importlib.util
 import json
 import os
@@ -47,7 +46,6 @@ from agentrl.models.gemma_turns import GEMMA_TURN_TEMPLATE, has_turn_tokens
 from agentrl.models.gguf_tokenizer import check_converted
 
 _FORMAT_VERSION = 1  # bump when the conversion's output changes
-_HASHES: dict[tuple[str, int, int], str] = {}  # (path, size, mtime_ns) -> sha256 prefix
 
 
 @dataclass(frozen=True)
@@ -127,15 +125,7 @@ def preset_file(name: str, cache_dir: str | None = None) -> Path:
 
 def file_digest(path: Path) -> str:
     """sha256 prefix of the file's bytes (memoized per path/size/mtime within the process)."""
-    st = path.stat()
-    key = (str(path.resolve()), st.st_size, st.st_mtime_ns)
-    if key not in _HASHES:
-        h = hashlib.sha256()
-        with path.open("rb") as f:
-            for block in iter(lambda: f.read(1 << 20), b""):
-                h.update(block)
-        _HASHES[key] = h.hexdigest()[:16]
-    return _HASHES[key]
+    return gguf_parts.sha256_of(path)[:16]
 
 
 def _cache_root(cache_dir: str | None) -> Path:

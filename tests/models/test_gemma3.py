@@ -17,6 +17,7 @@ from pathlib import Path
 
 import pytest
 import torch
+from preset_model import converted
 
 from agentrl.chat import ChatFormat, lint_template
 from agentrl.engines import EngineError, HFEngine, SamplingParams, make_hf_engine
@@ -37,15 +38,7 @@ pytestmark = pytest.mark.timeout(900)
 @pytest.fixture(scope="module")
 def gemma(agentrl_cache: Path) -> tuple[Path, object, object]:
     """(converted dir, tokenizer, fp32 model); skips with the hint if gguf is missing."""
-    from transformers import AutoModelForCausalLM, AutoTokenizer
-
-    try:
-        path = gguf.resolve_gguf(PRESET, str(agentrl_cache))
-    except ImportError as e:
-        pytest.skip(str(e))
-    tok = AutoTokenizer.from_pretrained(path)
-    model = AutoModelForCausalLM.from_pretrained(path, dtype=torch.float32).eval()
-    return path, tok, model
+    return converted(PRESET, agentrl_cache)
 
 
 def test_preset_is_joined_checked_and_converted_once(gemma, agentrl_cache, monkeypatch) -> None:
