@@ -142,11 +142,7 @@ def _judge_here(req: dict, fds: list[int], ctrl_fd: int, done: int, took: int) -
     def report(code: int) -> None:
         import resource
 
-        os.set_blocking(verdict_r, False)
-        try:
-            verdict = os.read(verdict_r, 4096)
-        except BlockingIOError:
-            verdict = b""
+        verdict = _read_verdict(verdict_r)
         own = resource.getrusage(resource.RUSAGE_SELF)
         kids = resource.getrusage(resource.RUSAGE_CHILDREN)
         cpu = own.ru_utime + own.ru_stime + kids.ru_utime + kids.ru_stime
@@ -160,17 +156,22 @@ def _judge_here(req: dict, fds: list[int], ctrl_fd: int, done: int, took: int) -
     _finish(body, report)
 
 
+def _read_verdict(fd: int) -> bytes:
+    """What the judge wrote on the verdict pipe, without waiting (empty: no verdict)."""
+    os.set_blocking(fd, False)
+    try:
+        return os.read(fd, 4096)
+    except BlockingIOError:
+        return b""
+
+
 def _reap(pid: int, vr: int) -> dict:
     """Wait for the program (reaping orphans too) and describe how it ended."""
     while True:
         done, status = os.wait()
         if done == pid:
             break
-    os.set_blocking(vr, False)
-    try:
-        verdict = os.read(vr, 4096)
-    except BlockingIOError:
-        verdict = b""
+    verdict = _read_verdict(vr)
     import resource
 
     use = resource.getrusage(resource.RUSAGE_CHILDREN)
