@@ -115,8 +115,8 @@ def preset_file(name: str, cache_dir: str | None = None) -> Path:
     """The GGUF file of a preset: in its installed package, or joined from its installed parts
     into `<cache>/gguf-files/` (once; sha256-checked); a clear install hint if absent."""
     local = os.environ.get("AGENTRL_GGUF_DIR")
-    if local and (Path(local).expanduser() / PRESETS[name].filename).is_file():
-        return Path(local).expanduser() / PRESETS[name].filename
+    if local and (found := Path(local).expanduser() / PRESETS[name].filename).is_file():
+        return found
     parts = preset_parts(name)
     if len(parts) == 1:
         return parts[0].path
