@@ -14,6 +14,7 @@ import concurrent.futures
 import contextlib
 import dataclasses
 import inspect
+import signal
 import threading
 import time
 from collections.abc import Callable, Sequence
@@ -367,9 +368,19 @@ class RolloutRunner:
             raise RuntimeError("collect_sync called from a running event loop; await collect()")
         if self._thread is not None:
             return self.submit(coro).result()
-        if self._loop is None or self._loop.is_closed():
-            self._loop = asyncio.new_event_loop()
-        return self._loop.run_until_complete(coro)
+        try:
+            if self._loop is None or self._loop.is_closed():
+                self._loop = asyncio.new_event_loop()
+            return _run_interruptible(self._loop, coro)
+        except BaseException:
+            # A Ctrl-C before `coro` became a task: close it (no "never awaited" warning).
+            # One that is a task is cancelled by `close` instead.
+            loop = self._loop
+            tasks = asyncio.all_tasks(loop) if loop is not None and not loop.is_closed() else ()
+            owned = any(t.get_coro() is coro for t in tasks)
+            if not owned and inspect.getcoroutinestate(coro) == inspect.CORO_CREATED:
+                coro.close()
+            raise
 
     def close(self, *, close_engine: bool = False) -> None:
         """Close the private loop (and, if asked, the engine on it, where its task lives)."""
@@ -384,4 +395,53 @@ class RolloutRunner:
         if self._loop is not None and not self._loop.is_closed():
             if close_engine:
                 self._loop.run_until_complete(self.engine.close())
+            _cancel_pending(self._loop)
             self._loop.close()
+
+
+def _run_interruptible(loop: asyncio.AbstractEventLoop, coro: Any) -> Any:
+    """`loop.run_until_complete(coro)`, where Ctrl-C cancels `coro`'s task (which unwinds at
+    its next await: envs closed, groups released) and then raises KeyboardInterrupt, as
+    `asyncio.Runner.run` does (Python 3.11+; we support 3.10). Python's own handler would
+    raise at any bytecode instead, e.g. between creating coroutines and scheduling them."""
+    if threading.current_thread() is not threading.main_thread() or (
+        signal.getsignal(signal.SIGINT) is not signal.default_int_handler
+    ):
+        return loop.run_until_complete(coro)
+    task = loop.create_task(coro)
+    interrupted = False
+
+    def on_sigint(signum: int, frame: Any) -> None:
+        nonlocal interrupted
+        if interrupted:  # a second Ctrl-C: the unwinding hangs, stop now
+            raise KeyboardInterrupt
+        interrupted = True
+        loop.call_soon_threadsafe(task.cancel)
+
+    signal.signal(signal.SIGINT, on_sigint)
+    try:
+        result = loop.run_until_complete(task)
+    except asyncio.CancelledError:
+        if not interrupted:
+            raise
+    finally:
+        signal.signal(signal.SIGINT, signal.default_int_handler)
+    if interrupted:  # also when the task swallowed its cancellation and returned
+        raise KeyboardInterrupt
+    return result
+
+
+def _cancel_pending(loop: asyncio.AbstractEventLoop, timeout_s: float = 30.0) -> None:
+    """Cancel the tasks an error or a second Ctrl-C left on the stopped loop (episodes, the
+    engine's waits) and let them unwind (closing their envs), as `asyncio.run` does: a loop
+    closed with tasks pending prints "Task was destroyed but it is pending!" for each."""
+    pending = [t for t in asyncio.all_tasks(loop) if not t.done()]
+    if not pending:
+        return
+    for task in pending:
+        task.cancel()
+    with contextlib.suppress(BaseException):
+        loop.run_until_complete(asyncio.wait(pending, timeout=timeout_s))
+    for task in pending:  # fetch what each raised, so none is logged as never retrieved
+        if task.done() and not task.cancelled():
+            task.exception()

@@ -3,9 +3,13 @@
 from __future__ import annotations
 
 import asyncio
+import gc
 import json
+import logging
+import signal
 from typing import Any
 
+import pytest
 from simple_engine import ScriptedEngine
 from test_rollout_containment import TrapEnv, call
 
@@ -112,3 +116,34 @@ def test_cancelled_episodes_still_close_their_envs(chat: ChatFormat) -> None:
     asyncio.run(cancel_midway())
     assert len(CountingEnv.made) == 6
     assert {id(e) for e in ClosingEnv.closed} == {id(e) for e in CountingEnv.made}
+
+
+def test_ctrl_c_mid_collect_unwinds_every_episode(
+    chat: ChatFormat, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A real SIGINT while episodes run: the collect is cancelled at its next await, so every
+    episode unwinds and closes its env before `run_sync` raises KeyboardInterrupt, and nothing
+    is left for the garbage collector to report as "Task was destroyed but it is pending!"
+    (the CLI's Ctrl-C is one line)."""
+    assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
+    CountingEnv.made.clear()
+    CountingEnv.live = 0
+    engine = ScriptedEngine(chat, [call("boom")] * 50, delay_s=0.05)
+    cfg = RolloutConfig(concurrency=4, max_turns=50)
+    runner = RolloutRunner(engine, chat, CountingEnv, cfg, SamplingConfig(max_new_tokens=64))
+    live: list[int] = []
+
+    async def interrupted() -> None:
+        loop = asyncio.get_running_loop()
+        loop.call_later(0.2, lambda: (live.append(CountingEnv.live), signal.raise_signal(2)))
+        await runner.collect([1, 2], 2)
+
+    with caplog.at_level(logging.ERROR, logger="asyncio"):
+        with pytest.raises(KeyboardInterrupt):
+            runner.run_sync(interrupted())
+        assert live and live[0] > 0  # episodes were mid-flight
+        assert CountingEnv.live == 0  # ... and each closed its env on the way out
+        assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
+        runner.close(close_engine=True)
+        gc.collect()
+    assert "destroyed but it is pending" not in caplog.text
