@@ -3,12 +3,15 @@
 from __future__ import annotations
 
 import argparse
+import signal
+from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from rich_argparse import RichHelpFormatter
 
 if TYPE_CHECKING:
     from pathlib import Path
+    from types import FrameType
 
     from agentrl.config import TrainConfig
     from agentrl.trainer.trainer import Trainer
@@ -119,7 +122,6 @@ def interrupted(trainer: Trainer) -> None:
     """Ctrl-C: one line, and a checkpoint when the step in progress had finished (its metrics
     row is written) and is not saved yet. A second Ctrl-C while it saves is ignored."""
     import json
-    import signal
     import sys
 
     step, saved = trainer.step, trainer.checkpointer.latest()
@@ -145,6 +147,22 @@ def interrupted(trainer: Trainer) -> None:
     print(f"\ninterrupted at step {done}; resume with --resume{where}", file=sys.stderr)
 
 
+def _term_as_interrupt(came: list[int]) -> Callable[[int, FrameType | None], None]:
+    """A SIGTERM handler that ends the run as Ctrl-C does (a scheduler's stop, `kill`): the
+    step's checkpoint, episodes cancelled, envs and agent programs' process groups closed,
+    one line. Python's default would exit at once and leave the agent children running.
+    Whatever handles SIGINT at that moment handles it (the rollout loop cancels its collect;
+    while a checkpoint is saved it is ignored); `came` records that SIGTERM came (exit 143)."""
+
+    def on_term(signum: int, frame: FrameType | None) -> None:
+        came.append(signum)
+        handler = signal.getsignal(signal.SIGINT)
+        if callable(handler):
+            handler(signal.SIGINT, frame)
+
+    return on_term
+
+
 def agent_overrides(args: argparse.Namespace) -> list[str]:
     """`--agent` / `--agent-command` as overrides, put before the user's (theirs win). SFT
     is off: its oracle demos are the env's own format, which the agent program never shows
@@ -162,7 +180,8 @@ def agent_overrides(args: argparse.Namespace) -> list[str]:
 
 def cmd_train(args: argparse.Namespace) -> int:
     """Config errors and a refused run folder are raised (exit 2) before any model loads.
-    Ctrl-C: one line, a checkpoint if the step finished, exit 130 (`interrupted`)."""
+    Ctrl-C: one line, a checkpoint if the step finished, exit 130 (`interrupted`); SIGTERM
+    the same, exit 143."""
     if args.resume and args.overwrite:
         from agentrl.config import ConfigError
 
@@ -188,13 +207,18 @@ def cmd_train(args: argparse.Namespace) -> int:
     from agentrl.assembly import build_trainer
 
     trainer = build_trainer(cfg)
+    terminated: list[int] = []
+    previous = signal.signal(signal.SIGTERM, _term_as_interrupt(terminated))
     try:
         result = trainer.run(args.resume, args.overwrite)
     except KeyboardInterrupt:
         interrupted(trainer)
-        return 130
+        return 143 if terminated else 130
     finally:
-        trainer.finish()
+        try:
+            trainer.finish()
+        finally:
+            signal.signal(signal.SIGTERM, previous)
     if result is None:
         return 1
     final = out / "final"

@@ -23,6 +23,7 @@ episode (`metadata["episode"]`, `metadata["episode_segments"]`) for the advantag
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import math
 import os
@@ -46,6 +47,7 @@ from agentrl.rollout.runner import EpisodeHook, TaskSpec, task_args
 from agentrl.sandboxes.command import RESULT_MAX, RESULT_PATH, command_box, unavailable
 from agentrl.types import Message, TerminationReason, Trajectory, TrajectoryGroup
 
+KILL_WAIT_S = 10.0  # a killed agent's exit and pipes, reaped before its task ends
 STDERR_TAIL = 2000  # characters of a failed agent's stderr kept in metadata["error"]
 # How a `module:function` agent is started: `agent_child.py` run by its path, so the child
 # imports only the standard library and the user's module. `-m agentrl.rollout.agent_child`
@@ -158,8 +160,10 @@ async def _wait(
         await proc.wait()
         why = f"agent ran past rollout.harness.timeout_s={cfg.timeout_s}s"
         return AgentRun("timeout", {}, why), ""
-    except asyncio.CancelledError:
+    except asyncio.CancelledError:  # a stopped run: the agent's group goes with it, reaped
         _kill(proc)
+        with contextlib.suppress(asyncio.TimeoutError, asyncio.CancelledError):
+            await asyncio.wait_for(proc.communicate(), KILL_WAIT_S)
         raise
     stderr = err.decode(errors="replace")[-STDERR_TAIL:]
     if proc.returncode != 0:

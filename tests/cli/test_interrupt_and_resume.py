@@ -30,7 +30,11 @@ def tiny_args(cache: Path, out: Path, **extra: object) -> list[str]:
     return train_overrides(cache, out, trainer__eval_every=0, trainer__save_every=0, **extra)
 
 
-def test_ctrl_c_during_train_is_one_line_and_exit_130(agentrl_cache: Path, tmp_path: Path) -> None:
+@pytest.mark.parametrize(("sig", "code"), [(signal.SIGINT, 130), (signal.SIGTERM, 143)])
+def test_ctrl_c_during_train_is_one_line_and_a_checkpoint(
+    agentrl_cache: Path, tmp_path: Path, sig: signal.Signals, code: int
+) -> None:
+    """Ctrl-C, and SIGTERM (a scheduler's stop) the same way with its own exit code."""
     out = tmp_path / "run"
     argv = ["-m", "agentrl", "train", *tiny_args(agentrl_cache, out, trainer__steps=1000)]
     env = os.environ | {"OMP_NUM_THREADS": "1"}
@@ -40,10 +44,10 @@ def test_ctrl_c_during_train_is_one_line_and_exit_130(agentrl_cache: Path, tmp_p
     assert proc.stdout is not None
     for line in proc.stdout:  # after the first step line
         if line.startswith("step 1 "):
-            proc.send_signal(signal.SIGINT)
+            proc.send_signal(sig)
             break
     stdout, stderr = proc.communicate(timeout=120)
-    assert proc.returncode == 130, stderr[-3000:]
+    assert proc.returncode == code, stderr[-3000:]
     assert "Traceback" not in stderr + stdout
     said = [ln for ln in stderr.splitlines() if ln.startswith("interrupted at step")]
     assert len(said) == 1, stderr

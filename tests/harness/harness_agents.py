@@ -231,3 +231,13 @@ def imported_modules(task: dict[str, Any], base_url: str) -> dict[str, Any]:
 
     heavy = ("torch", "transformers", "agentrl.rollout", "agentrl.engines")
     return {"answer": ",".join(m for m in heavy if m in sys.modules)}
+
+
+def pid_hanging_agent(task: dict[str, Any], base_url: str) -> str:
+    """Writes its pid to $AGENT_PID_DIR, then hangs: what a stopped trainer must not leave."""
+    import os
+    from pathlib import Path
+
+    Path(os.environ["AGENT_PID_DIR"], str(os.getpid())).touch()
+    time.sleep(3600)
+    return "never"

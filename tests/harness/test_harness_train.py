@@ -8,7 +8,11 @@ the env's own grader. The agents live in `harness_agents.py` and know nothing of
 from __future__ import annotations
 
 import json
+import os
+import signal
+import subprocess
 import sys
+import time
 from pathlib import Path
 from typing import Any
 
@@ -342,3 +346,41 @@ def test_held_out_result_never_drops_a_task() -> None:
         "harness/infra_failed": 1.0,
         "harness/failed/timeout": 1.0,
     }
+
+
+def test_a_stopped_run_leaves_no_agent_running(agentrl_cache: Path, tmp_path: Path) -> None:
+    """SIGTERM (a scheduler's stop) while agent programs run: the trainer ends as on Ctrl-C
+    (one line, exit 143; Ctrl-C takes the same path) and every agent process is gone, not
+    orphaned in its own session."""
+    pids = tmp_path / "pids"
+    pids.mkdir()
+    out = tmp_path / "run"
+    args = ["train", "--agent", "harness_agents:pid_hanging_agent", "--env", "math/calc-easy-v0"]
+    argv = [sys.executable, "-m", "agentrl", *args, *overrides(agentrl_cache, out)]
+    env = os.environ | {"AGENT_PID_DIR": str(pids), "PYTHONPATH": f"{HERE}:{REPO}"}
+    proc = subprocess.Popen(
+        argv, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+    )
+    deadline = time.monotonic() + 240
+    while len(list(pids.iterdir())) < 4 and time.monotonic() < deadline and proc.poll() is None:
+        time.sleep(0.2)
+    started = [int(p.name) for p in pids.iterdir()]
+    assert len(started) == 4, proc.communicate(timeout=60)
+    proc.send_signal(signal.SIGTERM)
+    _, stderr = proc.communicate(timeout=120)
+    assert proc.returncode == 143, stderr[-3000:]
+    assert "Traceback" not in stderr, stderr
+    assert [ln for ln in stderr.splitlines() if ln.startswith("interrupted at step 0")], stderr
+    deadline = time.monotonic() + 30
+    while (alive := [p for p in started if _alive(p)]) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert not alive
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    with open(f"/proc/{pid}/stat") as f:  # a zombie is dead (its parent is gone, init reaps)
+        return f.read().rsplit(")", 1)[1].split()[0] != "Z"
