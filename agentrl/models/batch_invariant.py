@@ -13,7 +13,7 @@ replaced by one whose reduction order is fixed by the token's own data:
 - linear layers (`aten.mm`/`addmm`/`bmm`): the rows are cut into blocks of exactly
   `ROW_BLOCK` (zero-padded, each in a fresh buffer) and each block is one BLAS call of the
   same shape, so a row's result never depends on M or on its neighbours (checked per shape in
-  tests/models/test_batch_invariant.py, across 1 and 2 threads);
+  tests/trainer/test_batch_invariant.py, across 1 and 2 threads);
 - attention (`agentrl_batch_invariant`, registered with transformers): per query, the keys
   it may see are gathered to the front in key order, and scores (over the head dim) and the
   softmax's sums (over keys) are pairwise trees of elementwise adds over a power-of-two
@@ -68,17 +68,20 @@ def tree_sum(x: torch.Tensor, dim: int) -> torch.Tensor:
 
 
 def block_mm(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
-    """`a @ b` for `a` [M, K], one BLAS call per `ROW_BLOCK` rows, every call the same shape."""
+    """`a @ b` for `a` [M, K], one BLAS call per `ROW_BLOCK` rows, every call the same shape
+    on 64-byte aligned rows (one zero-padded copy of `a`)."""
     rows, k = a.shape
-    parts = []
-    for start in range(0, rows, ROW_BLOCK):
-        m = min(ROW_BLOCK, rows - start)
-        block = a.new_zeros(ROW_BLOCK, k)
-        block[:m] = a[start : start + m]
-        parts.append(torch.mm(block, b)[:m])
-    if not parts:
-        return a.new_zeros(0, b.shape[1])
-    return torch.cat(parts) if len(parts) > 1 else parts[0]
+    blocks = -(-rows // ROW_BLOCK)
+    padded = a.new_zeros(blocks * ROW_BLOCK, k)
+    padded[:rows] = a
+    out = a.new_empty(rows, b.shape[1])
+    for i in range(blocks):
+        lo, hi = i * ROW_BLOCK, (i + 1) * ROW_BLOCK
+        if hi <= rows:
+            torch.mm(padded[lo:hi], b, out=out[lo:hi])
+        else:
+            out[lo:] = torch.mm(padded[lo:hi], b)[: rows - lo]
+    return out
 
 
 def _matmul(func: Any, a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
@@ -159,19 +162,36 @@ def _valid_keys(mask: torch.Tensor | None, q: torch.Tensor, sk: int) -> torch.Te
 def _attend(
     q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, valid: torch.Tensor, scale: float
 ) -> torch.Tensor:
-    b, h, n, d = q.shape
-    sk = k.shape[2]
-    scores = tree_sum(q[:, :, :, None, :] * k[:, :, None, :, :], -1) * scale  # [b, h, n, sk]
-    order = torch.argsort((~valid).to(torch.uint8), dim=-1, stable=True).expand(b, h, n, sk)
-    ok = valid.expand(b, h, n, sk).gather(-1, order)
-    s = scores.gather(-1, order).masked_fill(~ok, float("-inf"))
+    """`k`/`v` [B, H, P, D] hold each row's real keys first, in key order (P a power of two),
+    so every query's keys are a prefix and the rest adds exact zeros to the trees."""
+    scores = tree_sum(q[:, :, :, None, :] * k[:, :, None, :, :], -1) * scale  # [b, h, n, P]
+    s = scores.masked_fill(~valid, float("-inf"))
     top = s.amax(-1, keepdim=True).detach()
     top = torch.where(torch.isfinite(top), top, torch.zeros_like(top))
     p = torch.exp(s - top)  # exactly 0 past the valid keys
     denom = tree_sum(p, -1)
-    vg = v[:, :, None].expand(b, h, n, sk, d).gather(3, order[..., None].expand(b, h, n, sk, d))
-    numer = tree_sum(p[..., None] * vg, 3)
+    numer = tree_sum(p[..., None] * v[:, :, None], 3)  # [b, h, n, D]
     return numer / torch.where(denom > 0, denom, torch.ones_like(denom))[..., None]
+
+
+def _compact(
+    key: torch.Tensor, value: torch.Tensor, valid: torch.Tensor
+) -> tuple[torch.Tensor, ...]:
+    """Each batch row's real keys (seen by any of its queries) moved to the front in key
+    order, zero-padded to a power of two: a causal query's keys are then a prefix whatever
+    the layout (left padding, holes, right padding)."""
+    b, h, sk, d = key.shape
+    real = valid.any(dim=2, keepdim=True)  # [B, 1, 1, Sk]
+    order = torch.argsort((~real).to(torch.uint8), dim=-1, stable=True)
+    kv_order = order[:, :, 0, :, None].expand(b, h, sk, d)
+    key, value = key.gather(2, kv_order), value.gather(2, kv_order)
+    valid = valid.gather(-1, order.expand(*valid.shape[:3], sk))
+    width = 1 << max(sk - 1, 0).bit_length()
+    if width != sk:
+        key = torch.cat([key, key.new_zeros(b, h, width - sk, d)], 2)
+        value = torch.cat([value, value.new_zeros(b, h, width - sk, d)], 2)
+        valid = torch.cat([valid, valid.new_zeros(*valid.shape[:3], width - sk)], -1)
+    return key, value, valid
 
 
 def batch_invariant_attention(
@@ -192,8 +212,9 @@ def batch_invariant_attention(
     if key.shape[1] != heads:  # grouped-query attention: exact copies of the kv heads
         key = key.repeat_interleave(heads // key.shape[1], dim=1)
         value = value.repeat_interleave(heads // value.shape[1], dim=1)
+    valid = _valid_keys(attention_mask, query, key.shape[2])
+    key, value, valid = _compact(key, value, valid)
     sk = key.shape[2]
-    valid = _valid_keys(attention_mask, query, sk)
     scale = scaling if scaling is not None else d**-0.5
     step = max(1, CHUNK_ELEMENTS // max(1, query.shape[0] * heads * sk * d))
     parts = [
