@@ -194,7 +194,7 @@ def check_kernels(cfg: TrainConfig, src: str) -> None:
             raise ConfigError(
                 f"{src}: model.kernels: batch_invariant with {key}: {value}; its bit-exact "
                 f"engine/trainer log-probs are built and proven for {key}: {needed} "
-                "(docs/batch-invariance.md)"
+                "(docs/algorithms.md)"
             )
 
 

@@ -42,7 +42,7 @@ class ModelConfig:
     # the batch around it or the layout (one decode step over a KV cache vs the trainer's full
     # forward), so the hf engine's log-probs equal the trainer's bit for bit and the
     # rollout/train mismatch (`rollout_kl`) is exactly 0. CPU float32, hf engine, one intra-op
-    # thread (trainer.cpu_threads: 1); slower (docs/batch-invariance.md,
+    # thread (trainer.cpu_threads: 1); slower (docs/algorithms.md,
     # agentrl/models/batch_invariant.py).
     kernels: Literal["default", "batch_invariant"] = "default"
     # Where tiny models/tokenizers are cached once built.

@@ -200,3 +200,17 @@ def test_a_hundred_grpo_steps_have_zero_rollout_train_mismatch(
     assert [r["rollout_kl"] for r in rows] == [0.0] * steps
     entropies = [r["entropy"] for r in rows]
     assert len(set(entropies)) > steps // 2, "the policy moved"
+
+
+@pytest.mark.slow
+def test_the_real_smollm2_agrees_bit_for_bit(agentrl_cache: Path) -> None:
+    """The pretrained SmolLM2-135M-Instruct (llama, 30 layers, 49k vocabulary), where present:
+    the same engine/trainer comparison as the tiny model's."""
+    from agentrl.models import gguf
+
+    try:
+        path = gguf.resolve_gguf("smollm2-135m-instruct", str(agentrl_cache))
+    except (ImportError, FileNotFoundError, OSError) as e:
+        pytest.skip(f"SmolLM2 preset not available: {e}")
+    trainer, engine = _engine_vs_trainer(Path(path), "batch_invariant", 1.0)
+    assert torch.equal(trainer, engine), (trainer - engine).abs().max()
