@@ -169,6 +169,35 @@ def check_model_files(cfg: TrainConfig, src: str) -> None:
             missing_model_file(key, path, src)
 
 
+def check_kernels(cfg: TrainConfig, src: str) -> None:
+    """`model.kernels: batch_invariant` only where its guarantee is proven (CPU float32, the
+    hf engine, one intra-op thread, the padded materialized forward): anything else that
+    would compute the trainer's or the engine's log-probs another way is named."""
+    if cfg.model.kernels != "batch_invariant":
+        return
+    t = cfg.trainer
+    conflicts = {
+        "engine.kind": (cfg.engine.kind, cfg.engine.kind != "hf", "hf"),
+        "engine.hf.fast": (cfg.engine.hf.fast, cfg.engine.hf.fast is True, "auto"),
+        "trainer.device": (t.device, t.device != "cpu", "cpu"),
+        "trainer.cpu_threads": (t.cpu_threads, t.cpu_threads != 1, "1"),
+        "trainer.backend": (t.backend, t.backend != "torch", "torch"),
+        "model.dtype": (cfg.model.dtype, cfg.model.dtype != "float32", "float32"),
+        "model.lora.enabled": (cfg.model.lora.enabled, cfg.model.lora.enabled, "false"),
+        "model.enable_vision": (cfg.model.enable_vision, cfg.model.enable_vision, "false"),
+        "trainer.packing": (t.packing, t.packing, "false"),
+        "trainer.compile": (t.compile, t.compile, "false"),
+        "trainer.update_path": (t.update_path, t.update_path != "materialized", "materialized"),
+    }
+    for key, (value, bad, needed) in conflicts.items():
+        if bad:
+            raise ConfigError(
+                f"{src}: model.kernels: batch_invariant with {key}: {value}; its bit-exact "
+                f"engine/trainer log-probs are built and proven for {key}: {needed} "
+                "(docs/algorithms.md)"
+            )
+
+
 def check_device(cfg: TrainConfig, src: str) -> None:
     import torch
 
@@ -267,6 +296,7 @@ def validate(cfg: TrainConfig, src: str = "<config>", *, local_files: bool = Fal
         check_engine_installed(cfg, src)
     check_engine(cfg, src)
     check_device(cfg, src)
+    check_kernels(cfg, src)
     check_env(cfg, src)
     check_async(cfg, src)
     check_harness(cfg, src)

@@ -36,6 +36,15 @@ class ModelConfig:
     dtype: Literal["float32", "bfloat16", "float16"] = "float32"
     attn_implementation: Literal["eager", "sdpa", "flash_attention_2"] = "sdpa"
     gradient_checkpointing: bool = False
+    # Which kernels every role's forward runs (engine, actor, reference, critic). default:
+    # torch's and `attn_implementation`'s. batch_invariant: linear layers, attention and row
+    # reductions whose result for a token depends only on that token's own sequence, never on
+    # the batch around it or the layout (one decode step over a KV cache vs the trainer's full
+    # forward), so the hf engine's log-probs equal the trainer's bit for bit and the
+    # rollout/train mismatch (`rollout_kl`) is exactly 0. CPU float32, hf engine, one intra-op
+    # thread (trainer.cpu_threads: 1); slower (docs/algorithms.md,
+    # agentrl/models/batch_invariant.py).
+    kernels: Literal["default", "batch_invariant"] = "default"
     # Where tiny models/tokenizers are cached once built.
     cache_dir: str = "~/.cache/agentrl"
     lora: LoraConfig = field(default_factory=LoraConfig)

@@ -16,6 +16,8 @@ from typing import Any
 
 import torch
 
+from agentrl.models.batch_invariant import scaled_lse
+
 
 def sample_tokens(
     logits: torch.Tensor,
@@ -24,13 +26,18 @@ def sample_tokens(
     top_p: torch.Tensor,
     generators: Sequence[torch.Generator],
     allowed: torch.Tensor | None = None,
+    inv_temp: torch.Tensor | None = None,
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """Sample one token per row of `logits` [B, V]; returns (token ids [B], logprobs [B]).
 
     `temperature` [B] float (0 = greedy), `top_k` [B] long (0 = off), `top_p` [B] float.
     `allowed` [B, V] bool (constrained decoding): the choice is made from the distribution
     renormalised over the allowed tokens (top-k/top-p apply after the mask, as in vLLM); the
-    returned logprob is still the unmasked model's.
+    returned logprob is still the unmasked model's. `inv_temp` [B] float32: each row's
+    1 / max(T, 1e-6) (1 for greedy) from its python temperature, the scale the trainer's
+    recomputation multiplies by; the reported logprob is x[t] - logsumexp(x) with
+    x = logits * inv_temp (`batch_invariant.scaled_lse`), the trainer's own form, so an
+    exact engine and trainer agree bit for bit (default: from `temperature`).
     """
     logits = logits.float()
     greedy = temperature <= 0
@@ -46,7 +53,10 @@ def sample_tokens(
         sampled = filtered - noise.log()
         choice = torch.where(greedy[:, None], choice, sampled)
     tokens = choice.argmax(dim=-1)
-    return tokens, logp.gather(-1, tokens[:, None]).squeeze(-1)
+    if inv_temp is None:
+        inv_temp = 1.0 / scale
+    x, lse = scaled_lse(logits, inv_temp.to(logits.device)[:, None])
+    return tokens, x.gather(-1, tokens[:, None]).squeeze(-1) - lse
 
 
 def top_logprobs(

@@ -82,7 +82,11 @@ class HFEngine(KVBatchRows):
         for i, err in errors.items():  # a bad constraint fails its own request
             self._mark(rows[i], "error", f"constraint: {err}")
         gens = [r.generator for r in rows]
-        tokens, logps = smp.sample_tokens(logits, temp, top_k, top_p, gens, allowed)
+        inv = [
+            1.0 / max(r.params.temperature, 1e-6) if r.params.temperature > 0 else 1.0 for r in rows
+        ]
+        inv_temp = torch.tensor(inv, device=dev)  # the trainer's 1/T, rounded as it rounds it
+        tokens, logps = smp.sample_tokens(logits, temp, top_k, top_p, gens, allowed, inv_temp)
         k = max(r.params.top_logprobs for r in rows)
         top = smp.top_logprobs(logits, temp, k) if k > 0 else None
         for i, (req, tok, lp) in enumerate(zip(rows, tokens.tolist(), logps.tolist(), strict=True)):

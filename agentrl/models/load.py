@@ -21,6 +21,7 @@ import torch
 
 from agentrl.config import ModelConfig
 
+from .batch_invariant import apply_kernels
 from .tiny import resolve_model_path
 
 DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
@@ -80,6 +81,7 @@ def load_model(cfg: ModelConfig, *, trainable: bool = True) -> torch.nn.Module:
         dtype=DTYPES[cfg.dtype],
         attn_implementation=attn_implementation(path, cfg.attn_implementation),
     )
+    apply_kernels(model, cfg.kernels)
     if not trainable:
         return model.eval()
     if cfg.gradient_checkpointing:

@@ -22,6 +22,8 @@ from typing import Any
 
 import torch
 
+from agentrl.models.batch_invariant import scaled_lse
+
 CHUNK_ELEMENTS = 1 << 25  # float32 elements (~128 MiB) upcast at once (eager)
 COMPILED_CHUNK_ELEMENTS = 1 << 28  # logits elements per compiled call (nothing upcast kept)
 
@@ -35,8 +37,7 @@ def fwd_chunk(
     logits: torch.Tensor, tokens: torch.Tensor, inv_temp: float
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """(log p(token), entropy) of one chunk of rows, in float32."""
-    x = logits.float() * inv_temp
-    lse = torch.logsumexp(x, dim=-1)
+    x, lse = scaled_lse(logits, inv_temp)  # the engine reports its log-probs from the same
     p = torch.exp(x - lse[:, None])
     return x.gather(-1, tokens[:, None]).squeeze(-1) - lse, lse - (p * x).sum(-1)
 
