@@ -62,6 +62,10 @@ def importance_weights(
         "tis_changed_frac": 0.0 if mode == "none" else metric(masked_mean(changed, m)),
         # k3 estimate of KL(π_rollout‖π_old) on the sampled tokens.
         "rollout_kl": metric(masked_mean(token_rho.exp() - 1 - token_rho, m)),
+        # Mean |log π_old - log π_rollout|: exactly 0 only when the engine and the trainer
+        # agree bit for bit (`model.kernels: batch_invariant`); k3 above rounds to 0.0 in
+        # float32 for gaps of ~1e-7, so it cannot tell.
+        "rollout_logp_absdiff": metric(masked_mean((old_log_probs - rollout_log_probs).abs(), m)),
     }
     return weights, metrics
 

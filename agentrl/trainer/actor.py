@@ -211,6 +211,7 @@ class Actor:
             cur = logp.detach()
             _, tis = importance_weights(cur, mb.rollout_log_probs, mask, "none", algo.tis_cap)
             metrics["rollout_kl"] = tis["rollout_kl"]
+            metrics["rollout_logp_absdiff"] = tis["rollout_logp_absdiff"]
             metrics |= ratio_moments(cur, mb.rollout_log_probs, mask)
         metrics["entropy"] = metric(masked_mean(entropy.detach(), mask))  # per trained token
         if algo.entropy_coef:

@@ -181,22 +181,32 @@ def test_an_unknown_kernels_value_is_a_config_error(tmp_path: Path, agentrl_cach
 
 @pytest.mark.slow
 @pytest.mark.timeout(1800)
+@pytest.mark.parametrize(("kernels", "steps"), [("batch_invariant", 100), ("default", 3)])
 def test_a_hundred_grpo_steps_have_zero_rollout_train_mismatch(
-    tmp_path: Path, agentrl_cache: Path
+    tmp_path: Path, agentrl_cache: Path, kernels: str, steps: int
 ) -> None:
+    """100 GRPO steps with every step's rollout-vs-train gap exactly 0; the control: 3 steps
+    of the default kernels show a gap in the same metric (so the metric can see one)."""
     from agentrl.assembly import build_trainer
 
-    steps = int(os.environ.get("EXACT_STEPS", "100"))
+    steps = int(os.environ.get("EXACT_STEPS", steps))
     # An entropy bonus moves the weights every step (a random tiny model earns no reward), so
     # every step's rollout runs on freshly synced weights.
-    overrides = _exact_overrides(
-        agentrl_cache, tmp_path, trainer__steps=steps, data__eval_episodes=0,
-        algorithm__entropy_coef=0.01,
+    overrides = train_overrides(
+        agentrl_cache, tmp_path, model__kernels=kernels, trainer__device="cpu",
+        trainer__cpu_threads=1, trainer__steps=steps, data__eval_episodes=0,
+        algorithm__entropy_coef=0.01, data__batch_size=1, sampling__max_new_tokens=6,
+        trainer__mini_batch_size=2,
     )  # fmt: skip
     trainer = build_trainer(load_config(TrainConfig, None, overrides))
     trainer.train()
     rows = [json.loads(x) for x in (tmp_path / "metrics.jsonl").read_text().splitlines()]
     assert [r["step"] for r in rows] == list(range(1, steps + 1))
+    gaps = [r["rollout_logp_absdiff"] for r in rows]
+    if kernels == "default":
+        assert max(gaps) > 0.0, gaps
+        return
+    assert gaps == [0.0] * steps
     assert [r["rollout_kl"] for r in rows] == [0.0] * steps
     entropies = [r["entropy"] for r in rows]
     assert len(set(entropies)) > steps // 2, "the policy moved"
