@@ -142,8 +142,11 @@ class Server:
             )
 
     def check(self, req: ChatRequest) -> Prepared:
-        """Everything that can be refused before touching the session (400s). Renders,
-        tokenises and compiles grammars: call it in a worker thread."""
+        """What can be refused before touching the session (400s): the messages, the
+        engine's features, the grammar (compiled: call it in a worker thread). The prompt is
+        not rendered here: `_start` renders what the request adds to its session (under the
+        lock, also in a worker thread) and checks the budget with the history, so a
+        continued session costs the new messages' render, never the whole history's again."""
         feats = self.engine.features
         if req.top_logprobs and "top_logprobs" not in feats:
             raise RequestError(f"top_logprobs: the {type(self.engine).__name__} engine has none")
@@ -151,11 +154,6 @@ class Server:
             messages = from_openai(req.messages)
         except (ValueError, TypeError, AttributeError) as e:
             raise RequestError(f"messages: unsupported content: {e}") from e
-        try:
-            ids = self.chat.prompt_ids(messages, req.tools)
-        except Exception as e:  # noqa: BLE001 - a template that cannot render this request
-            raise RequestError(f"cannot render messages: {e}") from e
-        self._budget(len(ids), "the prompt")
         grammar = request_grammar(req, self.chat)
         field = "response_format" if req.response_format else "tool_choice"
         if grammar is not None:
