@@ -148,7 +148,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
         return 2
     from agentrl.cli.rollout import load_engine
     from agentrl.config.schema import SamplingConfig
-    from agentrl.serve.limits import MIB, ServeLimits, new_token
+    from agentrl.serve.limits import KEEP_ALIVE_S, MIB, ServeLimits, new_token
 
     prompt_cap = args.max_prompt_tokens or min(32768, (model_context(args.model) or 32769) - 1)
     try:
@@ -183,5 +183,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
         f"{chat.tool_format}); trajectories at /v1/trajectories with "
         f"'Authorization: Bearer {token}'" + (f" (also in {token_file})" if token_file else "")
     )
-    uvicorn.run(app, host=args.host, port=args.port, log_level="warning")
+    uvicorn.run(
+        app, host=args.host, port=args.port, log_level="warning", timeout_keep_alive=KEEP_ALIVE_S
+    )
     return 0

@@ -69,6 +69,7 @@ class GatewayHost:
         import uvicorn
 
         from agentrl.serve import create_app
+        from agentrl.serve.limits import KEEP_ALIVE_S
 
         app = create_app(
             engine,
@@ -92,6 +93,7 @@ class GatewayHost:
             log_level="warning",
             log_config=None,  # leave the trainer's logging as it is
             timeout_graceful_shutdown=5,
+            timeout_keep_alive=KEEP_ALIVE_S,
         )
         self.server = uvicorn.Server(config)
         self.task: asyncio.Task[None] | None = None

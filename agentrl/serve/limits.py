@@ -34,6 +34,11 @@ if TYPE_CHECKING:  # fastapi is the `serve` extra; `ServeLimits` works without i
     from fastapi.responses import JSONResponse
 
 MIB = 1 << 20
+# How long an idle keep-alive connection stays open (uvicorn's default is 5 s). An agent that
+# runs a tool for longer than that between two calls reuses a pooled connection the server is
+# closing: clients without retries (plain httpx) see a ReadError. Both the `agentrl serve`
+# CLI and the trainer's gateway use this.
+KEEP_ALIVE_S = 600
 
 
 @dataclass(frozen=True)
