@@ -33,12 +33,6 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import jsonschema
-from transformers.utils import get_json_schema
-from transformers.utils.chat_template_utils import (
-    DocstringParsingException,
-    TypeHintParsingException,
-    parse_google_format_docstring,
-)
 
 from agentrl.tools.workers import in_daemon_thread
 from agentrl.types import InfraError, ToolCall, ToolResult
@@ -49,6 +43,8 @@ NO_RESULT = "(the tool returned nothing)"
 def _documented(fn: Callable[..., Any]) -> Callable[..., Any]:
     """`fn`, or a stand-in whose docstring names every argument: transformers requires a
     description per argument, agentrl lets one be left out (the schema then has none)."""
+    from transformers.utils.chat_template_utils import parse_google_format_docstring
+
     doc = inspect.getdoc(fn)
     if not doc:
         raise TypeError(
@@ -82,6 +78,13 @@ def build_schema(fn: Callable[..., Any], name: str | None = None) -> dict[str, A
     is told matches what chat templates render for HF tools. agentrl adds `default`s and
     `additionalProperties: false`; jsonschema checks every call against it (`validation_schema`).
     """
+    # transformers (2-3 s to import) only when a tool is built, not for `agentrl config show`
+    from transformers.utils import get_json_schema
+    from transformers.utils.chat_template_utils import (
+        DocstringParsingException,
+        TypeHintParsingException,
+    )
+
     try:
         schema = get_json_schema(_documented(fn))
     except (TypeHintParsingException, DocstringParsingException) as e:

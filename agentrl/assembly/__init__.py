@@ -14,15 +14,15 @@ docs/wiring.md.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
-from .build import build_components, env_factory, seed_everything
-from .collect import build_collector
-from .placement import PLACEMENTS, place
+from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from agentrl.config import TrainConfig
     from agentrl.trainer import Trainer
+
+    from .build import build_components, env_factory, seed_everything
+    from .collect import build_collector
+    from .placement import PLACEMENTS, place
 
 
 def build_trainer(cfg: TrainConfig) -> Trainer:
@@ -32,6 +32,9 @@ def build_trainer(cfg: TrainConfig) -> Trainer:
     from agentrl.algorithms import KLController
     from agentrl.assembly.validate import validate
     from agentrl.trainer import Trainer
+
+    from .collect import build_collector
+    from .placement import place
 
     validate(cfg)  # one line naming a bad key
     kl_ctrl = KLController.from_config(cfg.algorithm.kl)  # a bad controller fails here too
@@ -52,3 +55,23 @@ __all__ = [
     "place",
     "seed_everything",
 ]
+
+
+# The builders import torch and the trainer; `agentrl.assembly.validate` (what `agentrl config
+# show` and the other light commands need) must not pay for them, so they load on first use.
+_LAZY = {
+    "PLACEMENTS": "placement",
+    "place": "placement",
+    "build_collector": "collect",
+    "build_components": "build",
+    "env_factory": "build",
+    "seed_everything": "build",
+}
+
+
+def __getattr__(name: str) -> Any:
+    if name in _LAZY:
+        import importlib
+
+        return getattr(importlib.import_module(f"{__name__}.{_LAZY[name]}"), name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
