@@ -163,12 +163,14 @@ def _free_names(tree: "ast.AST") -> set[str]:
 def _build_tests(check: str, support: str) -> "tuple[Any, Any, list[str]]":
     """The tests' code, the support's code (None without) and the names the tests read but
     never bind. The local backend's host does this once per test source (``_compiled.py``)
-    and sends the result marshalled; here for any other host or interpreter."""
+    and sends the result marshalled; here for any other host or interpreter. ``optimize=0``:
+    a host run with ``python -O`` must not compile the tests' ``assert`` statements away."""
     import ast  # preloaded in the judge (the zygote imports it)
 
     tree = ast.parse(check, "<tests>")
-    code = compile(support, "<support>", "exec") if support else None
-    return compile(tree, "<tests>", "exec"), code, sorted(_free_names(tree))
+    code = compile(support, "<support>", "exec", dont_inherit=True, optimize=0) if support else None
+    tests = compile(tree, "<tests>", "exec", dont_inherit=True, optimize=0)
+    return tests, code, sorted(_free_names(tree))
 
 
 def _to_ask(ns: dict, free: "set[str]", remote: list) -> list[str]:
