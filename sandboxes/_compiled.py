@@ -17,13 +17,13 @@ from __future__ import annotations
 import marshal
 from functools import lru_cache
 
-from ._judge import _build_tests
+from ._judge import build_tests
 
 
 @lru_cache(maxsize=1024)
 def built(check: str, support: str) -> bytes | None:
     """``marshal`` of the judge's ``(tests code, support code or None, free names)``."""
     try:
-        return marshal.dumps(_build_tests(check, support))
+        return marshal.dumps(build_tests(check, support))
     except (SyntaxError, ValueError, RecursionError, MemoryError):
         return None

@@ -16,7 +16,7 @@ of these, so none is tried: the tests and the candidate live in two processes.
 * The judge runs the trusted ``support`` code (e.g. a HumanEval prompt's helpers) and the
   tests, compiled by the local backend's host when it runs the same interpreter (``_compiled``:
   a warm process, once per test source; the code comes in the frame only the judge reads),
-  else here (:func:`_build_tests`). Names the tests use but do not define are resolved once:
+  else here (:func:`build_tests`). Names the tests use but do not define are resolved once:
   builtins and standard-library modules by the judge itself, the rest (and every name in
   ``remote``, the entry point) from the player: a plain value is copied, anything else
   becomes a :class:`_Ref`.
@@ -160,7 +160,7 @@ def _free_names(tree: "ast.AST") -> set[str]:
     return loads - bound
 
 
-def _build_tests(check: str, support: str) -> "tuple[Any, Any, list[str]]":
+def build_tests(check: str, support: str) -> "tuple[Any, Any, list[str]]":
     """The tests' code, the support's code (None without) and the names the tests read but
     never bind. The local backend's host does this once per test source (``_compiled.py``)
     and sends the result marshalled; here for any other host or interpreter. ``optimize=0``:
@@ -228,7 +228,7 @@ def _run_tests(req: dict) -> int:
         if built is not None:  # compiled by the host (``_compiled.py``): same interpreter
             tests, support_code, free = marshal.loads(built)
         else:
-            tests, support_code, free = _build_tests(secrets["check"], support)
+            tests, support_code, free = build_tests(secrets["check"], support)
         if support_code is not None:
             exec(support_code, ns)
         # The names request goes out while the player still runs the program: it answers as
