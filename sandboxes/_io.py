@@ -44,14 +44,18 @@ def payload(req: ExecRequest, env: dict[str, str], limits: dict) -> dict:
     return body
 
 
+SECRET_KEYS = ("check", "nonce", "built")  # "built": the tests compiled (``_compiled.py``)
+
+
 def split(body: dict) -> tuple[dict, dict | None]:
     """The request as the sandbox receives it: the body without the tests and the nonce,
-    then those two as a second frame (None without tests), which the judge reads only after
-    it has forked the candidate's process (``_judge.py``)."""
+    then those two (and the tests' code, when the host compiled them) as a second frame
+    (None without tests), which the judge reads only after it has forked the candidate's
+    process (``_judge.py``)."""
     if "nonce" not in body:
         return body, None
-    public = {k: v for k, v in body.items() if k not in ("check", "nonce")}
-    return public, {"check": body["check"], "nonce": body["nonce"]}
+    public = {k: v for k, v in body.items() if k not in SECRET_KEYS}
+    return public, {k: body[k] for k in SECRET_KEYS if k in body}
 
 
 def verified(body: dict, verdict: bytes | None) -> bool | None:

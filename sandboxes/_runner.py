@@ -107,12 +107,13 @@ def _answer(ctrl_fd: int, done: int, took: int, reply: dict) -> None:
     """The run's one reply to the host. ``A`` on ``took`` first: from then on the zygote never
     answers for this init (were it killed before the reply left, a second frame would be read
     as the next run's reply). ``R`` on ``done`` after it: the zygote forks the next run's init
-    only then (sooner, that fork competed with this reply for the run's CPU)."""
-    import socket
-
+    only then (sooner, that fork competed with this reply for the run's CPU). A plain
+    ``write`` on the socket: a throwaway socket object warned, unclosed, when collected."""
     data = marshal.dumps(reply)
     os.write(took, b"A")
-    socket.socket(fileno=ctrl_fd).sendall(str(len(data)).encode() + b"\n" + data)
+    view, sent = memoryview(str(len(data)).encode() + b"\n" + data), 0
+    while sent < len(view):
+        sent += os.write(ctrl_fd, view[sent:])
     os.write(done, b"R")
 
 
@@ -307,7 +308,9 @@ def _zygote(ctrl_fd: int, disk_bytes: int, uids: tuple[int, int], keep: list[str
         except Exception:  # noqa: BLE001 - a missing optional module is just not preloaded
             pass
 
-    _libc()
+    libc = _libc()
+    for name in ("setns", "unshare", "mount", "prctl"):  # each init would look them up again
+        getattr(libc, name)
     # Empty the capability bounding set once: every init and program forked from here
     # inherits it (it only limits what an execve could gain; the zygote and its inits keep
     # their effective capabilities to build namespaces). Each run's program used to drop

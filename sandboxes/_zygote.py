@@ -74,7 +74,8 @@ class SandboxProcess:
 class Zygote:
     """A warm sandboxed interpreter that forks one isolated child per request."""
 
-    def __init__(self, argv_for_fd, cgroup_version: str | None) -> None:
+    def __init__(self, argv_for_fd, cgroup_version: str | None, code: bytes | None = None) -> None:
+        """``code``: the runner, marshalled, for a zygote started with ``local.BOOT``."""
         self.sock, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
         try:
             self.box = SandboxProcess(
@@ -83,6 +84,12 @@ class Zygote:
         finally:
             theirs.close()
         self.alive = True
+        if code is not None:
+            try:  # fits the socket buffer: no wait for the zygote to start reading
+                self.sock.sendall(str(len(code)).encode() + b"\n" + code)
+            except OSError:
+                self.close()
+                raise
 
     def run(self, req: ExecRequest, body: dict, pids: int, cpus: float) -> ExecResult:
         """Run one request; on timeout/flood/protocol trouble the zygote is killed (not reused).
