@@ -52,7 +52,8 @@ SYSTEM = "You are a test agent."
 # The gateway forces each episode's first turn to call the CLI's own shell/file tool (Codex's
 # other tools have numeric fields a tiny model may not close); the rest is the model's.
 FORCE = "exec_command"  # Claude Code offers only Read here: "required" picks it
-TEMPERATURE = 0.3  # the tiny model's turns end more surely; log-probs are recorded at it
+TEMPERATURE = 0.1  # the tiny model's turns end surely (0.3 strayed into optional arguments
+# until max_tokens in about 1 run in 3 of Codex's); log-probs are recorded at it
 # A closed port: any request a CLI made past the gateway (telemetry, updates) would fail here.
 DEAD_PROXY = "http://127.0.0.1:9"
 # `agentrl train` runs a command per episode with the task in $AGENTRL_TASK and the session's
