@@ -26,6 +26,7 @@ from agentrl.engines import _kvbatch as kvb
 from agentrl.engines import _sampling as smp
 from agentrl.engines._hf_core import Request
 from agentrl.engines._kv_rows import KVBatchRows
+from agentrl.models.batch_invariant import inv_temperature
 
 
 class HFEngine(KVBatchRows):
@@ -83,7 +84,7 @@ class HFEngine(KVBatchRows):
             self._mark(rows[i], "error", f"constraint: {err}")
         gens = [r.generator for r in rows]
         inv = [
-            1.0 / max(r.params.temperature, 1e-6) if r.params.temperature > 0 else 1.0 for r in rows
+            inv_temperature(r.params.temperature) if r.params.temperature > 0 else 1.0 for r in rows
         ]
         inv_temp = torch.tensor(inv, device=dev)  # the trainer's 1/T, rounded as it rounds it
         tokens, logps = smp.sample_tokens(logits, temp, top_k, top_p, gens, allowed, inv_temp)

@@ -51,16 +51,23 @@ aten = torch.ops.aten
 _ACTIVE = threading.local()  # the modes the forward hooks entered, per thread
 
 
+def pad_pow2(x: torch.Tensor, dim: int) -> torch.Tensor:
+    """`x` zero-padded along `dim` to the next power of two (the trees' fixed shape)."""
+    dim = dim % x.dim()
+    n = x.shape[dim]
+    width = 1 << max(n - 1, 0).bit_length()
+    if width == n:
+        return x
+    pad = list(x.shape)
+    pad[dim] = width - n
+    return torch.cat([x, x.new_zeros(pad)], dim)
+
+
 def tree_sum(x: torch.Tensor, dim: int) -> torch.Tensor:
     """Sum over `dim` as a pairwise tree over the next power of two (zero-padded): the order
     depends only on where the nonzero entries sit, never on the padded length."""
     dim = dim % x.dim()
-    n = x.shape[dim]
-    width = 1 << max(n - 1, 0).bit_length()
-    if width != n:
-        pad = list(x.shape)
-        pad[dim] = width - n
-        x = torch.cat([x, x.new_zeros(pad)], dim)
+    x = pad_pow2(x, dim)
     while x.shape[dim] > 1:
         half = x.shape[dim] // 2
         x = x.narrow(dim, 0, half) + x.narrow(dim, half, half)
@@ -186,12 +193,7 @@ def _compact(
     kv_order = order[:, :, 0, :, None].expand(b, h, sk, d)
     key, value = key.gather(2, kv_order), value.gather(2, kv_order)
     valid = valid.gather(-1, order.expand(*valid.shape[:3], sk))
-    width = 1 << max(sk - 1, 0).bit_length()
-    if width != sk:
-        key = torch.cat([key, key.new_zeros(b, h, width - sk, d)], 2)
-        value = torch.cat([value, value.new_zeros(b, h, width - sk, d)], 2)
-        valid = torch.cat([valid, valid.new_zeros(*valid.shape[:3], width - sk)], -1)
-    return key, value, valid
+    return pad_pow2(key, 2), pad_pow2(value, 2), pad_pow2(valid, -1)
 
 
 def batch_invariant_attention(
@@ -223,6 +225,12 @@ def batch_invariant_attention(
     ]
     out = torch.cat(parts, dim=2) if len(parts) > 1 else parts[0]
     return out.transpose(1, 2).contiguous(), None
+
+
+def inv_temperature(temperature: float) -> float:
+    """1/T as the trainer multiplies logits by it (a python float, rounded once): the engine
+    takes its reported log-probs' scale from here too, so the two agree bit for bit."""
+    return 1.0 / max(temperature, 1e-6)
 
 
 def scaled_lse(logits: torch.Tensor, inv_temp: float | torch.Tensor) -> tuple[torch.Tensor, ...]:

@@ -22,7 +22,7 @@ from typing import Any
 
 import torch
 
-from agentrl.models.batch_invariant import scaled_lse
+from agentrl.models.batch_invariant import inv_temperature, scaled_lse
 
 CHUNK_ELEMENTS = 1 << 25  # float32 elements (~128 MiB) upcast at once (eager)
 COMPILED_CHUNK_ELEMENTS = 1 << 28  # logits elements per compiled call (nothing upcast kept)
@@ -137,6 +137,6 @@ def chunked_token_log_probs(
     `compiled`: inductor-fused chunks (see the module docstring); same values."""
     shape = tokens.shape
     flat = logits.reshape(-1, logits.shape[-1])
-    inv_temp = 1.0 / max(temperature, 1e-6)
+    inv_temp = inv_temperature(temperature)
     logp, ent = _ChunkedLogProbs.apply(flat, tokens.reshape(-1), inv_temp, compiled)
     return logp.reshape(shape), ent.reshape(shape)

@@ -24,6 +24,8 @@ from typing import Any
 import torch
 import torch.nn.functional as F
 
+from agentrl.models.batch_invariant import inv_temperature
+
 from .chunked_logprobs import bwd_chunk, fwd_chunk
 
 CHUNK_ELEMENTS = 1 << 28  # logits elements per chunk (512 MiB in bf16): the memory bound
@@ -134,7 +136,7 @@ def fused_token_log_probs(
     product and reduction through inductor (`trainer.compile`)."""
     shape = tokens.shape
     flat = hidden.reshape(-1, hidden.shape[-1])
-    inv_temp = 1.0 / max(temperature, 1e-6)
+    inv_temp = inv_temperature(temperature)
     logp, ent = _FusedHeadLogProbs.apply(flat, weight, tokens.reshape(-1), inv_temp, compiled)
     return logp.reshape(shape), ent.reshape(shape)
 

@@ -11,6 +11,8 @@ from typing import Any
 
 import torch
 
+from agentrl.models.batch_invariant import inv_temperature
+
 from .batch import TrainBatch
 from .chunked_logprobs import chunked_token_log_probs
 from .fused_head import FusedHead
@@ -128,7 +130,7 @@ def batched_sum_pi_squared(
     per micro-batch; logits are reduced in row chunks so no `[tokens, vocab]` float32 copy of
     the whole micro-batch is kept."""
     out = torch.zeros(batch.responses.shape, dtype=torch.float32)
-    inv_temp = 1.0 / max(temperature, 1e-6)
+    inv_temp = inv_temperature(temperature)
     for start in range(0, batch.size, micro_batch_size):
         idx = list(range(start, min(start + micro_batch_size, batch.size)))
         sub = batch.select(idx)
