@@ -85,6 +85,15 @@ def _program(
     _finish(body)
 
 
+def _close_all_but(keep: set[int]) -> None:
+    """Close every fd not in ``keep``."""
+    low = 0
+    for fd in (*sorted(keep), 1 << 16):
+        if fd > low:
+            os.closerange(low, fd)
+        low = fd + 1
+
+
 def _fork_program(
     req: dict, out: int, err: int, uid: str, caps: bool, secrets: int = -1
 ) -> tuple[int, int]:
@@ -130,9 +139,9 @@ def _judge_here(req: dict, fds: list[int], ctrl_fd: int, done: int, took: int) -
     os.dup2(err, 2)
     os.dup2(verdict_w, VERDICT_FD)
     os.dup2(reply_fd, SECRETS_FD)
-    os.closerange(SECRETS_FD + 1, reply_fd)
-    for fd in (verdict_w, out, err):
-        os.close(fd)
+    # Every fd but these: the zygote's own control socket (whatever number the host gave
+    # it) included, not only those below the copies (a host holding 250 fds made it 281).
+    _close_all_but({0, 1, 2, VERDICT_FD, SECRETS_FD, reply_fd, done_fd, took_fd, verdict_r})
     _INIT_FDS[:] = [reply_fd, done_fd, took_fd, verdict_r]
     gc.enable()  # the zygote and init run without it; the tests get normal Python
 
@@ -427,7 +436,9 @@ def main() -> None:
         ctrl_fd, disk, uid_base, uid_span, preload, *keep = arg.split(":")
         uids = (int(uid_base), int(uid_span))
         keep = [p for p in keep if p]
-        _zygote(int(ctrl_fd), int(disk), uids, keep, [m for m in preload.split(",") if m])
+        ctrl = os.dup(int(ctrl_fd))  # the lowest free number, whatever the host's was
+        _close_all_but({0, 1, 2, ctrl})
+        _zygote(ctrl, int(disk), uids, keep, [m for m in preload.split(",") if m])
     elif mode == "session":
         _session(arg)
     else:

@@ -181,9 +181,17 @@ class Zygote:
                 if not chunk:
                     return None
                 data += chunk
-            return marshal.loads(data)
+            reply = marshal.loads(data)
         except (OSError, ValueError, EOFError):
             return None
+        try:  # bytes beyond the one reply: something of the run wrote on the channel
+            self.sock.settimeout(0)  # with a timeout, recv polls for it whatever the flags
+            extra = self.sock.recv(1, socket.MSG_PEEK)
+        except BlockingIOError:
+            return reply
+        except OSError:
+            extra = b""
+        return {"error": "a frame beyond the run's reply on the control channel"} if extra else reply
 
     def close(self) -> None:
         if self.alive:

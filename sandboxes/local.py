@@ -211,19 +211,25 @@ class LocalBackend(SandboxBackend):
         body["seccomp"] = denylist_bpf()
         if request.check is not None and self.own_python:
             body["built"] = built(request.check, request.support)
-        for attempt in range(2):  # an idle zygote may have died; retry once on a fresh one
+        # Idle zygotes may have died (each pooled one at most once: they need not count as
+        # tries); a run that fails on a live one is tried once more on a fresh one.
+        tries, dead = 2, self.pool.max_idle
+        while tries > 0:
             try:
                 zygote = self.pool.get()
             except OSError as exc:
                 return ExecResult("sandbox_error", stderr=f"cannot start sandbox: {exc}")
             if zygote.box.proc.poll() is not None:
                 zygote.close()
+                dead -= 1
+                tries -= dead < 0
                 continue
             try:
                 res = zygote.run(request, body, self.pids, self.cpus)
             except OSError as exc:
                 zygote.close()
-                if attempt == 0:
+                tries -= 1
+                if tries > 0:
                     continue
                 return ExecResult("sandbox_error", stderr=f"sandbox failed: {exc}")
             except BaseException:  # a bug or an interrupt: never leave a sandbox behind

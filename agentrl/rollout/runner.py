@@ -408,7 +408,7 @@ def _run_interruptible(loop: asyncio.AbstractEventLoop, coro: Any) -> Any:
         signal.getsignal(signal.SIGINT) is not signal.default_int_handler
     ):
         return loop.run_until_complete(coro)
-    task = loop.create_task(coro)
+    task: asyncio.Task | None = None
     interrupted = False
 
     def on_sigint(signum: int, frame: Any) -> None:
@@ -416,10 +416,18 @@ def _run_interruptible(loop: asyncio.AbstractEventLoop, coro: Any) -> Any:
         if interrupted:  # a second Ctrl-C: the unwinding hangs, stop now
             raise KeyboardInterrupt
         interrupted = True
-        loop.call_soon_threadsafe(task.cancel)
+        if task is not None:
+            loop.call_soon_threadsafe(task.cancel)
 
+    # Installed before the task is created: Python's handler, raising inside `create_task`
+    # (its Python `call_soon`), left the task's first step scheduled but the task
+    # unregistered; `run_sync` then closed the coroutine, and the next use of the loop
+    # stepped it ("cannot reuse already awaited coroutine", seen once in CI under SIGTERM).
     signal.signal(signal.SIGINT, on_sigint)
     try:
+        task = loop.create_task(coro)
+        if interrupted:  # came while it was being created
+            task.cancel()
         result = loop.run_until_complete(task)
     except asyncio.CancelledError:
         if not interrupted:

@@ -147,3 +147,37 @@ def test_ctrl_c_mid_collect_unwinds_every_episode(
         runner.close(close_engine=True)
         gc.collect()
     assert "destroyed but it is pending" not in caplog.text
+
+
+def test_ctrl_c_while_the_collect_task_is_created(
+    chat: ChatFormat, caplog: pytest.LogCaptureFixture, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """SIGINT landing inside `create_task` (its Python `call_soon`, after the first step is
+    queued, before the task registers itself: CI hit it under SIGTERM). Python's handler
+    raised there; `run_sync` saw no task, closed the coroutine, and the loop's next use
+    stepped it: "Task exception was never retrieved ... cannot reuse already awaited
+    coroutine". Now the run's own handler takes it: the task is cancelled, one
+    KeyboardInterrupt, and the loop stays clean for `close`."""
+    engine = ScriptedEngine(chat, [call("boom")] * 5)
+    cfg = RolloutConfig(concurrency=2, max_turns=5)
+    runner = RolloutRunner(engine, chat, CountingEnv, cfg, SamplingConfig(max_new_tokens=64))
+    runner._loop = asyncio.new_event_loop()
+    real = runner._loop.call_soon
+    fired: list[bool] = []
+
+    def call_soon(*args, **kwargs):  # the signal arrives mid-call, after queuing the step
+        handle = real(*args, **kwargs)
+        if not fired:
+            fired.append(True)
+            signal.raise_signal(signal.SIGINT)
+        return handle
+
+    monkeypatch.setattr(runner._loop, "call_soon", call_soon)
+    with caplog.at_level(logging.ERROR, logger="asyncio"):
+        with pytest.raises(KeyboardInterrupt):
+            runner.collect_sync([1, 2], 2)
+        assert fired
+        assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
+        runner.close(close_engine=True)
+        gc.collect()
+    assert "never retrieved" not in caplog.text and "pending" not in caplog.text, caplog.text

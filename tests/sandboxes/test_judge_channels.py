@@ -12,9 +12,11 @@ it can see, from a child that keeps racing while the tests run.
 
 from __future__ import annotations
 
+import os
+
 import pytest
 
-from agentrl.sandboxes import ExecRequest, run_many
+from agentrl.sandboxes import ExecRequest, get_backend, run_many
 
 SECRET = "7f3a-expected-value-token"
 TESTS = f"assert add(1, 2) == 3, {SECRET!r}\nassert add(2, 2) == 4\n"
@@ -108,3 +110,48 @@ def test_a_forging_run_decides_no_other_runs_verdict(local):
     assert [r.verified for r in res] == [True, False] * 4, [
         (r.status, r.stderr[-200:]) for r in res
     ]
+
+
+def test_a_host_holding_many_fds_gives_the_candidate_none():
+    """The zygote's control socket keeps the host's fd number (281 in CI, where the test
+    process held that many): the judge closed only the fds below its own copies, and the
+    candidate wrote forged replies on the socket, which the next runs' inits read as their
+    requests (and died). Now none: and the backend's next runs are judged as usual."""
+    held = [os.open("/dev/null", os.O_RDONLY) for _ in range(300)]
+    backend = get_backend("local", pool_size=1)
+    try:
+        res = backend.run(ExecRequest(WRONG, check=TESTS, timeout_s=20))
+        found = [ln for ln in res.stdout.splitlines() if ln.startswith(("READ", "WROTE", "LEAK"))]
+        assert not found, found
+        assert (res.verified, res.status) == (False, "error"), res
+        again = [backend.run(ExecRequest(c, check=TESTS, timeout_s=20)) for c in (RIGHT, WRONG)]
+        assert [(r.verified, r.status) for r in again] == [(True, "ok"), (False, "error")], again
+    finally:
+        backend.close()
+        for fd in held:
+            os.close(fd)
+
+
+def test_a_frame_beyond_the_reply_breaks_the_zygote():
+    """Defence in depth on the host: bytes after a run's one reply (only something of the run
+    could have written them) make that reply an error, so the zygote is not reused."""
+    import marshal
+    import socket
+    import time
+
+    from agentrl.sandboxes._zygote import Zygote
+
+    def frame(d: dict) -> bytes:
+        data = marshal.dumps(d)
+        return str(len(data)).encode() + b"\n" + data
+
+    z = object.__new__(Zygote)
+    z.sock, theirs = socket.socketpair()
+    try:
+        theirs.sendall(frame({"wait": 0}))
+        assert z._reply(time.monotonic() + 5) == {"wait": 0}
+        theirs.sendall(frame({"wait": 0}) + frame({"wait": 0}))
+        assert "error" in z._reply(time.monotonic() + 5)
+    finally:
+        z.sock.close()
+        theirs.close()
