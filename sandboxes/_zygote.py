@@ -191,7 +191,9 @@ class Zygote:
             return reply
         except OSError:
             extra = b""
-        return {"error": "a frame beyond the run's reply on the control channel"} if extra else reply
+        return (
+            {"error": "a frame beyond the run's reply on the control channel"} if extra else reply
+        )
 
     def close(self) -> None:
         if self.alive:
