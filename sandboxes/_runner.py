@@ -383,6 +383,9 @@ def _once() -> None:
 def _session(uid: str) -> None:
     """Trusted parent: relay host cells to the worker, end each cell's output with a marker."""
     _drop(uid)
+    # Explicitly, as the local init: the uid change left the host's fs.suid_dumpable, and at 1
+    # the worker (same uid) would open this process's memory (the cells' tokens) and fds.
+    _libc_call("prctl", PR_SET_DUMPABLE, 0, 0, 0, 0)
     req = _read_frame(0)
     if req is None:
         _exit(0)

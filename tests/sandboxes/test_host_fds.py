@@ -10,7 +10,9 @@ with its seccomp fd passed at a high number). The adversary has full Python: it 
 number it has (3..65535 and whatever ``/proc/self/fd`` lists) and every fd of every process it
 can see in ``/proc``, reads and writes each; the host then checks that no byte arrived on any
 of its own. What each path documents as the program's own (stdio, the verdict pipe, a session
-worker's two pipes) is allowed, nothing else.
+worker's two pipes) is allowed, nothing else. (The session's trusted parent is the worker's
+uid: it makes itself non-dumpable, as the local init does, rather than leave that to the
+host's ``fs.suid_dumpable``; at 1 this test found the worker in the parent's fds.)
 """
 
 from __future__ import annotations
