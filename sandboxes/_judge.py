@@ -50,11 +50,11 @@ if TYPE_CHECKING:
 
 try:  # inside the sandbox the harness source is prepended instead (``local.RUNNER``)
     from ._harness import (
-        _INIT_FDS,
         MARK,
         PR_SET_DUMPABLE,
         VERDICT_FD,
         WORK,
+        _close_all_but,
         _exit,
         _fail,
         _libc_call,
@@ -81,15 +81,15 @@ class _Player:
 
     def __init__(self, path: str, source: str, support: str) -> None:
         """Fork the player. Called before the judge has read the tests: the child is a copy
-        of a process that never held them, and it closes the verdict and secrets fds (3, 4),
-        and the init's own channels when the init is the judge, before anything else runs."""
+        of a process that never held them, and it closes every fd but stdin/stdout/stderr and
+        its two pipes (the verdict and secrets fds 3 and 4, and the init's own channels when
+        the init is the judge, whatever their numbers) before anything else runs."""
         to_r, self.to_w = os.pipe()
         self.from_r, from_w = os.pipe()
         self.pid = os.fork()
         if self.pid == 0:
             try:
-                for fd in (VERDICT_FD, SECRETS_FD, self.to_w, self.from_r, *_INIT_FDS):
-                    os.close(fd)
+                _close_all_but({0, 1, 2, to_r, from_w})  # the judge's and the init's: all
                 import signal  # preloaded; a judge that is pid 1 left SIGINT at its default
 
                 signal.signal(signal.SIGINT, signal.default_int_handler)

@@ -33,11 +33,11 @@ import sys
 
 try:  # inside the sandbox the harness source is prepended instead (``local.RUNNER``)
     from ._harness import (
-        _INIT_FDS,
         MARK,
         PR_SET_DUMPABLE,
         VERDICT_FD,
         _cells,
+        _close_all_but,
         _drop,
         _drop_caps,
         _exit,
@@ -72,7 +72,7 @@ def _program(
     os.dup2(verdict, VERDICT_FD)
     if secrets >= 0:
         os.dup2(secrets, SECRETS_FD)
-    os.closerange(VERDICT_FD + 1 + (secrets >= 0), 1 << 16)
+    _close_all_but({0, 1, 2, VERDICT_FD, *([SECRETS_FD] if secrets >= 0 else [])})
     gc.enable()  # the zygote and init run without it; user code gets normal Python
 
     def body() -> int:
@@ -83,15 +83,6 @@ def _program(
         return _run_tests(req) if req.get("tests") else _run_program(req)
 
     _finish(body)
-
-
-def _close_all_but(keep: set[int]) -> None:
-    """Close every fd not in ``keep``."""
-    low = 0
-    for fd in (*sorted(keep), 1 << 16):
-        if fd > low:
-            os.closerange(low, fd)
-        low = fd + 1
 
 
 def _fork_program(
@@ -129,9 +120,9 @@ def _answer(ctrl_fd: int, done: int, took: int, reply: dict) -> None:
 def _judge_here(req: dict, fds: list[int], ctrl_fd: int, done: int, took: int) -> None:
     """A run with tests: the init itself is the judge (``_judge.py``), one process fewer than
     a judge forked beside it. It is already the run's uid and non-dumpable; it takes the
-    program's limits and seccomp filter, forks the player (which closes the init's channels,
-    ``_INIT_FDS``), reads the tests from fd 4 (the control socket), runs them and reports how
-    they ended, the verdict included. Its own fds 1-4 are the run's, like a program's."""
+    program's limits and seccomp filter, forks the player (which closes every fd but its
+    own: the init's channels too), reads the tests from fd 4 (the control socket), runs them
+    and reports how they ended, the verdict included. Its own fds 1-4 are the run's, like a program's."""
     vr, vw = os.pipe()
     high = [os.dup2(fd, 240 + i) for i, fd in enumerate((ctrl_fd, done, took, vr, vw, *fds))]
     reply_fd, done_fd, took_fd, verdict_r, verdict_w, out, err = high
@@ -142,7 +133,6 @@ def _judge_here(req: dict, fds: list[int], ctrl_fd: int, done: int, took: int) -
     # Every fd but these: the zygote's own control socket (whatever number the host gave
     # it) included, not only those below the copies (a host holding 250 fds made it 281).
     _close_all_but({0, 1, 2, VERDICT_FD, SECRETS_FD, reply_fd, done_fd, took_fd, verdict_r})
-    _INIT_FDS[:] = [reply_fd, done_fd, took_fd, verdict_r]
     gc.enable()  # the zygote and init run without it; the tests get normal Python
 
     def body() -> int:
@@ -393,6 +383,9 @@ def _once() -> None:
 def _session(uid: str) -> None:
     """Trusted parent: relay host cells to the worker, end each cell's output with a marker."""
     _drop(uid)
+    # Explicitly, as the local init: the uid change left the host's fs.suid_dumpable, and at 1
+    # the worker (same uid) would open this process's memory (the cells' tokens) and fds.
+    _libc_call("prctl", PR_SET_DUMPABLE, 0, 0, 0, 0)
     req = _read_frame(0)
     if req is None:
         _exit(0)

@@ -55,7 +55,7 @@ PRIVATE_OK: dict[tuple[str, str, str], str] = {
         "two files (concatenated into one source there); underscores keep its names out of "
         "the sandboxed program's `from __main__ import *`"
         for n in (
-            "_cells _drop _drop_caps _exit _finish _INIT_FDS _libc _libc_call _read_frame "
+            "_cells _close_all_but _drop _drop_caps _exit _finish _libc _libc_call _read_frame "
             "_run_program _setup"
         ).split()
     },
@@ -68,7 +68,7 @@ PRIVATE_OK: dict[tuple[str, str, str], str] = {
             (
                 "sandboxes/_judge.py",
                 "agentrl.sandboxes._harness",
-                "_exit _fail _INIT_FDS _libc_call _main_module _read_frame _report _write",
+                "_close_all_but _exit _fail _libc_call _main_module _read_frame _report _write",
             ),
             (
                 "sandboxes/_judge.py",
