@@ -26,6 +26,7 @@ under ``/usr`` and the Python prefix. Start-up is ~0.3 s per container; the warm
 from __future__ import annotations
 
 import atexit
+import contextlib
 import marshal
 import os
 import secrets
@@ -50,9 +51,9 @@ def docker_status(image: str = IMAGE) -> tuple[bool, str]:
     try:
         import docker
 
-        client = docker.from_env(timeout=5)
-        client.ping()
-        client.images.get(image)
+        with contextlib.closing(docker.from_env(timeout=5)) as client:  # its socket is an fd
+            client.ping()
+            client.images.get(image)
     except ImportError:
         return False, "docker SDK not installed (pip install docker)"
     except Exception as exc:  # noqa: BLE001 - any failure means "not usable", with the reason
@@ -201,6 +202,7 @@ class DockerBackend(SandboxBackend):
     def close(self) -> None:
         if self.pool is not None:
             self.pool.close()
+        self.client.close()  # its connection pool's sockets (an fd each, per backend made)
 
 
 def kill(box: Any) -> None:

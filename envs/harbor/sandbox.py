@@ -28,6 +28,7 @@ sound as the task's tests (Harbor's own rule: test.sh writes the reward last, on
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import io
 import json
@@ -135,7 +136,13 @@ def _docker_image(task: HarborTask) -> tuple[str, dict[str, bytes]]:
         raise TaskError(f"{task.path}: no environment/Dockerfile to build")
     tag = f"agentrl-harbor-{re.sub(r'[^a-z0-9_.-]', '-', task.name.lower())}:{_digest(task)}"
     timeout = float(task.section("environment").get("build_timeout_sec", 600.0))
-    client = docker.from_env(timeout=max(30, int(timeout)))
+    with contextlib.closing(docker.from_env(timeout=max(30, int(timeout)))) as client:
+        return _build_and_read(client, task, tag)
+
+
+def _build_and_read(client: Any, task: HarborTask, tag: str) -> tuple[str, dict[str, bytes]]:
+    import docker
+
     try:
         client.images.get(tag)
     except docker.errors.ImageNotFound:
