@@ -223,6 +223,26 @@ def test_task_toml_timeouts_apply(tmp_path: Path) -> None:
     assert truncated and "timed out" in info["error"]  # budget spent: graded; tests overran
 
 
+def test_task_toml_memory_and_storage_apply(tmp_path: Path, backend: str) -> None:
+    """[environment] memory_mb and storage_mb are the limits of the agent's commands."""
+    task = _task(tmp_path, test="echo 0 > /logs/verifier/reward.txt\n")
+    toml = task / "task.toml"
+    toml.write_text(toml.read_text() + "[environment]\nmemory_mb = 128\nstorage_mb = 4\n")
+    env = envs.make(f"harbor:{task}", backend=backend)
+    try:
+        env.reset(seed=0)
+        alloc = "python -c 'x = bytearray({} << 20); print(\"allocated\")' 2>&1 | tail -1"
+        write = "head -c {} /dev/zero > /tmp/big && echo written"
+        for command, ok in ((alloc.format(40), True), (alloc.format(400), False)):
+            obs, *_ = env.step(_bash(command))
+            assert ("allocated" in obs.messages[0].content) is ok, (command, obs.messages)
+        for command, ok in ((write.format(2_000_000), True), (write.format(6_000_000), False)):
+            obs, *_ = env.step(_bash(command))
+            assert ("written" in obs.messages[0].content) is ok, (command, obs.messages)
+    finally:
+        env.close()
+
+
 def test_a_dockerfile_with_run_is_docker_only(tmp_path: Path) -> None:
     task = _task(
         tmp_path,
