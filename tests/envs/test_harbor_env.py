@@ -277,6 +277,18 @@ def test_envs_check_runs_on_a_harbor_dataset(capsys: pytest.CaptureFixture[str])
     assert "PASS harbor:bundled (oracle ok" in capsys.readouterr().out
 
 
+def test_envs_check_takes_env_and_kwargs_as_train_does(
+    backend: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    argv = ["envs", "check", "--env", "harbor:bundled/fix-mean", "--kwarg", f"backend={backend}"]
+    assert main(argv) == 0
+    assert "PASS harbor:bundled/fix-mean (oracle ok" in capsys.readouterr().out
+    assert main([*argv[:-1], "backend=nope"]) == 1  # the kwarg reaches the env
+    assert "unknown backend 'nope'" in capsys.readouterr().out
+    assert main([*argv[:-1], "backend"]) == 2
+    assert "expected KEY=VALUE" in capsys.readouterr().out
+
+
 def _task(
     root: Path,
     test: str,
