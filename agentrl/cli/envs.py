@@ -6,6 +6,7 @@ import argparse
 import json
 from typing import Any
 
+import yaml
 from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
@@ -28,6 +29,16 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     lst.set_defaults(func=cmd_list)
     chk = s.add_parser("check", help="run check_env on envs", formatter_class=RichHelpFormatter)
     chk.add_argument("ids", nargs="*", help="env ids to check")
+    chk.add_argument(
+        "--env", action="append", default=[], dest="env_ids", help="an env id, as train takes it"
+    )
+    chk.add_argument(
+        "--kwarg",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="an env kwarg for every id checked, VALUE read as YAML (e.g. backend=docker)",
+    )
     chk.add_argument("--all", action="store_true", help="check every registered env")
     chk.add_argument("--env-module", action="append", default=[], help="also load this file")
     chk.add_argument(
@@ -112,7 +123,14 @@ def cmd_check(args: argparse.Namespace) -> int:
         from agentrl.assembly.validate import load_train_config
 
         cfg = load_train_config(config, local_files=True)
-    ids = [s.id for s in all_specs()] if args.all else args.ids
+    extra: dict[str, Any] = {}
+    for item in vars(args).get("kwarg") or []:
+        key, sep, value = item.partition("=")
+        if not sep or not key:
+            print(f"agentrl envs check: --kwarg {item!r}: expected KEY=VALUE")
+            return 2
+        extra[key] = yaml.safe_load(value)
+    ids = [s.id for s in all_specs()] if args.all else [*args.ids, *vars(args).get("env_ids", [])]
     if not ids and cfg is not None:
         ids = [cfg.data.env]
     if not ids:
@@ -121,6 +139,7 @@ def cmd_check(args: argparse.Namespace) -> int:
     console, failed = Console(emoji=False), 0  # ids like `openenv:m:x` are not emoji codes
     for env_id in ids:
         kwargs = dict(cfg.data.env_kwargs) if cfg is not None and env_id == cfg.data.env else {}
+        kwargs.update(extra)
         try:
             env = make(env_id, **kwargs)
             try:

@@ -21,8 +21,10 @@ working directory with the task's verifier env and `[verifier] timeout_sec`, and
 `test.sh` ended on its own (a timeout or a kill by signal earns 0: the agent's code, run by the
 tests, could write a reward file and kill the script before it wrote its own), and only a
 reward file that the task's test files name (when they name one of the two: else Harbor's rule
-holds, json first), so a `reward.json` forged beside a task's `reward.txt` is not read. Beyond that,
-trust is Harbor's: the tests run next to the agent's code, as the same user, so a reward is as
+holds, json first), so a `reward.json` forged beside a task's `reward.txt` is not read, and only
+when no process of the run outlived `test.sh` or left its process group (the verifier is the
+orphans' subreaper, so a double-forked daemon is seen even once it died): such a process could
+rewrite the reward file after `test.sh` wrote it. Beyond that, trust is Harbor's: the tests run next to the agent's code, as the same user, so a reward is as
 sound as the task's tests (Harbor's own rule: test.sh writes the reward last, on every path).
 """
 
@@ -177,11 +179,28 @@ def _build_and_read(client: Any, task: HarborTask, tag: str) -> tuple[str, dict[
 
 
 _VERIFY = r"""
-import json, os, subprocess
+import ctypes, json, os, subprocess
 cfg = json.loads(CFG)
 for d in ("/work/logs/verifier", "/work/logs/agent", "/work/logs/artifacts"):
     os.makedirs(d, exist_ok=True)
 os.chdir("/work/repo")
+
+def procs():
+    out = {}
+    for d in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            stat = open("/proc/" + d + "/stat").read()
+        except OSError:
+            continue
+        fields = stat[stat.rindex(")") + 2 :].split()
+        out[int(d)] = (fields[0], int(fields[2]))  # state, process group
+    return out
+
+try:  # orphans of the run (a double-forked daemon) come to us, so even dead ones are seen
+    ctypes.CDLL(None).prctl(36, 1, 0, 0, 0)  # PR_SET_CHILD_SUBREAPER
+except Exception:
+    pass
+before = set(procs()) | {os.getpid()}
 log = "/work/logs/verifier/test-stdout.txt"
 with open(log, "wb") as out:
     proc = subprocess.Popen(["bash", "/work/tests/test.sh"], stdin=subprocess.DEVNULL,
@@ -190,12 +209,19 @@ with open(log, "wb") as out:
         rc = proc.wait(timeout=cfg["timeout"])
     except subprocess.TimeoutExpired:
         rc = None
+    left = [pid for pid, (state, group) in procs().items() if pid not in before
+            and (group != proc.pid or state not in "ZX")]
     try:
         os.killpg(proc.pid, 9)
     except OSError:
         pass
+    for pid in left:
+        try:
+            os.kill(pid, 9)
+        except OSError:
+            pass
     proc.wait()
-report = {"rc": rc, "log": open(log, errors="replace").read()[-4000:]}
+report = {"rc": rc, "left": len(left), "log": open(log, errors="replace").read()[-4000:]}
 for name in ("reward.json", "reward.txt"):
     path = "/work/logs/verifier/" + name
     if os.path.isfile(path):
@@ -238,6 +264,9 @@ def verify(task: HarborTask, env: Environment, tree: dict[str, bytes]) -> Verdic
     if rc is None or rc < 0:  # a reward file counts only if test.sh ran to its own end
         why = "timed out" if rc is None else f"was killed by signal {-rc}"
         return Verdict(0.0, {}, rc, report["log"], f"the tests {why}; no reward")
+    if report["left"]:  # it could have written a reward file after test.sh wrote its own
+        why = f"{report['left']} process(es) of the tests' run outlived test.sh or left its group"
+        return Verdict(0.0, {}, rc, report["log"], f"{why}; no reward")
     named = [n for n in REWARD_FILES if any(n.encode() in b for b in task.tests.values())]
     for name in set(REWARD_FILES) - set(named or REWARD_FILES):
         report.pop(name, None)  # a file no test names is not the tests' (the agent's code?)

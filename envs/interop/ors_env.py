@@ -5,9 +5,13 @@ the tasks of each (JSON objects); an instance is one session on one task: `setup
 (`get_prompt()` blocks or `get_messages()`), `@tool` methods taking one pydantic model and
 returning `ToolOutput(blocks, reward, finished)`, `teardown()`. Here:
 
-* Splits: `split="train"` (default) or `"eval"` pick the split whose type is train, or the
-  first validation/test one; a split name picks that split. Reset picks a task by the seed (or
-  `options={"index": i}`) and builds a fresh instance on it.
+* Splits: `split="train"` or `"eval"` pick the split whose type is train, or the first
+  validation/test one; a split name picks that split. `split="auto"` (the default) follows
+  the trainer's seeds, as `harbor:family/...` does: its held-out eval seeds, [heldout_from,
+  2 * heldout_from) (`data.eval_seed_offset` up), pose tasks of the eval split, every other
+  seed (training, SFT demos) tasks of the train split; an env without an eval split uses its
+  train split for both. Reset picks a task by the seed (or `options={"index": i}`) and builds
+  a fresh instance on it.
 * Tools: the class's `list_tools()` and the instance's `list_task_tools()` become OpenAI tool
   schemas (their pydantic JSON schemas); a call runs through the SDK's own dispatcher
   (`Environment._call_tool`, which its server uses), so validation, locks and the
@@ -31,6 +35,7 @@ from agentrl.types import Message
 
 from ..core import AgentEnv, Observation
 
+HELDOUT_FROM = 1_000_000  # DataConfig.eval_seed_offset's default: the trainer's eval seeds
 BUNDLED = {"arith": "agentrl.envs.interop.ors_example:ArithEnvironment"}
 
 
@@ -57,10 +62,11 @@ class ORSEnv(AgentEnv):
     def __init__(
         self,
         target: str,
-        split: str = "train",
+        split: str = "auto",
         secrets: dict[str, str] | None = None,
         max_turns: int | None = None,
         reward_range: tuple[float, float] = (0.0, 1.0),
+        heldout_from: int = HELDOUT_FROM,
     ) -> None:
         from openreward.environments import Environment
 
@@ -75,10 +81,19 @@ class ORSEnv(AgentEnv):
             raise TypeError(f"ors:{target}: {found!r} is not an openreward Environment class")
         self.env_class: Any = cast(Any, found)  # an openreward Environment subclass
         self.target, self.secrets = target, dict(secrets or {})
-        self.split = self._split(split)
-        self.tasks = list(_await(self.env_class.list_tasks(self.split)))
-        if not self.tasks:
-            raise ValueError(f"ors:{target}: split {self.split!r} has no tasks")
+        self.auto: tuple[str, str] | None = None  # (train split, eval split) for "auto"
+        if split == "auto":
+            train = self._split("train")
+            try:
+                heldout = self._split("eval")
+            except KeyError:  # no validation/test split: held-out seeds draw training tasks
+                heldout = train
+            self.auto = (train, heldout)
+        else:
+            train = self._split(split)
+        self.heldout_from = heldout_from
+        self._tasks = {name: self._list(name) for name in dict.fromkeys(self.auto or (train,))}
+        self.split, self.tasks = train, self._tasks[train]
         if max_turns is not None:
             self.max_turns = max_turns
         self.reward_range = reward_range
@@ -99,11 +114,21 @@ class ORSEnv(AgentEnv):
                     return name
         raise KeyError(f"ors:{self.target}: no split {wanted!r}; it has {names}")
 
+    def _list(self, split: str) -> list[Any]:
+        tasks = list(_await(self.env_class.list_tasks(split)))
+        if not tasks:
+            raise ValueError(f"ors:{self.target}: split {split!r} has no tasks")
+        return tasks
+
     def reset(
         self, *, seed: int | None = None, options: dict[str, Any] | None = None
     ) -> tuple[Observation, dict[str, Any]]:
         super().reset(seed=seed)
         self.close()
+        if self.auto is not None:
+            heldout = seed is not None and self.heldout_from <= seed < 2 * self.heldout_from
+            self.split = self.auto[1] if heldout else self.auto[0]
+            self.tasks = self._tasks[self.split]
         options = options or {}
         index = int(options.get("index", int(self.np_random.integers(len(self.tasks)))))
         spec = self.tasks[index % len(self.tasks)]

@@ -128,6 +128,69 @@ def test_agent_code_that_writes_a_reward_and_kills_the_tests_earns_nothing(backe
         env.close()
 
 
+_FORGE = """import os
+for d in ("/logs/verifier", "/work/logs/verifier"):
+    try:
+        os.makedirs(d, exist_ok=True)
+        open(d + "/reward.txt", "w").write("1")
+        open(d + "/reward.json", "w").write('{"reward": 1}')
+    except OSError:
+        pass
+"""
+
+
+@pytest.mark.parametrize("name", BUNDLED)
+def test_modules_in_the_working_directory_do_not_run_as_the_tests_python(
+    name: str, backend: str
+) -> None:
+    """The agent leaves modules named like what a test's Python imports (json, csv, math, ...)
+    in the working directory, each forging the reward and exiting cleanly at import."""
+    env = envs.make(f"harbor:bundled/{name}", backend=backend)
+    try:
+        env.reset(seed=0)
+        for mod in ("json", "csv", "math", "random", "re", "sitecustomize", "usercustomize"):
+            env.harbor._ws.write(f"{mod}.py", (_FORGE + "os._exit(0)\n").encode())
+        _, reward, done, _, info = env.step(Message("assistant", "done"))
+        assert done and reward == 0.0, info
+    finally:
+        env.close()
+
+
+# An unfixed `mean`, with code at import that aims at the grader instead of the task.
+_UNFIXED = (
+    "def mean(xs):\n    return sum(xs) / (len(xs) - 1)\n\ndef total(xs):\n    return sum(xs)\n"
+)
+_QUIET = "fd = os.open('/dev/null', os.O_RDWR)\nfor i in (0, 1, 2):\n    os.dup2(fd, i)\nos.closerange(3, 4096)\n"
+_LOOP = (
+    "end = time.time() + 8\nwhile time.time() < end:\n"
+    + "".join("    " + line + "\n" for line in _FORGE.splitlines()[1:])
+    + "    time.sleep(0.0005)\nos._exit(0)\n"
+)
+_GAMES = {
+    # prints the values the old test compared against, last, at exit
+    "atexit": "import atexit, sys\natexit.register(lambda: print('[4.0, 5.0, 1.5, 6]', flush=True))\n",
+    # a daemon in a session of its own rewrites the reward file after test.sh wrote it
+    "daemon": "import os, time\nif os.fork() == 0:\n    os.setsid()\n    if os.fork() == 0:\n"
+    + "".join("        " + x + "\n" for x in (_QUIET + _LOOP).splitlines())
+    + "    os._exit(0)\n",
+    # the same from a child left in test.sh's own process group
+    "background": "import os, time\nif os.fork() == 0:\n"
+    + "".join("    " + x + "\n" for x in (_QUIET + _LOOP).splitlines()),
+}
+
+
+@pytest.mark.parametrize("game", sorted(_GAMES))
+def test_the_unfixed_module_earns_nothing_by_gaming_the_tests(game: str, backend: str) -> None:
+    env = envs.make("harbor:bundled/fix-mean", backend=backend)
+    try:
+        env.reset(seed=0)
+        env.harbor._ws.write("stats.py", (_GAMES[game] + _UNFIXED).encode())
+        _, reward, done, _, info = env.step(Message("assistant", "done"))
+        assert done and reward == 0.0, (game, info)
+    finally:
+        env.close()
+
+
 def test_reward_json_wins_and_several_rewards_need_a_reward_key(tmp_path: Path) -> None:
     if _local_reason():
         pytest.skip(_local_reason() or "")
@@ -158,6 +221,26 @@ def test_task_toml_timeouts_apply(tmp_path: Path) -> None:
     obs, _, _, truncated, info = env.step(_bash("sleep 10; echo never"))
     assert "timed out" in obs.messages[0].content
     assert truncated and "timed out" in info["error"]  # budget spent: graded; tests overran
+
+
+def test_task_toml_memory_and_storage_apply(tmp_path: Path, backend: str) -> None:
+    """[environment] memory_mb and storage_mb are the limits of the agent's commands."""
+    task = _task(tmp_path, test="echo 0 > /logs/verifier/reward.txt\n")
+    toml = task / "task.toml"
+    toml.write_text(toml.read_text() + "[environment]\nmemory_mb = 128\nstorage_mb = 4\n")
+    env = envs.make(f"harbor:{task}", backend=backend)
+    try:
+        env.reset(seed=0)
+        alloc = "python -c 'x = bytearray({} << 20); print(\"allocated\")' 2>&1 | tail -1"
+        write = "head -c {} /dev/zero > /tmp/big && echo written"
+        for command, ok in ((alloc.format(40), True), (alloc.format(400), False)):
+            obs, *_ = env.step(_bash(command))
+            assert ("allocated" in obs.messages[0].content) is ok, (command, obs.messages)
+        for command, ok in ((write.format(2_000_000), True), (write.format(6_000_000), False)):
+            obs, *_ = env.step(_bash(command))
+            assert ("written" in obs.messages[0].content) is ok, (command, obs.messages)
+    finally:
+        env.close()
 
 
 def test_a_dockerfile_with_run_is_docker_only(tmp_path: Path) -> None:
@@ -192,6 +275,18 @@ def test_envs_check_runs_on_a_harbor_dataset(capsys: pytest.CaptureFixture[str])
         pytest.skip(_local_reason() or "")
     assert main(["envs", "check", "harbor:bundled"]) == 0
     assert "PASS harbor:bundled (oracle ok" in capsys.readouterr().out
+
+
+def test_envs_check_takes_env_and_kwargs_as_train_does(
+    backend: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    argv = ["envs", "check", "--env", "harbor:bundled/fix-mean", "--kwarg", f"backend={backend}"]
+    assert main(argv) == 0
+    assert "PASS harbor:bundled/fix-mean (oracle ok" in capsys.readouterr().out
+    assert main([*argv[:-1], "backend=nope"]) == 1  # the kwarg reaches the env
+    assert "unknown backend 'nope'" in capsys.readouterr().out
+    assert main([*argv[:-1], "backend"]) == 2
+    assert "expected KEY=VALUE" in capsys.readouterr().out
 
 
 def _task(

@@ -9,6 +9,8 @@ pytest.importorskip("openreward", reason="needs openreward: pip install 'agentrl
 
 import agentrl.envs as envs  # noqa: E402
 from agentrl.cli import main  # noqa: E402
+from agentrl.config import DataConfig  # noqa: E402
+from agentrl.trainer.data import TaskSource  # noqa: E402
 from agentrl.types import Message, ToolCall  # noqa: E402
 
 
@@ -51,11 +53,30 @@ def test_a_reply_without_a_tool_call_ends_the_episode_unrewarded() -> None:
 
 
 def test_splits_map_to_train_and_eval() -> None:
-    train, test = envs.make("ors:arith"), envs.make("ors:arith", split="eval")
+    train, test = envs.make("ors:arith", split="train"), envs.make("ors:arith", split="eval")
     assert (train.split, len(train.tasks)) == ("train", 8)
     assert (test.split, len(test.tasks)) == ("test", 4)
     with pytest.raises(KeyError, match="no split 'dev'"):
         envs.make("ors:arith", split="dev")
+
+
+def test_the_trainers_eval_seeds_pose_eval_split_tasks_and_its_train_and_demo_seeds_train() -> None:
+    """By default (`split="auto"`) a training run's held-out eval runs on the env's test split,
+    never on the tasks it trains on."""
+    env = envs.make("ors:arith")
+    source = TaskSource(DataConfig(env="ors:arith", eval_episodes=6), seed=0)
+    specs = {"train": set(), "test": set()}
+    for items, split in (
+        (source.eval_items(), "test"),
+        (source.next_batch(6), "train"),
+        (source.demo_items(6), "train"),
+    ):
+        for seed in items:
+            assert isinstance(seed, int)
+            _, info = env.reset(seed=seed)
+            assert info["split"] == split, (seed, info)
+            specs[split].add(tuple(sorted(env.instance.task_spec.items())))
+    assert specs["test"] and specs["train"] and not specs["test"] & specs["train"]
 
 
 def test_a_class_by_module_path_and_a_non_environment_is_refused() -> None:

@@ -1,5 +1,6 @@
 #!/bin/bash
-python - <<'PY'
+# python -I: the working directory (the agent's files, a json.py say) is not on sys.path
+python -I - <<'PY'
 import json
 want = {"name": "svc", "debug": False, "port": 8080, "workers": 4, "tags": ["a", "b"]}
 try:

@@ -1,6 +1,7 @@
 #!/bin/bash
+# python -I: the working directory (the agent's files, a json.py say) is not on sys.path
 cd /app
-python - <<'PY'
+python -I - <<'PY'
 import json
 want = ["region,total", "east,3", "north,15", "south,8"]
 try:
