@@ -24,8 +24,9 @@ reward file that the task's test files name (when they name one of the two: else
 holds, json first), so a `reward.json` forged beside a task's `reward.txt` is not read, and only
 when no process of the run outlived `test.sh` or left its process group (the verifier is the
 orphans' subreaper, so a double-forked daemon is seen even once it died): such a process could
-rewrite the reward file after `test.sh` wrote it. Beyond that, trust is Harbor's: the tests run next to the agent's code, as the same user, so a reward is as
-sound as the task's tests (Harbor's own rule: test.sh writes the reward last, on every path).
+rewrite the reward file after `test.sh` wrote it. Beyond that, trust is Harbor's: the tests
+run next to the agent's code, as the same user, so a reward is as sound as the task's tests
+(Harbor's own rule: test.sh writes the reward last, on every path).
 """
 
 from __future__ import annotations
