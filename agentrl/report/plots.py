@@ -12,11 +12,13 @@ from pathlib import Path
 
 from .metrics import EVAL_FILE, METRICS_FILE, read_rows, series
 
-# (file stem, title, substrings): a key belongs to the first family whose substring it has.
+# (file stem, title, patterns): a key belongs to the first family with a pattern in it; a
+# pattern ending in `$` must end the key (`/s` per second: `async/stale...` and `time/step`
+# are not throughputs).
 FAMILIES: list[tuple[str, str, tuple[str, ...]]] = [
     ("reward", "Reward", ("reward", "return", "score")),
     ("success", "Success rate", ("success", "accuracy", "pass@", "solved")),
-    ("throughput", "Throughput", ("per_s", "throughput", "/s")),
+    ("throughput", "Throughput", ("per_s", "throughput", "/s$", "_tok_s$")),
     ("length", "Lengths", ("length", "tokens", "turns", "num_turns")),
     ("kl", "KL divergence", ("kl",)),
     ("entropy", "Entropy", ("entropy",)),
@@ -32,7 +34,7 @@ MAX_LINES = 8
 def family_of(key: str) -> str:
     k = key.lower()
     for stem, _, subs in FAMILIES:
-        if any(s in k for s in subs):
+        if any(k.endswith(s[:-1]) if s.endswith("$") else s in k for s in subs):
             return stem
     return "other"
 

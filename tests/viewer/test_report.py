@@ -47,6 +47,9 @@ def test_families() -> None:
     assert family_of("response_length/mean") == "length"
     assert family_of("kl") == "kl" and family_of("actor/kl_loss") == "kl"
     assert family_of("tokens_per_s") == "throughput"
+    assert family_of("rollout/samples/s") == "throughput"
+    # "/s" only as a unit: neither staleness nor a step is a throughput
+    assert family_of("async/staleness_max") == "other" and family_of("time/step") == "time"
     assert family_of("lr") == "other"
 
 
