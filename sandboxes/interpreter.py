@@ -8,9 +8,12 @@ that times out or floods its output kills the sandbox, and the next call starts 
 ``local.py``), except that cells of one session share their process by design.
 
 Cells run in a worker process; a trusted parent in the same sandbox writes each cell's end
-marker with a per-cell token the worker never sees, so a cell cannot end itself early and
-keep running unobserved. Between cells the sandbox's cgroup is frozen: threads or children a
-cell left behind get no CPU until the next cell, whose time limit then covers them.
+marker with a per-cell token the worker never sees, so no output of a cell can forge the end
+of a cell. A cell can still have its status reported early (the worker's status pipe is its
+own: a cell may write on it), which is no more than a cell leaving a thread running: between
+cells the sandbox's cgroup is frozen, so what a cell left behind gets no CPU until the next
+cell, whose time limit then covers it, and its output lands in later cells' results. None of
+this touches a reward: the session is the agent's own tool, never a grader.
 
 >>> with PythonSession() as py:
 ...     _ = py.execute("x = 20")
