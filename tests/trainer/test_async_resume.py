@@ -7,7 +7,9 @@ and is killed with SIGKILL right after step 3's metrics row (so step 3's work is
 step-2 checkpoint is what resumes). So that step 3's groups are certainly in flight when step
 2's checkpoint is written, a hook holds their final answers (the env step that ends an
 episode) until that checkpoint exists; tool steps go on, so episodes that called the
-calculator stand at a turn boundary. No timing is asserted.
+calculator stand at a turn boundary, and the checkpoint waits for one such call to come back
+(under load, every first turn was once still sampling when it was written). No timing is
+asserted.
 
 - `math/calc-v0` declares `ResumableEnv`: the checkpoint keeps step 3's groups
   (`async_inflight`, the same prompts as `async_pending`); after `--resume` each kept episode
@@ -43,7 +45,7 @@ from agent_model import agent_path  # noqa: E402
 pytestmark = pytest.mark.timeout(900)
 
 HOOK = """
-import asyncio, contextvars, os, signal, sys
+import asyncio, contextvars, os, signal, sys, threading
 from pathlib import Path
 from agentrl.envs import ToolEnv
 from agentrl.rollout.runner import RolloutRunner
@@ -59,14 +61,20 @@ async def holding(self, task, position, n, key, resume=()):
 RolloutRunner.collect_group = holding
 
 astep = ToolEnv.astep
+TOOLED = threading.Event()  # a held episode's calculator call came back: a turn boundary
 async def held_answer(self, action):
     while HELD.get() and not action.tool_calls and not FLAG.exists():
         await asyncio.sleep(0.05)
-    return await astep(self, action)
+    out = await astep(self, action)
+    if HELD.get() and action.tool_calls:
+        TOOLED.set()
+    return out
 ToolEnv.astep = held_answer
 
 save = checkpoint.Checkpointer.save
 def save_then_release(self, step, state, extra=None):
+    if step == 2:  # under load step 3's first turns could still be sampling: wait for one
+        TOOLED.wait(timeout=300)
     out = save(self, step, state, extra)
     if step == 2:
         FLAG.touch()
