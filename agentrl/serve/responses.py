@@ -225,9 +225,8 @@ def route(gateway: Gateway, limits: ServeLimits) -> Callable[[Request], Any]:
             "completion_tokens": out.completion.completion_tokens,
             "total_tokens": out.completion.prompt_tokens + out.completion.completion_tokens,
         }
-        resp = response_json(
-            rid, body, out.model, output_items(msg), choice.result.finish_reason, u
-        )
+        finish = choice.result.finish_reason
+        resp = response_json(rid, body, out.model, output_items(msg, finish), finish, u)
         return JSONResponse(resp, headers=headers)
 
     return create

@@ -22,10 +22,13 @@ from agentrl.serve.gateway import chunk_dicts
 from agentrl.types import Message
 
 
-def output_items(message: Message) -> list[dict[str, Any]]:
+def output_items(message: Message, finish: str | None) -> list[dict[str, Any]]:
+    """The turn's output items; its text cut by the token limit is an `incomplete` item, as
+    OpenAI marks it (not only the response)."""
     out: list[dict[str, Any]] = []
     if message.content:
-        out.append(_message_item(f"msg_{uuid.uuid4().hex[:24]}", message.content))
+        status = "incomplete" if finish == "length" else "completed"
+        out.append(_message_item(f"msg_{uuid.uuid4().hex[:24]}", message.content, status))
     for c in message.tool_calls:
         out.append(_call_item(c.id, c.name, json.dumps(c.arguments)))
     return out
@@ -129,7 +132,8 @@ async def stream_events(
         nonlocal msg_id
         if not msg_id:
             return []
-        at, item = len(output), _message_item(msg_id, text)
+        status = "incomplete" if finish == "length" else "completed"  # cut: its last item
+        at, item = len(output), _message_item(msg_id, text, status)
         part = item["content"][0]
         output.append(item)
         msg_id = ""

@@ -165,7 +165,9 @@ def test_responses_cut_by_max_output_tokens_end_incomplete(server: Any) -> None:
     kw: dict[str, Any] = dict(model="tiny", input=QUESTION, tools=RESP_TOOLS, temperature=0)
     kw["max_output_tokens"] = 2
     plain = openai.OpenAI(base_url=f"{url}/s/cut/v1", api_key="x", max_retries=0)
-    assert plain.responses.create(**kw).status == "incomplete"
+    got = plain.responses.create(**kw)
+    assert got.status == "incomplete"
+    assert [(i.type, i.status) for i in got.output] == [("message", "incomplete")]
     client = openai.OpenAI(base_url=f"{url}/s/cut-st/v1", api_key="x", max_retries=0)
     events = list(client.responses.create(stream=True, **kw))
     kinds = [e.type for e in events]
@@ -173,6 +175,7 @@ def test_responses_cut_by_max_output_tokens_end_incomplete(server: Any) -> None:
     final = events[-1].response
     assert final.status == "incomplete" and final.incomplete_details.reason == "max_output_tokens"
     assert final.usage.output_tokens == 2
+    assert [i.status for i in final.output if i.type == "message"] in ([], ["incomplete"])
     assert_token_exact(engine, chat, url, "cut-st", [{"role": "user", "content": QUESTION}])
 
 
