@@ -2,7 +2,8 @@
 
 The image is the tiny local ``agentrl-sandbox:base`` (``scripts/setup-sandbox.sh``: an empty
 rootfs of mount points, no registry). Each run starts a container with ``--network none``, a
-read-only root, the host ``/usr`` and Python prefix bind-mounted read-only, size-capped tmpfs
+read-only root, the host ``/usr`` and Python prefix bind-mounted read-only (or moved aside:
+``image_userland`` below), size-capped tmpfs
 ``/work`` and ``/tmp``, memory (= memory+swap), pids and CPU limits, all capabilities dropped,
 ``no-new-privileges``, a random unprivileged uid and rlimits. The request travels over the
 attach stream (read by the same ``_runner.py`` as the local backend, in ``once`` mode) and the
@@ -21,6 +22,15 @@ Not covered: kernel exploits (docker's default seccomp profile narrows them), si
 anyone who can reach the docker socket (root-equivalent on the host), world-readable files
 under ``/usr`` and the Python prefix. Start-up is ~0.3 s per container; the warm pool
 (``pool_size``, default 2) takes it off the run's critical path, but ``local`` is faster.
+
+``image_userland=True`` (Harbor tasks whose image has a shell): the same folders are bound
+read-only under ``/.agentrl-host`` instead of over the image's (``_userland``), so the program
+sees the image's ``/usr``, ``/bin``, ``/lib``, ``/etc`` and the same host files as above, at
+moved paths, with the same packages masked. The runner is started through the host's loader
+(``--library-path``, not ``LD_LIBRARY_PATH``: what it executes loads the image's libraries);
+limits, seccomp, the report and the output cap are the same code. The image is as trusted as
+its task's author: its files are the program's, read-only; nothing of it runs outside the
+container.
 """
 
 from __future__ import annotations

@@ -113,8 +113,8 @@ def _build(task: HarborTask, backend: str) -> Environment:
     tag, tree, image_env = _docker_image(task)
     if image_env is None:  # no userland of its own: the host's stands in
         return Environment(_backend("docker", image=tag, pool_size=0, **knobs), tree, plan_env)
-    backend = _backend("docker", image=tag, pool_size=0, image_userland=True, **knobs)
-    return Environment(backend, tree, {"PATH": _DOCKER_PATH, **image_env, **plan_env})
+    own = _backend("docker", image=tag, pool_size=0, image_userland=True, **knobs)
+    return Environment(own, tree, {"PATH": _DOCKER_PATH, **image_env, **plan_env})
 
 
 def _backend(name: str, **knobs: Any) -> SandboxBackend:
