@@ -73,6 +73,9 @@ def test_the_images_own_tools_run_and_the_oracle_scores_1(tmp_path: Path, userla
         assert "python: command not found" in seen, seen
         _, reward, done, _, info = env.step(Message("assistant", "I am done."))
         assert done and reward == 0.0 and "error" not in info, info
+        env.reset(seed=0)  # the image is read-only: its tools and data stay the task's
+        obs, *_ = env.step(_bash("echo > /usr/share/wordtool/stop.txt; touch /usr/local/bin/x"))
+        assert obs.messages[0].content.count("Read-only file system") == 2, obs.messages
         env.reset(seed=0)  # a wrong count is not paid either
         env.step(_bash("echo 4 > count.txt"))
         _, reward, done, _, info = env.step(Message("assistant", "done"))
