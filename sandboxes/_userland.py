@@ -15,11 +15,13 @@ process (and its ``dlopen``s: extension modules, ``ctypes``), not for what it ex
 libraries. ``--inhibit-cache`` because ``/etc/ld.so.cache`` is the image's (its paths are the
 image's libraries). The library path lists the interpreter's own ``lib`` folders first (they
 stand in for its ``RUNPATH``, an absolute host path that is not there: a system
-``libpython`` of another build must not win), then the folders of every library this process
-has mapped, then the system's default folders.
+``libpython`` of another build must not win), then the system's default folders, then those
+of the other libraries this process has mapped (inside the binds: they add none).
 
 What the program sees of the host is what the default mode shows, moved: the same folders,
-read-only, with the same ``hidden_paths`` masked by tmpfs (at their moved paths).
+read-only, with the same ``hidden_paths`` masked by tmpfs (at their moved paths); only on a
+host whose ``/lib`` is not under ``/usr`` its library folders are added (the default mode
+does not run there: its runner would load the image's libc).
 ``sys.executable`` inside is the moved host interpreter: executing it from the program needs
 the host loader, so a task's ``python`` is the image's own (its ``PATH``).
 """
@@ -91,14 +93,16 @@ def host_runtime(python: str, python_dirs: list[str], site_dirs: list[str]) -> H
     own = [os.path.join(d, "lib") for d in python_dirs]
     arch = sys.implementation._multiarch  # type: ignore[attr-defined]  # e.g. x86_64-linux-gnu
     system = [f"/lib/{arch}", f"/usr/lib/{arch}", "/lib64", "/usr/lib64", "/lib", "/usr/lib"]
-    libs: dict[str, None] = {}
-    for d in [*own, *_mapped_lib_dirs(), *system]:
-        if os.path.isdir(d):
-            libs[os.path.realpath(d)] = None
     binds = sorted({*python_dirs, "/usr"})
-    for extra in (os.path.dirname(loader), os.path.dirname(python), *libs):
-        if not _under(extra, binds):  # e.g. a non-merged /lib/x86_64-linux-gnu
-            binds.append(extra)
+    for d in (os.path.dirname(loader), os.path.dirname(python), *system):
+        d = os.path.realpath(d)
+        if os.path.isdir(d) and not _under(d, binds):  # e.g. a non-merged /lib/x86_64-linux-gnu
+            binds.append(d)
+    libs: dict[str, None] = {}
+    for d in [*own, *system, *_mapped_lib_dirs()]:  # a mapped library elsewhere adds no bind
+        d = os.path.realpath(d)
+        if os.path.isdir(d) and _under(d, binds):
+            libs[d] = None
     argv = [HOST + loader, "--inhibit-cache", "--library-path", ":".join(HOST + d for d in libs)]
     return HostRuntime(
         binds,
