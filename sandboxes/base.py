@@ -42,9 +42,15 @@ def _positive(name: str, value: object, integer: bool, optional: bool = False) -
         raise ValueError(f"{name} must be finite and > 0, got {value!r}")
 
 
-def check_knobs(counts: dict[str, object], positive: dict[str, object]) -> None:
+def check_knobs(
+    counts: dict[str, object], positive: dict[str, object], flags: dict[str, object] | None = None
+) -> None:
     """Validate backend knobs: ``counts`` are ints >= 0 (pool sizes), ``positive`` are > 0
-    (ints, except ``cpus``), each error naming its field."""
+    (ints, except ``cpus``), ``flags`` are bools (a YAML ``"false"`` string is not one), each
+    error naming its field."""
+    for name, value in (flags or {}).items():
+        if not isinstance(value, bool):
+            raise ValueError(f"{name} must be true or false, got {value!r}")
     for name, value in counts.items():
         if isinstance(value, bool) or not isinstance(value, int) or value < 0:
             raise ValueError(f"{name} must be an int >= 0, got {value!r}")

@@ -2,7 +2,8 @@
 
 The image is the tiny local ``agentrl-sandbox:base`` (``scripts/setup-sandbox.sh``: an empty
 rootfs of mount points, no registry). Each run starts a container with ``--network none``, a
-read-only root, the host ``/usr`` and Python prefix bind-mounted read-only, size-capped tmpfs
+read-only root, the host ``/usr`` and Python prefix bind-mounted read-only (or moved aside:
+``image_userland`` below), size-capped tmpfs
 ``/work`` and ``/tmp``, memory (= memory+swap), pids and CPU limits, all capabilities dropped,
 ``no-new-privileges``, a random unprivileged uid and rlimits. The request travels over the
 attach stream (read by the same ``_runner.py`` as the local backend, in ``once`` mode) and the
@@ -21,6 +22,15 @@ Not covered: kernel exploits (docker's default seccomp profile narrows them), si
 anyone who can reach the docker socket (root-equivalent on the host), world-readable files
 under ``/usr`` and the Python prefix. Start-up is ~0.3 s per container; the warm pool
 (``pool_size``, default 2) takes it off the run's critical path, but ``local`` is faster.
+
+``image_userland=True`` (Harbor tasks whose image has a shell): the same folders are bound
+read-only under ``/.agentrl-host`` instead of over the image's (``_userland``), so the program
+sees the image's ``/usr``, ``/bin``, ``/lib``, ``/etc`` and the same host files as above, at
+moved paths, with the same packages masked. The runner is started through the host's loader
+(``--library-path``, not ``LD_LIBRARY_PATH``: what it executes loads the image's libraries);
+limits, seccomp, the report and the output cap are the same code. The image is as trusted as
+its task's author: its files are the program's, read-only; nothing of it runs outside the
+container.
 """
 
 from __future__ import annotations
@@ -40,6 +50,7 @@ from typing import Any
 from . import _io
 from ._docker_pool import Launched, WarmContainers
 from ._seccomp import denylist_bpf
+from ._userland import HOST, host_runtime
 from .base import ExecRequest, ExecResult, SandboxBackend, check_knobs, hidden_paths
 from .local import ENV, RUNNER, new_uid, python_dirs
 
@@ -79,29 +90,45 @@ class DockerBackend(SandboxBackend):
         pool_memory_mb: int | None = None,
         pool_wait_s: float = 0.0,
         pool_launches: int | None = None,
+        image_userland: bool = False,
     ) -> None:
         """`pool_size` containers are kept started ahead of need (`_docker_pool`); 0 = none.
 
         They are made for requests of `pool_memory_mb` (default: `ExecRequest`'s default);
         `run` waits up to `pool_wait_s` for one being started, and at most `pool_launches`
         are started in total (a one-shot CLI call: one, made while it reads its files).
+        `image_userland`: the image's own ``/usr``, ``/bin``, ``/lib``, ``/etc`` stay visible
+        (the host's runner lives under ``/.agentrl-host``, see ``_userland``); by default the
+        host's ``/usr`` and Python are bound over them.
         """
         default_mb = ExecRequest("").memory_mb if pool_memory_mb is None else pool_memory_mb
         check_knobs(
             {"pool_size": pool_size},
             {"pids": pids, "cpus": cpus, "disk_mb": disk_mb, "pool_memory_mb": default_mb},
+            {"image_userland": image_userland},
         )
+        import site
+
         import docker
 
         self.client = docker.from_env(timeout=30)
         self.image, self.pids, self.cpus, self.disk_mb = image, pids, cpus, disk_mb
-        self.binds = [*python_dirs(os.path.realpath(sys.executable)), "/usr"]
-        if os.path.exists("/etc/ld.so.cache"):
-            self.binds.append("/etc/ld.so.cache")
-        self.python = sys.executable
-        import site
-
-        self.site_dirs = ":".join(site.getsitepackages())
+        dirs = python_dirs(os.path.realpath(sys.executable))
+        self.image_userland = image_userland
+        if image_userland:
+            host = host_runtime(sys.executable, dirs, site.getsitepackages())
+            self.binds = host.binds
+            self.mounts = {p: {"bind": HOST + p, "mode": "ro"} for p in self.binds}
+            self.masked = host.hidden(hidden_paths(self.binds))
+            self.runner = [*host.argv, "-I", "-S", "-c", RUNNER, "-", "once", host.site_dirs]
+        else:
+            self.binds = [*dirs, "/usr"]
+            if os.path.exists("/etc/ld.so.cache"):
+                self.binds.append("/etc/ld.so.cache")
+            self.mounts = {p: {"bind": p, "mode": "ro"} for p in self.binds}
+            self.masked = hidden_paths(self.binds)
+            site_dirs = ":".join(site.getsitepackages())
+            self.runner = [sys.executable, "-I", "-S", "-c", RUNNER, "-", "once", site_dirs]
         self.pool_wait_s = pool_wait_s
         self.pool = (
             WarmContainers(self._launch, pool_size, default_mb, pool_launches)
@@ -118,16 +145,16 @@ class DockerBackend(SandboxBackend):
         nofile = _io.rlimits(None, self.pids, self.disk_mb << 20)["nofile"]
         return self.client.containers.create(
             self.image,
-            command=[self.python, "-I", "-S", "-c", RUNNER, "-", "once", self.site_dirs],
+            command=self.runner,
             stdin_open=True,
             network_mode="none",
             read_only=True,
             tmpfs={
                 "/work": tmpfs,
                 "/tmp": tmpfs,
-                **dict.fromkeys(hidden_paths(self.binds), "size=1k,mode=0555"),
+                **dict.fromkeys(self.masked, "size=1k,mode=0555"),
             },
-            volumes={p: {"bind": p, "mode": "ro"} for p in self.binds},
+            volumes=self.mounts,
             mem_limit=memory_mb << 20,
             memswap_limit=memory_mb << 20,
             shm_size=self.disk_mb << 20,
@@ -138,7 +165,9 @@ class DockerBackend(SandboxBackend):
             security_opt=["no-new-privileges"],
             ulimits=[Ulimit(name="nofile", soft=nofile, hard=nofile)],
             environment={},
-            working_dir="/work",
+            # Docker makes a missing working dir (0755, root) before mounting the /work tmpfs,
+            # which then keeps that mode; the runner changes into /work itself.
+            working_dir="/" if self.image_userland else "/work",
             hostname="sandbox",
             log_config=LogConfig(type="none"),
             labels={"agentrl.sandbox": "1", "agentrl.pid": str(os.getpid())},  # who made it

@@ -23,6 +23,53 @@ def tiny_model_dir() -> Path:
     return build_tiny("qwen2", str(CACHE))
 
 
+# Host programs copied, with the libraries they load, into `userland_image`.
+_USERLAND = ("bash", "cat", "ls", "head", "tail", "id", "env", "grep", "sed", "touch", "mkdir")
+_USERLAND += ("rm", "chmod", "cp", "wc", "sleep", "tr", "dd", "stat", "readlink", "find")
+
+
+@pytest.fixture(scope="session")
+def userland_image(tmp_path_factory: pytest.TempPathFactory) -> str:
+    """A local docker image with a userland of its own (no registry: ``FROM scratch`` and a
+    few host programs with their libraries, no Python), like the images real Harbor tasks
+    build; skips when no docker engine answers."""
+    import shutil
+    import subprocess
+
+    try:
+        import docker
+
+        client = docker.from_env(timeout=60)
+        client.ping()
+    except Exception as exc:  # noqa: BLE001 - no engine: the docker tests skip
+        pytest.skip(f"docker unavailable: {exc}")
+    tag = "agentrl-test-userland:1"
+    root = tmp_path_factory.mktemp("userland") / "rootfs"
+    for name in ("bin", "lib", "lib64", "sbin"):
+        os.makedirs(root / "usr" / name)
+        os.symlink(f"usr/{name}", root / name)
+    for name in ("etc", "tmp", "proc", "dev", "sys"):
+        os.makedirs(root / name)
+    os.chmod(root / "tmp", 0o1777)
+    for prog in _USERLAND:
+        path = shutil.which(prog, path="/usr/bin:/bin")
+        assert path, prog
+        libs = subprocess.run(["ldd", path], capture_output=True, text=True).stdout.split()
+        for src in [path, *(w for w in libs if w.startswith("/"))]:
+            rel = src.lstrip("/")  # at the path asked for; /lib is /usr/lib in the image
+            dst = root / (rel if rel.startswith("usr/") else f"usr/{rel}")
+            dst.parent.mkdir(parents=True, exist_ok=True)
+            shutil.copyfile(src, dst)
+            shutil.copymode(src, dst)
+    (root / "usr" / "bin" / "sh").symlink_to("bash")
+    (root.parent / "Dockerfile").write_text("FROM scratch\nCOPY rootfs/ /\n")
+    try:
+        client.images.build(path=str(root.parent), tag=tag, rm=True, pull=False)
+    finally:
+        client.close()
+    return tag
+
+
 # Files a test left in the checkout. Run folders first (`trainer.out_dir` defaults to
 # runs/{env}, relative to the working folder): a test writes its runs under tmp_path; one that
 # does not fails the session, named by the folders it left. Then anything else new in the

@@ -6,9 +6,12 @@ locked-down sandbox with the workspace shipped in and its changes shipped back
 (`sandboxes.workspace`), so an episode resets in O(1) and nothing of it outlives its commands.
 A Harbor task's environment becomes (1) the files of its working directory, the snapshot, and
 (2) a backend: `local` (bubblewrap) when the Dockerfile only copies files into the working
-directory, or `docker` with the task's image built locally from `environment/` (its other
-files are visible read-only; like every agentrl docker sandbox, the host's `/usr` and Python
-are bound over the image's, so an image's own packages are not what runs).
+directory, or `docker` with the task's image built locally from `environment/`. An image
+with its own userland (a `/bin/sh`: `FROM ubuntu`, `RUN apt-get ...`, `COPY tool
+/usr/local/bin/`) runs as itself: the backend's `image_userland` mode keeps its `/usr`,
+`/bin`, `/lib`, `/etc` and moves the host's runner aside, and commands get the image's `ENV`
+(its `PATH`, so `python` is the image's). An image without one (`FROM agentrl-sandbox:base`,
+the bundled tasks) gets the host's `/usr` and Python bound in, as every agentrl sandbox.
 
 Paths. Inside every sandbox the working directory is `/work/repo`, and `/tests`, `/solution`
 and `/logs` are `/work/tests`, `/work/solution`, `/work/logs`: those absolute prefixes (and the
@@ -50,6 +53,7 @@ from .tasks import HarborTask, TaskError
 
 REWARD_FILES = ("reward.json", "reward.txt")
 MAPPED = {"/tests": "/work/tests", "/solution": "/work/solution", "/logs": "/work/logs"}
+_DOCKER_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"  # docker's default
 
 
 def rewrite(text: str, workdir: str) -> str:
@@ -106,8 +110,11 @@ def _build(task: HarborTask, backend: str) -> Environment:
     plan_env = task.plan.env if task.dockerfile else {}
     if backend == "local":
         return Environment(_backend("local", **knobs), task.local_tree(), plan_env)
-    tag, tree = _docker_image(task)
-    return Environment(_backend("docker", image=tag, pool_size=0, **knobs), tree, plan_env)
+    tag, tree, image_env = _docker_image(task)
+    if image_env is None:  # no userland of its own: the host's stands in
+        return Environment(_backend("docker", image=tag, pool_size=0, **knobs), tree, plan_env)
+    own = _backend("docker", image=tag, pool_size=0, image_userland=True, **knobs)
+    return Environment(own, tree, {"PATH": _DOCKER_PATH, **image_env, **plan_env})
 
 
 def _backend(name: str, **knobs: Any) -> SandboxBackend:
@@ -130,9 +137,10 @@ def _digest(task: HarborTask) -> str:
     return digest.hexdigest()[:12]
 
 
-def _docker_image(task: HarborTask) -> tuple[str, dict[str, bytes]]:
+def _docker_image(task: HarborTask) -> tuple[str, dict[str, bytes], dict[str, str] | None]:
     """Build `environment/` into a local image (no pulls: its FROM must exist locally, e.g.
-    `agentrl-sandbox:base`) and read the working directory's files out of it."""
+    `agentrl-sandbox:base`) and read the working directory's files out of it; the image's
+    `ENV` when it has a userland of its own (a `/bin/sh`), else None."""
     import docker
 
     if task.dockerfile is None:
@@ -143,7 +151,9 @@ def _docker_image(task: HarborTask) -> tuple[str, dict[str, bytes]]:
         return _build_and_read(client, task, tag)
 
 
-def _build_and_read(client: Any, task: HarborTask, tag: str) -> tuple[str, dict[str, bytes]]:
+def _build_and_read(
+    client: Any, task: HarborTask, tag: str
+) -> tuple[str, dict[str, bytes], dict[str, str] | None]:
     import docker
 
     try:
@@ -163,10 +173,15 @@ def _build_and_read(client: Any, task: HarborTask, tag: str) -> tuple[str, dict[
             raise TaskError(f"{task.path}: docker build failed: {e.msg}\n{log}") from None
     box = client.containers.create(tag, command=["/nonexistent"], network_disabled=True)
     try:
+        env = None
+        with contextlib.suppress(docker.errors.NotFound):
+            box.get_archive("/bin/sh")  # resolved in the image (`/bin` may be a link)
+            pairs = client.images.get(tag).attrs["Config"].get("Env") or []
+            env = dict(e.split("=", 1) for e in pairs if "=" in e)
         try:
             stream, _ = box.get_archive(task.workdir.rstrip("/") + "/.")
         except docker.errors.NotFound:
-            return tag, {}
+            return tag, {}, env
         tar = tarfile.open(fileobj=io.BytesIO(b"".join(stream)))
         tree = {}
         for member in tar.getmembers():
@@ -174,7 +189,7 @@ def _build_and_read(client: Any, task: HarborTask, tag: str) -> tuple[str, dict[
             if member.isfile() and name:
                 handle = tar.extractfile(member)
                 tree[name] = handle.read() if handle else b""
-        return tag, tree
+        return tag, tree, env
     finally:
         box.remove(force=True)
 

@@ -47,14 +47,29 @@ def docker_reason() -> str | None:
     return None if ok else f"{why} (after scripts/setup-sandbox.sh: {_SETUP_TRIED[0].strip()})"
 
 
-@pytest.fixture(scope="session", params=["local", pytest.param("docker", marks=pytest.mark.docker)])
+@pytest.fixture(
+    scope="session",
+    params=[
+        "local",
+        pytest.param("docker", marks=pytest.mark.docker),
+        pytest.param("docker-userland", marks=pytest.mark.docker),
+    ],
+)
 def backend(request):
+    """``docker-userland``: docker's ``image_userland`` mode on an image with its own
+    ``/usr`` (``userland_image``), so every property tested here holds there too."""
     name = request.param
     reason = local_reason() if name == "local" else docker_reason()
     if reason:
         pytest.skip(f"{name} backend unavailable: {reason}")
     if name not in _BACKENDS:
-        _BACKENDS[name] = get_backend(name, pids=64) if name == "local" else get_backend(name)
+        if name == "local":
+            _BACKENDS[name] = get_backend(name, pids=64)
+        elif name == "docker":
+            _BACKENDS[name] = get_backend(name)
+        else:
+            image = request.getfixturevalue("userland_image")
+            _BACKENDS[name] = get_backend("docker", image=image, image_userland=True)
     yield _BACKENDS[name]
 
 

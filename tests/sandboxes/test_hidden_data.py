@@ -15,6 +15,7 @@ from __future__ import annotations
 import hashlib
 import importlib.util
 import json
+import shlex
 import sys
 from pathlib import Path
 
@@ -22,6 +23,7 @@ import pytest
 
 from agentrl.sandboxes import ExecRequest
 from agentrl.sandboxes.base import TASK_DATA_PACKAGES
+from agentrl.sandboxes.docker_backend import DockerBackend
 
 
 def _package_files(name: str) -> list[Path]:
@@ -109,7 +111,10 @@ def test_task_data_packages_are_hidden_in_workspaces(backend):
 
     tree = {"search.py": SEARCH.encode(), "want.json": json.dumps(files).encode()}
     ws = Workspace(tree, backend=backend, timeout_s=120)
-    res = ws.run(f"{sys.executable} search.py < want.json")
+    python = sys.executable
+    if isinstance(backend, DockerBackend) and backend.image_userland:  # the image has none:
+        python = shlex.join(backend.runner[:5])  # the host's, moved, run as the runner is
+    res = ws.run(f"{python} search.py < want.json")
     assert json.loads(res.output.strip().splitlines()[-1]) == [], res.output[-2000:]
 
 
