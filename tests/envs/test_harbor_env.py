@@ -10,6 +10,7 @@ import shutil
 from pathlib import Path
 
 import pytest
+from harbor_play import bash, play_oracle
 
 import agentrl.envs as envs
 from agentrl.cli import main
@@ -41,10 +42,6 @@ def backend(request: pytest.FixtureRequest) -> str:
     return str(request.param)
 
 
-def _bash(command: str) -> Message:
-    return Message("assistant", "", tool_calls=[ToolCall("bash", {"command": command}, id="c")])
-
-
 def test_five_bundled_tasks_of_different_kinds() -> None:
     assert BUNDLED == ["count-errors", "edit-config", "fix-mean", "lowercase-ext", "region-totals"]
     for task in load_tasks("bundled"):
@@ -57,13 +54,7 @@ def test_oracle_scores_1_and_a_no_op_0(name: str, backend: str) -> None:
     env = envs.make(f"harbor:bundled/{name}", backend=backend)
     try:
         env.reset(seed=0)
-        total, done = 0.0, False
-        while not done:
-            action = env.oracle_action()
-            assert action is not None
-            _, reward, done, truncated, info = env.step(action)
-            total += reward
-            assert not truncated
+        total, info = play_oracle(env)
         assert total == 1.0, (info, env.last_verdict)
         env.reset(seed=0)
         _, reward, done, _, info = env.step(Message("assistant", "I am done."))
@@ -77,7 +68,7 @@ def test_tests_and_solution_are_not_in_the_agents_sandbox(backend: str) -> None:
     obs, _ = env.reset(seed=0)
     assert "/work/repo" in obs.messages[0].content and "/app" not in obs.messages[0].content
     probe = "ls -a /work /work/repo; ls /tests /solution /logs /work/tests 2>&1; find / -name test.sh -o -name solve.sh 2>/dev/null | head"
-    out, *_ = env.step(_bash(probe))
+    out, *_ = env.step(bash(probe))
     text = out.messages[0].content
     assert "stats.py" in text and "test.sh" not in text and "solve.sh" not in text, text
     env.close()
@@ -218,7 +209,7 @@ def test_task_toml_timeouts_apply(tmp_path: Path) -> None:
     )
     env = envs.make(f"harbor:{task}")
     env.reset(seed=0)
-    obs, _, _, truncated, info = env.step(_bash("sleep 10; echo never"))
+    obs, _, _, truncated, info = env.step(bash("sleep 10; echo never"))
     assert "timed out" in obs.messages[0].content
     assert truncated and "timed out" in info["error"]  # budget spent: graded; tests overran
 
@@ -234,10 +225,10 @@ def test_task_toml_memory_and_storage_apply(tmp_path: Path, backend: str) -> Non
         alloc = "python -c 'x = bytearray({} << 20); print(\"allocated\")' 2>&1 | tail -1"
         write = "head -c {} /dev/zero > /tmp/big && echo written"
         for command, ok in ((alloc.format(40), True), (alloc.format(400), False)):
-            obs, *_ = env.step(_bash(command))
+            obs, *_ = env.step(bash(command))
             assert ("allocated" in obs.messages[0].content) is ok, (command, obs.messages)
         for command, ok in ((write.format(2_000_000), True), (write.format(6_000_000), False)):
-            obs, *_ = env.step(_bash(command))
+            obs, *_ = env.step(bash(command))
             assert ("written" in obs.messages[0].content) is ok, (command, obs.messages)
     finally:
         env.close()

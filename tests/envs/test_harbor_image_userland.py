@@ -11,9 +11,10 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from harbor_play import bash, play_oracle
 
 import agentrl.envs as envs
-from agentrl.types import Message, ToolCall
+from agentrl.types import Message
 
 pytestmark = pytest.mark.docker
 
@@ -51,33 +52,24 @@ def _task(root: Path, image: str) -> Path:
     return task
 
 
-def _bash(command: str) -> Message:
-    return Message("assistant", "", tool_calls=[ToolCall("bash", {"command": command}, id="c")])
-
-
 def test_the_images_own_tools_run_and_the_oracle_scores_1(tmp_path: Path, userland_image: str):
     env = envs.make(f"harbor:{_task(tmp_path, userland_image)}", backend="docker")
     try:
         env.reset(seed=0)
-        total, done = 0.0, False
-        while not done:
-            action = env.oracle_action()
-            assert action is not None
-            _, reward, done, truncated, info = env.step(action)
-            total += reward
+        total, info = play_oracle(env)
         assert total == 1.0, (info, env.last_verdict)
         env.reset(seed=0)  # the image's own tools, data and ENV; no host Python on PATH
-        obs, *_ = env.step(_bash("command -v wordcount; wordcount text.txt; python -V"))
+        obs, *_ = env.step(bash("command -v wordcount; wordcount text.txt; python -V"))
         seen = obs.messages[0].content
         assert seen.startswith("/usr/local/bin/wordcount\n5\n"), seen
         assert "python: command not found" in seen, seen
         _, reward, done, _, info = env.step(Message("assistant", "I am done."))
         assert done and reward == 0.0 and "error" not in info, info
         env.reset(seed=0)  # the image is read-only: its tools and data stay the task's
-        obs, *_ = env.step(_bash("echo > /usr/share/wordtool/stop.txt; touch /usr/local/bin/x"))
+        obs, *_ = env.step(bash("echo > /usr/share/wordtool/stop.txt; touch /usr/local/bin/x"))
         assert obs.messages[0].content.count("Read-only file system") == 2, obs.messages
         env.reset(seed=0)  # a wrong count is not paid either
-        env.step(_bash("echo 4 > count.txt"))
+        env.step(bash("echo 4 > count.txt"))
         _, reward, done, _, info = env.step(Message("assistant", "done"))
         assert done and reward == 0.0, info
     finally:
