@@ -191,6 +191,8 @@ class Zygote:
             return reply
         except OSError:
             extra = b""
+        finally:
+            self.sock.settimeout(None)  # blocking again: the next run's send_fds expects it
         return (
             {"error": "a frame beyond the run's reply on the control channel"} if extra else reply
         )
