@@ -48,6 +48,17 @@ from agentrl.tools.core import ToolSet
 from agentrl.tools.workers import in_daemon_thread
 from agentrl.types import Message, ToolResult
 
+# The trainer's held-out eval seeds start here (`data.eval_seed_offset`'s default); its SFT
+# demo seeds start at twice it (`agentrl.trainer.data`). An env with a train/held-out split of
+# its own (`harbor:family/...`, an ORS env's eval split) poses held-out tasks for these seeds.
+HELDOUT_FROM = 1_000_000
+
+
+def is_heldout_seed(seed: int | None, heldout_from: int = HELDOUT_FROM) -> bool:
+    """Whether `seed` is one of the trainer's held-out eval seeds, [heldout_from, 2 *
+    heldout_from); training and demo seeds are not."""
+    return seed is not None and heldout_from <= seed < 2 * heldout_from
+
 
 @dataclass
 class Observation:

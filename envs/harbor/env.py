@@ -27,7 +27,7 @@ from agentrl.sandboxes.workspace import ROOT, Workspace
 from agentrl.tools import ToolSet, tool
 from agentrl.types import Message, ToolCall
 
-from ..core import Observation, Task, ToolEnv
+from ..core import HELDOUT_FROM, Observation, Task, ToolEnv
 from ..hidden_data import HiddenData, distinctive
 from . import family as families
 from . import sandbox
@@ -110,7 +110,7 @@ class HarborEnv(ToolEnv, HiddenData):
         max_turns: int | None = None,
         tasks: list[str] | None = None,
         split: str = "auto",
-        heldout_from: int = families.HELDOUT_FROM,
+        heldout_from: int = HELDOUT_FROM,
     ) -> None:
         super().__init__(HarborTools(), max_turns)
         self.target, self.backend = target, backend

@@ -46,11 +46,11 @@ from pathlib import Path
 
 import numpy as np
 
+from ..core import HELDOUT_FROM, is_heldout_seed
 from .tasks import HarborTask
 
 FAMILIES = ("files-v0",)
 SPLITS = ("train", "heldout")
-HELDOUT_FROM = 1_000_000  # DataConfig.eval_seed_offset's default
 BASE_IMAGE = "agentrl-sandbox:base"  # what the bundled tasks build FROM (docker backend)
 _SALT = 0x5EED_F11E  # part of every task's rng seed: a new family version changes it
 
@@ -173,7 +173,7 @@ def generate(seed: int, split: str, family: str = "files-v0") -> FamilyTask:
 
 def split_for_seed(seed: int, heldout_from: int = HELDOUT_FROM) -> str:
     """Held-out for the trainer's eval seeds [heldout_from, 2 * heldout_from), else train."""
-    return "heldout" if heldout_from <= seed < 2 * heldout_from else "train"
+    return "heldout" if is_heldout_seed(seed, heldout_from) else "train"
 
 
 def write(task: FamilyTask, folder: Path, base_image: str = BASE_IMAGE) -> Path:

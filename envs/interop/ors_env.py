@@ -33,9 +33,8 @@ from typing import Any, cast
 from agentrl.tools.core import run_sync
 from agentrl.types import Message
 
-from ..core import AgentEnv, Observation
+from ..core import HELDOUT_FROM, AgentEnv, Observation, is_heldout_seed
 
-HELDOUT_FROM = 1_000_000  # DataConfig.eval_seed_offset's default: the trainer's eval seeds
 BUNDLED = {"arith": "agentrl.envs.interop.ors_example:ArithEnvironment"}
 
 
@@ -126,7 +125,7 @@ class ORSEnv(AgentEnv):
         super().reset(seed=seed)
         self.close()
         if self.auto is not None:
-            heldout = seed is not None and self.heldout_from <= seed < 2 * self.heldout_from
+            heldout = is_heldout_seed(seed, self.heldout_from)
             self.split = self.auto[1] if heldout else self.auto[0]
             self.tasks = self._tasks[self.split]
         options = options or {}
