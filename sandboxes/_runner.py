@@ -122,7 +122,8 @@ def _judge_here(req: dict, fds: list[int], ctrl_fd: int, done: int, took: int) -
     a judge forked beside it. It is already the run's uid and non-dumpable; it takes the
     program's limits and seccomp filter, forks the player (which closes every fd but its
     own: the init's channels too), reads the tests from fd 4 (the control socket), runs them
-    and reports how they ended, the verdict included. Its own fds 1-4 are the run's, like a program's."""
+    and reports how they ended, the verdict included. Its own fds 1-4 are the run's, like a
+    program's."""
     vr, vw = os.pipe()
     high = [os.dup2(fd, 240 + i) for i, fd in enumerate((ctrl_fd, done, took, vr, vw, *fds))]
     reply_fd, done_fd, took_fd, verdict_r, verdict_w, out, err = high

@@ -222,7 +222,8 @@ class LocalBackend(SandboxBackend):
             if zygote.box.proc.poll() is not None:
                 zygote.close()
                 dead -= 1
-                tries -= dead < 0
+                if dead < 0:  # more dead ones than the pool can hold: the starts are failing
+                    tries -= 1
                 continue
             try:
                 res = zygote.run(request, body, self.pids, self.cpus)
