@@ -27,11 +27,16 @@ def output_items(message: Message, finish: str | None) -> list[dict[str, Any]]:
     OpenAI marks it (not only the response)."""
     out: list[dict[str, Any]] = []
     if message.content:
-        status = "incomplete" if finish == "length" else "completed"
+        status = _ended(finish)
         out.append(_message_item(f"msg_{uuid.uuid4().hex[:24]}", message.content, status))
     for c in message.tool_calls:
         out.append(_call_item(c.id, c.name, json.dumps(c.arguments)))
     return out
+
+
+def _ended(finish: str | None) -> str:
+    """The status of a finished response or item: `incomplete` when the token limit cut it."""
+    return "incomplete" if finish == "length" else "completed"
 
 
 def _message_item(iid: str, text: str, status: str = "completed") -> dict[str, Any]:
@@ -58,8 +63,8 @@ def response_json(
     finish: str | None,
     usage: dict[str, int] | None,
 ) -> dict[str, Any]:
-    incomplete = finish == "length"
-    status = "in_progress" if finish is None else ("incomplete" if incomplete else "completed")
+    status = "in_progress" if finish is None else _ended(finish)
+    incomplete = status == "incomplete"
     u = usage or {}
     return {
         "id": rid,
@@ -132,8 +137,8 @@ async def stream_events(
         nonlocal msg_id
         if not msg_id:
             return []
-        status = "incomplete" if finish == "length" else "completed"  # cut: its last item
-        at, item = len(output), _message_item(msg_id, text, status)
+        # `finish` is known only for the last text item, the one a token limit cut
+        at, item = len(output), _message_item(msg_id, text, _ended(finish))
         part = item["content"][0]
         output.append(item)
         msg_id = ""
