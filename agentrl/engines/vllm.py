@@ -111,12 +111,16 @@ class VLLMEngine(Engine):
         weight_sync_dir: str = "",
         expected_weights: dict[str, tuple[int, ...]] | None = None,
         pause_mode: str = "abort",
+        final_only: Any = None,
     ) -> None:
         if pause_mode not in ("abort", "keep"):
             raise EngineError(f"vLLM pause_mode must be 'abort' or 'keep', not {pause_mode!r}")
         self.pause_mode = pause_mode  # "keep": vLLM's RL API (see the module docstring)
         self.llm = llm
         self.sampling_cls = sampling_cls
+        # `RequestOutputKind.FINAL_ONLY`: one output per request, not one per decode step.
+        # `_segment` keeps only the last anyway (an abort still sends its final output).
+        self._kind = {} if final_only is None else {"output_kind": final_only}
         self.sleep_mode = sleep_mode
         self.can_sleep = sleep_mode  # started with sleep mode: sleep() frees the GPU
         self.admin_timeout_s = admin_timeout_s
@@ -150,7 +154,7 @@ class VLLMEngine(Engine):
         async def segment(done: list[int], left: int, sid: str, part: int) -> GenerateResult:
             seg_prompt = dict(prompt, prompt_token_ids=prompt["prompt_token_ids"] + done)
             seed = segment_seed(params.seed, part)
-            sampling = self.sampling_cls(**dict(kwargs, max_tokens=left, seed=seed))
+            sampling = self.sampling_cls(**dict(kwargs, **self._kind, max_tokens=left, seed=seed))
             return await self._segment(seg_prompt, sampling, sid)
 
         return await self._loop.call(self._requests.generate(segment, budget, request_id))
@@ -364,6 +368,7 @@ def build_vllm(cfg: EngineConfig, model: Any, tokenizer: Any, dtype: str | None 
         weight_sync_dir=sync_dir,
         expected_weights=checkpoint_shapes(model),
         pause_mode=pause_mode,
+        final_only=vllm.sampling_params.RequestOutputKind.FINAL_ONLY,
     )
 
 
