@@ -26,7 +26,10 @@ PY
   # shellcheck disable=SC2086
   [ -z "$missing" ] || python3 -m pip install -q --no-index --no-deps --no-compile --target /tmp/site $missing 2>&1 | tail -3
 fi
-python3 -m pip install -q --upgrade --no-index --find-links "$W" --no-deps --no-compile \
-  --target /tmp/site "$R" 2>&1 | tail -3
+# GPU_ENV_KEEP_AGENTRL=1: an agentrl already in /tmp/site stays (processes may be running it).
+if [ -z "${GPU_ENV_KEEP_AGENTRL:-}" ] || [ ! -d /tmp/site/agentrl ]; then
+  python3 -m pip install -q --upgrade --no-index --find-links "$W" --no-deps --no-compile \
+    --target /tmp/site "$R" 2>&1 | tail -3
+fi
 export PYTHONPATH=/tmp/site${PYTHONPATH:+:$PYTHONPATH}
 (cd /tmp && python3 -c "import agentrl.trainer, agentrl.envs") || return 1 2>/dev/null || exit 1
