@@ -68,8 +68,9 @@ def parse(argv: list[str] | None = None) -> argparse.Namespace:
         "--parallel",
         type=int,
         default=0,
-        help="cells at once (0: all). The lent H100 (2026-12-06) gave the GPU to one process "
-        "only: the others failed with 'CUDA error: out of memory' at their first allocation",
+        help="cells at once (0: all). On the lent H100 (2026-12-06) all but one of nine failed "
+        "with 'CUDA error: out of memory' at their first allocation, probably the search cells' "
+        "JAX (bm25s) taking the card, since fixed; a cell crowded out so is retried alone",
     )
     p.add_argument("--device", default="", help="trainer.device for every cell (default: each's)")
     p.add_argument("--cache-dir", default="", help="model.cache_dir for every cell")
