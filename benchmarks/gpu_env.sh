@@ -1,13 +1,15 @@
 #!/usr/bin/env bash
 # Source on a GPU host that has torch/transformers/triton but not agentrl's other deps (the
 # device tool's H200): installs agentrl (no deps) and, from .gpuwheels/ (carry it; made with
-# `pip download --no-deps`), only the wheels whose module does not import already, into
-# /tmp/site, and puts that on PYTHONPATH. Idempotent.
+# `pip download --no-deps`) or the folder $GPU_WHEELS (e.g. a bundle's whl/), only the wheels
+# whose module does not import already, into /tmp/site, and puts that on PYTHONPATH.
+# Idempotent.
 R=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+W=${GPU_WHEELS:-$R/.gpuwheels}
 export PYTHONUNBUFFERED=1 NCCL_NVLS_ENABLE=0 TORCHINDUCTOR_CACHE_DIR=${TORCHINDUCTOR_CACHE_DIR:-/tmp/ind}
 mkdir -p /tmp/site
-if ls "$R"/.gpuwheels/*.whl >/dev/null 2>&1; then
-  missing=$(python3 - "$R"/.gpuwheels/*.whl <<'PY'
+if ls "$W"/*.whl >/dev/null 2>&1; then
+  missing=$(python3 - "$W"/*.whl <<'PY'
 import importlib.util, re, sys, zipfile
 here = f"cp{sys.version_info.major}{sys.version_info.minor}"
 for whl in sys.argv[1:]:
@@ -24,7 +26,10 @@ PY
   # shellcheck disable=SC2086
   [ -z "$missing" ] || python3 -m pip install -q --no-index --no-deps --no-compile --target /tmp/site $missing 2>&1 | tail -3
 fi
-python3 -m pip install -q --upgrade --no-index --find-links "$R/.gpuwheels" --no-deps --no-compile \
-  --target /tmp/site "$R" 2>&1 | tail -3
+# GPU_ENV_KEEP_AGENTRL=1: an agentrl already in /tmp/site stays (processes may be running it).
+if [ -z "${GPU_ENV_KEEP_AGENTRL:-}" ] || [ ! -d /tmp/site/agentrl ]; then
+  python3 -m pip install -q --upgrade --no-index --find-links "$W" --no-deps --no-compile \
+    --target /tmp/site "$R" 2>&1 | tail -3
+fi
 export PYTHONPATH=/tmp/site${PYTHONPATH:+:$PYTHONPATH}
 (cd /tmp && python3 -c "import agentrl.trainer, agentrl.envs") || return 1 2>/dev/null || exit 1

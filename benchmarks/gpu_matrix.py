@@ -68,8 +68,9 @@ def parse(argv: list[str] | None = None) -> argparse.Namespace:
         "--parallel",
         type=int,
         default=0,
-        help="cells at once (0: all). The lent H100 (2026-12-06) gave the GPU to one process "
-        "only: the others failed with 'CUDA error: out of memory' at their first allocation",
+        help="cells at once (0: all). On the lent H100 (2026-12-06) all but one of nine failed "
+        "with 'CUDA error: out of memory' at their first allocation, probably the search cells' "
+        "JAX (bm25s) taking the card, since fixed; a cell crowded out so is retried alone",
     )
     p.add_argument("--device", default="", help="trainer.device for every cell (default: each's)")
     p.add_argument("--cache-dir", default="", help="model.cache_dir for every cell")
@@ -101,6 +102,8 @@ class Cell:
     proc: subprocess.Popen[bytes] | None = None
     t0: float = 0.0
     timed_out: bool = False
+    crowded: bool = False  # started while other cells ran (a start-up CUDA OOM is retried)
+    retried: bool = False
     row: dict[str, Any] = field(default_factory=dict)
 
     @property
@@ -200,6 +203,8 @@ def child_env() -> dict[str, str]:
     checkout's `agentrl/` lacks the envs/tools/sandboxes the installed package maps in."""
     env = dict(os.environ)
     env.setdefault("PYTORCH_CUDA_ALLOC_CONF", "expandable_segments:True")  # many processes
+    # A JAX started in a cell (bm25s did, issue #42) must not take 75% of the card up front.
+    env.setdefault("XLA_PYTHON_CLIENT_PREALLOCATE", "false")
     env.setdefault("TOKENIZERS_PARALLELISM", "false")
     return env
 
@@ -247,6 +252,20 @@ def tail(path: Path, lines: int = 25) -> str:
     except OSError:
         return ""
     return "\n".join(text.splitlines()[-lines:])
+
+
+START_OOM = ("CUDA error: out of memory", "torch.OutOfMemoryError")
+
+
+def crowded_out(cell: Cell) -> bool:
+    """A cell that started beside others and died of CUDA OOM before any RL step: on the lent
+    H100 concurrent cells once all but one died so at their first allocation. It runs again
+    alone, once, after the others (and the rest run one at a time)."""
+    assert cell.proc is not None
+    if cell.retried or not cell.crowded or cell.timed_out or cell.proc.returncode == 0:
+        return False
+    steps = [r for r in read_rows(cell.run_dir / "metrics.jsonl") if "reward/mean" in r]
+    return not steps and any(m in tail(cell.log, 400) for m in START_OOM)
 
 
 def cell_row(cell: Cell, args: argparse.Namespace) -> dict[str, Any]:
@@ -408,6 +427,7 @@ def main(argv: list[str] | None = None) -> int:
             while pending and len(running) < width:
                 cell = pending.pop(0)
                 start(cell)
+                cell.crowded = width > 1  # other cells may start beside it
                 running.append(cell)
                 print(f"started {cell.name}: {shlex.join(cell.command)}", flush=True)
             time.sleep(1.0)
@@ -418,6 +438,12 @@ def main(argv: list[str] | None = None) -> int:
                     stop(cell.proc)
                 if cell.proc.poll() is not None:
                     running.remove(cell)
+                    if crowded_out(cell):
+                        print(f"{cell.name}: CUDA OOM at start beside other cells; it runs "
+                              "again alone, and the rest one at a time", flush=True)  # fmt: skip
+                        cell.retried, width = True, 1
+                        pending.append(cell)
+                        continue
                     record(cell)
     finally:
         for cell in running:  # interrupted: leave nothing behind

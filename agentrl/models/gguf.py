@@ -26,6 +26,13 @@ named by `AGENTRL_GGUF_DIR` that holds a preset's file under its own name (e.g.
 `gemma-3-270m-q4_k_m.gguf`, as `agentrl.models.gguf_parts` writes it) is looked in first, so
 recipes keep their preset names.
 
+A folder `<file stem>.tokenizer/` beside the GGUF file (e.g. `gemma-3-270m-q4_k_m.tokenizer/`,
+written by `save_tokenizer`) is the tokenizer used instead of converting the file's vocabulary:
+transformers' GGUF tokenizer conversion differs between versions (5.17.0 builds a broken one
+for Gemma 3, 5.25.0 a correct one), while a saved `tokenizer.json` loads the same in both, so
+a machine with the older transformers (the GPU image) gets the tokenizer converted here. It
+is checked like a converted one (`gguf_tokenizer.check_converted`).
+
 A GGUF without a chat template whose vocabulary has Gemma's `<start_of_turn>`/`<end_of_turn>`
 tokens gets that same template, whichever way it was named; any other template-less GGUF is
 converted without one (ChatFormat then asks for `chat_template=`).
@@ -159,6 +166,28 @@ def _check_cached(out: Path, src: Path) -> None:
     tmp.replace(meta_path)
 
 
+def tokenizer_sidecar(src: Path) -> Path:
+    """Where a tokenizer saved for the GGUF file `src` is looked for: `<stem>.tokenizer/`."""
+    return src.with_name(src.stem + ".tokenizer")
+
+
+def save_tokenizer(path: str, dest: Path | None = None, cache_dir: str | None = None) -> Path:
+    """Convert the tokenizer of a GGUF file or preset with this transformers, check it, and
+    save it (with the file's own chat template, if any: `convert` adds Gemma's turns) to
+    `dest`, by default its sidecar folder beside the file; returns the folder. Run it where
+    the conversion is correct."""
+    from transformers import AutoTokenizer
+
+    src = preset_file(path, cache_dir) if path in PRESETS else Path(path).expanduser()
+    dest = dest or tokenizer_sidecar(src)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        tok = AutoTokenizer.from_pretrained(src.parent, gguf_file=src.name)
+    tok.save_pretrained(dest)
+    check_converted(dest, src.name)
+    return dest
+
+
 def convert(src: Path, out: Path) -> Path:
     """De-quantize `src` to a float32 HF directory at `out` (written atomically)."""
     try:
@@ -172,7 +201,11 @@ def convert(src: Path, out: Path) -> Path:
     shutil.rmtree(tmp, ignore_errors=True)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        tok = AutoTokenizer.from_pretrained(src.parent, gguf_file=src.name)
+        sidecar = tokenizer_sidecar(src)
+        if sidecar.is_dir():
+            tok = AutoTokenizer.from_pretrained(sidecar)
+        else:
+            tok = AutoTokenizer.from_pretrained(src.parent, gguf_file=src.name)
         template = "gguf"
         if not tok.chat_template:  # a base model: Gemma's turn format if its vocab has it
             template = "gemma_turns" if has_turn_tokens(tok) else "none"
@@ -207,6 +240,7 @@ def convert(src: Path, out: Path) -> Path:
                 "gguf": str(src),
                 "sha256_16": file_digest(src),
                 "chat_template": template,
+                "tokenizer": str(sidecar) if sidecar.is_dir() else "gguf",
                 "tokenizer_checked": True,
             },
             indent=1,

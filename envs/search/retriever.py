@@ -8,16 +8,40 @@ compatible) server swaps in a real corpus without code changes.
 
 The index is `bm25s`; the server is stdlib `http.server` in a daemon thread bound to
 127.0.0.1 on a free port, shared per process and corpus (`shared_server`).
+
+bm25s is imported with `jax` hidden: when JAX is installed, `import bm25s` imports it and runs
+a top-k on JAX's default backend at import time, which on a GPU machine starts XLA's client,
+and XLA preallocates 75% of the GPU's memory. In the training process that was the search
+cell's OOM on an H100 (issue #42): 78.6 GiB in use by the process, 18.1 GiB of it PyTorch's
+and 0.75 x 79.2 = 59.4 GiB JAX's, held for a CPU top-k over a few hundred documents. With
+jax hidden bm25s selects with numpy (its own fallback) and jax is never imported here.
 """
 
 from __future__ import annotations
 
 import json
+import sys
 import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
-import bm25s
+
+def _import_bm25s_without_jax() -> Any:
+    """`import bm25s` with `jax` unimportable for the duration (see the module docstring);
+    a jax the process imported before is put back untouched."""
+    held = sys.modules.get("jax")
+    sys.modules["jax"] = None  # type: ignore[assignment]  # `import jax...` raises ImportError
+    try:
+        import bm25s
+    finally:
+        if held is None:
+            del sys.modules["jax"]
+        else:
+            sys.modules["jax"] = held
+    return bm25s
+
+
+bm25s = _import_bm25s_without_jax()
 
 
 class BM25Index:

@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import json
+import os
+import subprocess
+import sys
 from pathlib import Path
 
 import httpx
@@ -83,3 +86,46 @@ def test_user_qa_file_with_own_retriever(tmp_path: Path, corpus_url: tuple[Corpu
     path.write_text(json.dumps({"question": "q"}))
     with pytest.raises(ValueError, match="qa.jsonl: row 1: column 'reward_model.ground_truth'"):
         make("search/qa-v0", qa_path=str(path), retriever_url=url)
+
+
+FAKE_JAX = """\
+# A named fake of an installed JAX (the real one is not installed here): on a GPU machine
+# `import jax` plus one op starts XLA's client, which preallocates 75% of the GPU's memory.
+import os
+with open(os.environ["FAKE_JAX_MARK"], "a") as f:
+    f.write("jax imported\\n")
+"""
+
+
+def test_retriever_never_imports_jax(tmp_path: Path) -> None:
+    """bm25s imports jax at import time when it is installed (and runs a top-k on JAX's
+    default backend: 59 GiB of an H100 held by XLA in the search cell, issue #42); the
+    retriever hides it, so bm25s selects with numpy, and a jax the process had is kept."""
+    fake = tmp_path / "site" / "jax"
+    fake.mkdir(parents=True)
+    (fake / "__init__.py").write_text(FAKE_JAX)
+    (fake / "lax.py").write_text("def top_k(x, k):\n    raise AssertionError('jax used')\n")
+    mark = tmp_path / "mark"
+    probe = (
+        "import sys\n"
+        "from agentrl.envs.search.corpus import Corpus\n"
+        "from agentrl.envs.search.retriever import BM25Index\n"
+        "import bm25s.selection\n"
+        "corpus = Corpus(30, seed=0)\n"
+        "country, facts = next(iter(corpus.facts.items()))\n"
+        "hit = BM25Index(corpus.docs).search([f'capital of {country}'], 2)[0][0]\n"
+        "assert facts['capital'] in hit['document']['contents'], hit\n"
+        "assert 'jax' not in sys.modules and not bm25s.selection.JAX_IS_AVAILABLE\n"
+        "import jax\n"  # the process's own jax still imports afterwards
+        "print('ok')\n"
+    )
+    env = {
+        **os.environ,
+        "PYTHONPATH": os.pathsep.join([str(tmp_path / "site"), os.environ.get("PYTHONPATH", "")]),
+        "FAKE_JAX_MARK": str(mark),
+    }
+    run = subprocess.run(
+        [sys.executable, "-c", probe], env=env, capture_output=True, text=True, timeout=300
+    )
+    assert run.returncode == 0 and run.stdout.strip() == "ok", run.stderr[-2000:]
+    assert mark.read_text() == "jax imported\n"  # only by the probe's own `import jax`

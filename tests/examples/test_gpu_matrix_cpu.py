@@ -67,3 +67,37 @@ def test_a_bad_cell_is_a_row_not_an_abort(tmp_path: Path) -> None:
     (row,) = map(json.loads, (out / "rows.jsonl").read_text().splitlines())
     assert row["status"] == "skipped" and "stpes" in row["reason"]
     assert "| tiny-broken |" in (out / "table.md").read_text()
+
+
+def test_a_cell_crowded_out_at_start_runs_again_alone(tmp_path: Path) -> None:
+    """A cell that died of CUDA OOM before any RL step while cells ran at once (what the lent
+    H100 did to all but one of nine) is retried once, alone; a late OOM, one after RL steps,
+    a retried cell or a cell that ran alone is a plain failure."""
+    sys.path.insert(0, str(ROOT / "benchmarks"))
+    import gpu_matrix
+
+    def finished(message: str, crowded: bool = True, steps: int = 0) -> gpu_matrix.Cell:
+        run_dir = tmp_path / f"run{len(list(tmp_path.iterdir()))}"
+        run_dir.mkdir()
+        if steps:
+            (run_dir / "metrics.jsonl").write_text(
+                json.dumps({"step": 1, "reward/mean": 0.5}) + "\n"
+            )
+        cell = gpu_matrix.Cell("c", tmp_path / "c.yaml", [], run_dir=run_dir)
+        cell.log, cell.crowded = run_dir / "c.log", crowded
+        with cell.log.open("wb") as log:
+            cell.proc = subprocess.Popen(
+                [sys.executable, "-c", f"import sys; print({message!r}); sys.exit(1)"],
+                stdout=log,
+            )
+        cell.proc.wait(60)
+        return cell
+
+    oom = "RuntimeError: CUDA error: out of memory"
+    assert gpu_matrix.crowded_out(finished(oom))
+    assert not gpu_matrix.crowded_out(finished(oom, crowded=False))
+    assert not gpu_matrix.crowded_out(finished(oom, steps=1))
+    assert not gpu_matrix.crowded_out(finished("ValueError: a bad config"))
+    retried = finished(oom)
+    retried.retried = True
+    assert not gpu_matrix.crowded_out(retried)
