@@ -290,7 +290,9 @@ def main() -> None:
     args.ckpt = save_checkpoint(args, args.ckpt or args.out / "ckpt")
     import torch
 
-    report: dict[str, Any] = {
+    path = args.out / "gpu_vllm.json"  # a later call with other --parts adds to it
+    report: dict[str, Any] = json.loads(path.read_text()) if path.exists() else {}
+    report |= {
         "date_utc": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
         "device": torch.cuda.get_device_name() if args.device == "cuda" else "cpu",
         "model": args.model,
@@ -300,7 +302,7 @@ def main() -> None:
     }
     for name in args.parts:
         report[name] = run_part(name, args, args.timeout_s)
-        (args.out / "gpu_vllm.json").write_text(json.dumps(report, indent=1))
+        path.write_text(json.dumps(report, indent=1))
     text = table(report)
     print(text, flush=True)
     (args.out / "table.md").write_text(text + "\n")

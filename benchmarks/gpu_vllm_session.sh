@@ -1,19 +1,30 @@
 #!/usr/bin/env bash
 # Issue 44's GPU runs as a detached runner, so device calls can carry other parts meanwhile
-# (the pattern of gpu_matrix_session.sh, whose `wait` brings the results back):
+# (the pattern of gpu_matrix_session.sh):
 #   bash benchmarks/gpu_vllm_session.sh start AFTER [PART]   # carry the vLLM bundle's last part
+#   bash benchmarks/gpu_vllm_session.sh wait SECONDS
 # installs vLLM from the parts stashed by earlier calls (vllm_gpu_install.sh stash) plus PART,
 # copies this tree to /tmp/vrepo (the next call replaces the working tree), and starts, with
 # setsid, a runner that waits for gpu_matrix_session's runner AFTER ('-': none) to end (so
 # nothing else uses the GPU while it measures), then runs, each part with its own timeout:
 #   gpu_vllm.py (vLLM offline, agentrl's vLLM adapter, the hf fast path compiled and eager)
 #   gpu_grpo.py --engine vllm, then --engine fast (GRPO end to end, the multi-turn workload)
-# Results in /tmp/o/v (table.md, results.tar.gz), log /tmp/o/v.log, pid /tmp/o/v.pid: `gpu_matrix_session.sh wait SECONDS v`.
+# Results in /tmp/o/vw, log /tmp/o/v.log, pid /tmp/o/v.pid; `wait SECONDS` brings them back.
 # agentrl and its wheels must already be in /tmp/site (gpu_matrix_session.sh start, or
 # gpu_env.sh).
 set -euo pipefail
 R=$(cd "$(dirname "$0")/.." && pwd)
-[ "${1:-}" = start ] || { echo "usage: gpu_vllm_session.sh start AFTER [PART]" >&2; exit 1; }
+if [ "${1:-}" = wait ]; then  # wait SECONDS: until the runner ends or SECONDS pass; then
+  # whatever it has written so far (partial results too) comes back in $OUT/v.tar.gz
+  until=$((SECONDS + ${2:-0}))
+  while kill -0 "$(cat /tmp/o/v.pid)" 2>/dev/null && [ "$SECONDS" -lt "$until" ]; do
+    sleep 10; done
+  kill -0 "$(cat /tmp/o/v.pid)" 2>/dev/null && echo "v: still running" || echo "v: ended"
+  grep -E '^==|^\{|^\|' /tmp/o/v.log | cut -c1-400 | tail -40
+  tar -C /tmp/o/vw -czf "${OUT:-/tmp/out}/v.tar.gz" . && cp /tmp/o/v.log "${OUT:-/tmp/out}/"
+  exit 0
+fi
+[ "${1:-}" = start ] || { echo "usage: gpu_vllm_session.sh start AFTER [PART] | wait SECONDS" >&2; exit 1; }
 after=${2:--}; shift 2 || :
 bash "$R/benchmarks/vllm_gpu_install.sh" install "$@" >/tmp/vllm-install.log 2>&1 \
   || { tail -20 /tmp/vllm-install.log; exit 1; }
@@ -30,13 +41,16 @@ export PYTHONPATH=/tmp/site PYTHONUNBUFFERED=1 VLLM_USE_FLASHINFER_SAMPLER=0 \
 O=/tmp/o/vw
 echo "== gpu_vllm \$(date -u +%T)"
 python3 benchmarks/gpu_vllm.py --out \$O --ckpt /tmp/vckpt --timeout-s 300 \\
-  --parts vllm vllm-agentrl hf-compiled hf
+  --parts vllm vllm-agentrl hf-compiled
 for e in vllm fast; do
   echo "== grpo \$e \$(date -u +%T)"
   timeout 330 python3 benchmarks/gpu_grpo.py --part agentrl --engine \$e --micro 128 --packing \
     --steps 3 --sft-steps 60 --json \$O/grpo_\$e.json >\$O/grpo_\$e.log 2>&1
   echo "== grpo \$e rc=\$?"; tail -5 \$O/grpo_\$e.log
 done
+echo "== hf eager \$(date -u +%T)"
+python3 benchmarks/gpu_vllm.py --out \$O --ckpt /tmp/vckpt --timeout-s 200 --parts hf \\
+  > \$O/hf_eager.log 2>&1
 echo "== done \$(date -u +%T)"
 mkdir -p /tmp/o/v && cp \$O/table.md /tmp/o/v/ 2>/dev/null
 tar -C \$O -czf /tmp/o/v/results.tar.gz .   # the device tool brings back at most 8 files
