@@ -9,7 +9,8 @@
 # nothing else uses the GPU while it measures), then runs, each part with its own timeout:
 #   gpu_vllm.py (vLLM offline, agentrl's vLLM adapter, the hf fast path compiled and eager)
 #   gpu_grpo.py --engine vllm, then --engine fast (GRPO end to end, the multi-turn workload)
-# VLLM_SESSION_SHORT=1: only vLLM, the adapter, the compiled hf engine and GRPO with vLLM.
+# VLLM_SESSION_SHORT=1: only vLLM, the adapter, the compiled hf engine and GRPO with vLLM;
+# VLLM_SESSION_GRPO: the GRPO engines to run (default "vllm fast"; empty: none).
 # Results in /tmp/o/vw, log /tmp/o/v.log, pid /tmp/o/v.pid; `wait SECONDS` brings them back.
 # agentrl and its wheels must already be in /tmp/site (gpu_matrix_session.sh start, or
 # gpu_env.sh).
@@ -43,7 +44,7 @@ O=/tmp/o/vw
 echo "== gpu_vllm \$(date -u +%T)"
 python3 benchmarks/gpu_vllm.py --out \$O --ckpt /tmp/vckpt --timeout-s 300 \\
   --parts vllm vllm-agentrl hf-compiled
-for e in vllm $([ "${VLLM_SESSION_SHORT:-0}" = 1 ] || echo fast); do
+for e in ${VLLM_SESSION_GRPO-vllm $([ "${VLLM_SESSION_SHORT:-0}" = 1 ] || echo fast)}; do
   echo "== grpo \$e \$(date -u +%T)"
   timeout 330 python3 benchmarks/gpu_grpo.py --part agentrl --engine \$e --micro 128 --packing \
     --steps 3 --sft-steps 60 --json \$O/grpo_\$e.json >\$O/grpo_\$e.log 2>&1
