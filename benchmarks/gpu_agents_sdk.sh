@@ -72,13 +72,14 @@ wait_for() {
   while :; do
     date -u +%T
     ! command -v nvidia-smi >/dev/null || nvidia-smi --query-gpu=memory.used,utilization.gpu --format=csv,noheader
-    grep -E '^step |^eval \(.*\) step|Error|error' "$RUN/train.log" | cut -c1-220 | tail -6 || :
+    grep -E '^step |^eval \(.*\) step|^held-out|Error|error' "$RUN/train.log" | cut -c1-220 | tail -6 || :
     kill -0 "$(cat "$RUN/pid")" 2>/dev/null && [ "$SECONDS" -lt "$until" ] || break
     sleep 30
   done
   mkdir -p "${OUT:-/tmp/out}/sdk"
   for f in metrics.jsonl eval.jsonl config.yaml; do cp "$RUN/out/$f" "${OUT:-/tmp/out}/sdk/" 2>/dev/null || :; done
-  cp "$RUN"/out/*.png "${OUT:-/tmp/out}/sdk/" 2>/dev/null || :
+  # at most 8 files come back from a call: 3 + these 3 curves + the log
+  for f in reward success time; do cp "$RUN/out/plots/$f.png" "${OUT:-/tmp/out}/sdk/" 2>/dev/null || :; done
   tail -c 20000 "$RUN/train.log" >"${OUT:-/tmp/out}/sdk/train.log"
   kill -0 "$(cat "$RUN/pid")" 2>/dev/null && echo "still running" || echo "ended; results in \$OUT/sdk"
 }
