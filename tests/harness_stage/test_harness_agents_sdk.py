@@ -111,3 +111,11 @@ def test_gpu_recipe_runs_one_step_on_cpu(
     assert row["tool_calls"] >= 4  # every run's forced first turn called the calculator
     evals = [json.loads(line) for line in (out / "eval.jsonl").read_text().splitlines()]
     assert len(evals) == 2  # before and after
+
+
+def test_agentrl_train_typed_argument_agent(
+    agentrl_cache: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`examples/harness/agents_sdk_ops.py` (a calculator of `a: int, b: int, op: Literal`):
+    its forced first call is sampled under that JSON schema, every run is trained, token-exact."""
+    train("examples.harness.agents_sdk_ops:solve", tmp_path / "run", agentrl_cache, monkeypatch, 1)
