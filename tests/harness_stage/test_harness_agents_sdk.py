@@ -6,6 +6,7 @@ it and the session stays token-exact; then `agentrl train --agent ...` on each."
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Any
 
@@ -23,12 +24,14 @@ from agents import (  # noqa: E402
 )
 from openai import AsyncOpenAI  # noqa: E402
 from stage_gateway import (  # noqa: E402
+    REPO,
     assert_tool_episode_token_exact,
     gateway,
     run_episode,
     train,
 )
 
+from agentrl.cli import main  # noqa: E402
 from examples.harness import agents_sdk_calc  # noqa: E402
 
 pytestmark = pytest.mark.timeout(900)
@@ -74,3 +77,45 @@ def test_agentrl_train_agent(
     """The documented command, from the repository root: every run trained, none failed."""
     agent = f"examples.harness.agents_sdk_calc:{fn}"
     train(agent, tmp_path / "run", agentrl_cache, monkeypatch, steps)
+
+
+def test_gpu_recipe_runs_one_step_on_cpu(
+    agentrl_cache: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """configs/smollm2-agents-sdk-gpu.yaml (word problems, the learning run of issue #40) as
+    written, shrunk to one step on the tiny model on CPU: the config loads, the plain hf engine
+    (`engine.hf.fast: false`) serves the agent's grammar-forced first call, every run is
+    trained and scored by the word env's grader, and the held-out evals run before and after."""
+    monkeypatch.chdir(REPO)
+    monkeypatch.setenv("PYTHONPATH", str(REPO))
+    out = tmp_path / "run"
+    settings = {
+        "model.path": "tiny:qwen2",
+        "model.cache_dir": str(agentrl_cache),
+        "trainer.device": "cpu",
+        "data.batch_size": 2,
+        "rollout.n": 2,
+        "rollout.concurrency": 4,
+        "data.eval_episodes": 2,
+        "trainer.steps": 1,
+        "trainer.eval_every": 0,
+        "trainer.mini_batch_size": 8,
+        "trainer.micro_batch_size": 4,
+        "trainer.tensorboard": "false",
+        "trainer.out_dir": str(out),
+    }
+    config = REPO / "configs" / "smollm2-agents-sdk-gpu.yaml"
+    assert main(["train", "--config", str(config), *(f"{k}={v}" for k, v in settings.items())]) == 0
+    (row,) = [json.loads(line) for line in (out / "metrics.jsonl").read_text().splitlines()]
+    assert row["harness/infra_failed"] == 0 and row["harness/episodes"] == 4
+    assert row["tool_calls"] >= 4  # every run's forced first turn called the calculator
+    evals = [json.loads(line) for line in (out / "eval.jsonl").read_text().splitlines()]
+    assert len(evals) == 2  # before and after
+
+
+def test_agentrl_train_typed_argument_agent(
+    agentrl_cache: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`examples/harness/agents_sdk_ops.py` (a calculator of `a: int, b: int, op: Literal`):
+    its forced first call is sampled under that JSON schema, every run is trained, token-exact."""
+    train("examples.harness.agents_sdk_ops:solve", tmp_path / "run", agentrl_cache, monkeypatch, 1)
