@@ -277,6 +277,7 @@ def part_bench(args: argparse.Namespace) -> dict[str, Any]:
         prompt_len=args.prompt_len,
         compare_chunk1=False,
         plain_engine=False,
+        skip_generate=False,  # the `generate` baseline is this part's peer
     )
     report: dict[str, Any] = {"model": str(path), "dtype": str(dtype), "batches": batches}
     report["params"] = sum(p.numel() for p in model.parameters())
