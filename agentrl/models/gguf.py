@@ -201,8 +201,9 @@ def convert(src: Path, out: Path) -> Path:
     shutil.rmtree(tmp, ignore_errors=True)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        sidecar = tokenizer_sidecar(src)
-        if sidecar.is_dir():
+        saved = tokenizer_sidecar(src)
+        sidecar = saved if saved.is_dir() else None  # None: convert the file's own
+        if sidecar is not None:
             tok = AutoTokenizer.from_pretrained(sidecar)
         else:
             tok = AutoTokenizer.from_pretrained(src.parent, gguf_file=src.name)
@@ -240,7 +241,7 @@ def convert(src: Path, out: Path) -> Path:
                 "gguf": str(src),
                 "sha256_16": file_digest(src),
                 "chat_template": template,
-                "tokenizer": str(sidecar) if sidecar.is_dir() else "gguf",
+                "tokenizer": str(sidecar) if sidecar is not None else "gguf",
                 "tokenizer_checked": True,
             },
             indent=1,
