@@ -80,6 +80,15 @@ def save_checkpoint(args: argparse.Namespace, path: Path) -> Path:
     return path
 
 
+def batch_sizes(args: argparse.Namespace) -> list[int]:
+    return [int(b) for b in args.batches.split(",")]
+
+
+def vocab_of(ckpt: Path) -> int:
+    """The checkpoint's vocabulary (prompt ids are drawn from all of it, as gpu_engine.py's)."""
+    return int(json.loads((ckpt / "config.json").read_text())["vocab_size"])
+
+
 def max_len(args: argparse.Namespace) -> int:
     work = max(4 * args.new_tokens, args.turns * (args.turn_tokens + args.obs_tokens))
     return (args.prompt_len + work + 127) // 128 * 128
@@ -98,7 +107,8 @@ def child_vllm(args: argparse.Namespace) -> dict[str, Any]:
     llm = vllm.LLM(**kw)
     out: dict[str, Any] = {"engine": "vllm.LLM", "vllm": vllm.__version__}
     out["start_s"] = time.perf_counter() - t0
-    vocab = json.loads((args.ckpt / "config.json").read_text())["vocab_size"]
+    vocab = vocab_of(args.ckpt)
+    # No per-request seed: vLLM's default (a seeded request takes a slower sampling path).
     sp = vllm.SamplingParams(
         temperature=1.0,
         top_p=1.0,
@@ -107,9 +117,9 @@ def child_vllm(args: argparse.Namespace) -> dict[str, Any]:
         min_tokens=args.new_tokens,
         ignore_eos=True,
         detokenize=False,
-    )  # fmt: skip: no per-request seed (vLLM's default; a seed takes a slower sampling path)
+    )
     out["throughput"] = []
-    for batch in [int(b) for b in args.batches.split(",")]:
+    for batch in batch_sizes(args):
         prompts = [
             {"prompt_token_ids": p} for p in prompts_for(batch, args.prompt_len, vocab, batch)
         ]
@@ -196,10 +206,10 @@ def child_vllm_agentrl(args: argparse.Namespace) -> dict[str, Any]:
     engine = build_adapter(args)
     out: dict[str, Any] = {"engine": "agentrl VLLMEngine", "start_s": time.perf_counter() - t0}
     out["pause_mode"] = engine.pause_mode
-    vocab = json.loads((args.ckpt / "config.json").read_text())["vocab_size"]
+    vocab = vocab_of(args.ckpt)
     params = SamplingParams(max_new_tokens=args.new_tokens, temperature=1.0, seed=1)
     out["throughput"] = []
-    for batch in [int(b) for b in args.batches.split(",")]:
+    for batch in batch_sizes(args):
         prompts = prompts_for(batch, args.prompt_len, vocab, seed=batch)
         engine_batch(engine, prompts, params)  # warm-up
         res, dt = timed(lambda p=prompts: engine_batch(engine, p, params), "cpu")
@@ -289,7 +299,7 @@ def main() -> None:
         "date_utc": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
         "device": torch.cuda.get_device_name() if args.device == "cuda" else "cpu",
         "model": args.model,
-        "batches": [int(b) for b in args.batches.split(",")],
+        "batches": batch_sizes(args),
         "prompt_len": args.prompt_len,
         "new_tokens": args.new_tokens,
     }

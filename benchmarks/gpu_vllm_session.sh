@@ -31,7 +31,7 @@ after=${2:--}; shift 2 || :
 bash "$R/benchmarks/vllm_gpu_install.sh" install "$@" >/tmp/vllm-install.log 2>&1 \
   || { tail -20 /tmp/vllm-install.log; exit 1; }
 tail -3 /tmp/vllm-install.log
-rm -rf /tmp/vrepo /tmp/o/v /tmp/o/vw && mkdir -p /tmp/vrepo /tmp/o/vw
+rm -rf /tmp/vrepo /tmp/o/vw && mkdir -p /tmp/vrepo /tmp/o/vw
 (cd "$R" && tar --exclude=./.gpuparts --exclude=./.gpuwheels --exclude=./.git -cf - .) \
   | tar -C /tmp/vrepo -xf -
 cat >/tmp/vrepo/run.sh <<EOF
@@ -55,8 +55,6 @@ echo "== hf eager \$(date -u +%T)"
 python3 benchmarks/gpu_vllm.py --out \$O --ckpt /tmp/vckpt --timeout-s 200 --parts hf \\
   > \$O/hf_eager.log 2>&1
 echo "== done \$(date -u +%T)"
-mkdir -p /tmp/o/v && cp \$O/table.md /tmp/o/v/ 2>/dev/null
-tar -C \$O -czf /tmp/o/v/results.tar.gz .   # the device tool brings back at most 8 files
 EOF
 cd /tmp && setsid nohup bash /tmp/vrepo/run.sh >/tmp/o/v.log 2>&1 </dev/null &
 echo $! >/tmp/o/v.pid
