@@ -26,6 +26,11 @@ PR_SET_DUMPABLE = 4
 _exit, _write, _dup2, _exec, _compile = os._exit, os.write, os.dup2, exec, compile
 _BaseException, _SystemExit, _isinstance = BaseException, SystemExit, isinstance
 _LIBC: list = []
+# The environment this interpreter started with, taken by the zygote (whose sandbox starts
+# with the backend's base environment): a run asking for exactly it keeps it, since
+# rebuilding ``os.environ`` (``clear`` + ``update``, Python-level mapping code) touched
+# ~80 pages of the forked heap, ~0.35 ms of copy-on-write faults per run.
+_START_ENV: list = []
 _FD_SCAN = 1 << 16  # ``_close_all_but`` closes below this by range, lists /proc for the rest
 
 
@@ -102,8 +107,10 @@ def _setup(req: dict) -> None:
         os.makedirs(os.path.dirname(path), exist_ok=True)
         with open(path, "wb") as f:
             f.write(content)
-    os.environ.clear()
-    os.environ.update(req["env"])
+    env = req["env"]
+    if not _START_ENV or env != _START_ENV[0]:  # two plain dicts: compared in C
+        os.environ.clear()
+        os.environ.update(env)
     fd = os.memfd_create("stdin", 0)
     data = req.pop("stdin", b"")
     view, done = memoryview(data), 0

@@ -38,6 +38,7 @@ as before). Arguments are copied, so a test cannot see a mutation of its argumen
 Stdlib only.
 """
 
+import _signal
 import builtins
 import marshal
 import os
@@ -90,9 +91,9 @@ class _Player:
         if self.pid == 0:
             try:
                 _close_all_but({0, 1, 2, to_r, from_w})  # the judge's and the init's: all
-                import signal  # preloaded; a judge that is pid 1 left SIGINT at its default
-
-                signal.signal(signal.SIGINT, signal.default_int_handler)
+                # A judge that is pid 1 left SIGINT at its default (the C function: see
+                # ``_runner._zygote``)
+                _signal.signal(_signal.SIGINT, _signal.default_int_handler)
                 _player(to_r, from_w, path, source, support)
             finally:
                 _exit(127)

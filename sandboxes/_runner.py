@@ -26,6 +26,8 @@ writes each cell's end-of-output marker; the worker never sees the marker's toke
 are appended to ``sys.path`` instead, so installed packages stay importable.
 """
 
+import _signal
+import _socket
 import gc
 import marshal
 import os
@@ -33,6 +35,7 @@ import sys
 
 try:  # inside the sandbox the harness source is prepended instead (``local.RUNNER``)
     from ._harness import (
+        _START_ENV,
         MARK,
         PR_SET_DUMPABLE,
         VERDICT_FD,
@@ -180,6 +183,19 @@ def _reap(pid: int, vr: int) -> dict:
     return {"wait": status, "cpu": use.ru_utime + use.ru_stime, "verdict": verdict, "full": full}
 
 
+def _recv_fds(sock, size: int, most: int) -> tuple[bytes, list[int]]:
+    """``socket.recv_fds`` on the C socket object: the ``socket`` module (its classes, enums
+    and ``array``) is neither imported by the zygote nor touched by each init."""
+    data, anc, _, _ = sock.recvmsg(size, _socket.CMSG_SPACE(most * 4))
+    fds = []
+    for level, kind, raw in anc:
+        if level == _socket.SOL_SOCKET and kind == _socket.SCM_RIGHTS:
+            fds += [
+                int.from_bytes(raw[i : i + 4], sys.byteorder) for i in range(0, len(raw) - 3, 4)
+            ]
+    return data, fds
+
+
 def _full(d: str) -> bool:
     try:
         return os.statvfs(d).f_bavail == 0
@@ -215,9 +231,6 @@ def _serve_one(
     become the run's unprivileged uid, non-dumpable, and only then take the request. A run
     with tests: be the judge (``_judge_here``). Otherwise fork the program, reap it and
     reply. ``G`` on ``took`` tells the zygote a request was taken (answer it if we die)."""
-    import signal
-    import socket
-
     failed = None
     try:  # built while waiting: nothing here depends on the request
         _fresh_namespaces(disk_bytes, keep)
@@ -225,15 +238,13 @@ def _serve_one(
     except OSError as exc:
         failed = exc
     uid = str(uids[0] + int.from_bytes(os.urandom(4), "little") % uids[1])
-    # Pid 1 receives from inside its namespace only the signals it handles: none, then.
-    signal.signal(signal.SIGINT, signal.SIG_DFL)
     try:
         _drop(uid)
         # After the uid change (which resets the flag to the system's default): the program,
         # the same uid, can open neither this memory nor these fds through /proc, nor ptrace.
         _libc_call("prctl", PR_SET_DUMPABLE, 0, 0, 0, 0)
-        ctrl = socket.socket(fileno=ctrl_fd)  # keep a reference: collecting it closes the fd
-        head, fds, _, _ = socket.recv_fds(ctrl, 32, 2)
+        ctrl = _socket.socket(fileno=ctrl_fd)  # keep a reference: collecting it closes the fd
+        head, fds = _recv_fds(ctrl, 32, 2)
         req = _read_frame(ctrl_fd, head) if head else None
     except OSError:
         _exit(EXIT_HANGUP)
@@ -252,7 +263,7 @@ def _serve_one(
     if pid == 0:
         os.close(vr)
         _libc_call("prctl", PR_SET_DUMPABLE, 1, 0, 0, 0)  # its own mm; the init's stays closed
-        signal.signal(signal.SIGINT, signal.default_int_handler)  # Ctrl-C as in any Python
+        _signal.signal(_signal.SIGINT, _signal.default_int_handler)  # Ctrl-C as in any Python
         _program(req, fds[0], fds[1], vw, "-", False)
     req.clear()
     for fd in (vw, *fds):
@@ -296,10 +307,13 @@ def _zygote(ctrl_fd: int, disk_bytes: int, uids: tuple[int, int], keep: list[str
     ``preload``: modules imported once here so each run's fork has them (like a warm
     interpreter would); a run's changes to them die with its fork.
     """
-    import ast  # noqa: F401 - preloaded for the judge (_judge.py): each run with tests needs it
-    import json  # noqa: F401 - the same (the judge reads the player's frames with it)
-    import signal  # noqa: F401 - preloaded: each run's init resets a handler
-    import socket
+    # The interpreter's AST node types, built by the first ``compile()`` (which checks whether
+    # its argument is an AST): ~120 classes, ~1.5 ms in every run's program otherwise. Not
+    # the ``ast`` module (only a judge on another interpreter than the host's parses its
+    # tests) nor ``socket`` (the init uses ``_socket``): 0.8 MB less heap, which each run's
+    # two forks copy as page tables and tear down.
+    compile("", "<zygote>", "exec")
+    import json  # noqa: F401 - preloaded for the judge (it reads the player's frames with it)
     import traceback  # noqa: F401 - preloaded so each fork need not import it (errors are common)
 
     for name in preload:
@@ -316,6 +330,12 @@ def _zygote(ctrl_fd: int, disk_bytes: int, uids: tuple[int, int], keep: list[str
     # their effective capabilities to build namespaces). Each run's program used to drop
     # it itself: ~40 prctl calls, 0.6 ms of CPU per run.
     _drop_caps()
+    # Each init is pid 1 of its namespace, which receives from inside it only the signals it
+    # handles: none, then. Set once here (no terminal or run can signal the zygote); the C
+    # function, not ``signal.signal``, whose enum conversions touched ~65 pages per run.
+    _signal.signal(_signal.SIGINT, _signal.SIG_DFL)
+    os.environ.pop("PWD", None)  # bwrap's --chdir sets it; runs were never given it
+    _START_ENV.append(dict(os.environ))  # the sandbox's base environment (``local.ENV``)
     own_pidns = os.open("/proc/self/ns/pid", os.O_RDONLY)
     gc.freeze()  # forks then share these pages instead of copying them on the first GC
     while True:
@@ -352,7 +372,9 @@ def _zygote(ctrl_fd: int, disk_bytes: int, uids: tuple[int, int], keep: list[str
                     cpu = use.ru_utime + use.ru_stime
                     reply = {"wait": status, "cpu": cpu, "verdict": b"", "full": False}
                     data = marshal.dumps(reply)
-                    socket.socket(fileno=os.dup(ctrl_fd)).sendall(b"%d\n" % len(data) + data)
+                    sock = _socket.socket(fileno=os.dup(ctrl_fd))
+                    sock.sendall(b"%d\n" % len(data) + data)
+                    sock.close()
                 break
 
 

@@ -191,7 +191,10 @@ class LocalBackend(SandboxBackend):
             a += ["--ro-bind", path, path]
         for path in hidden_paths([*self.ro_binds, "/usr"]):
             a += ["--perms", "0555", "--tmpfs", path]
-        a += ["--clearenv", "--chdir", "/work", "--"]
+        a += ["--clearenv", "--chdir", "/work"]
+        for key, value in ENV.items():  # runs asking for exactly this keep it (``_setup``)
+            a += ["--setenv", key, value]
+        a += ["--"]
         return a + [self.python, "-I", "-S", "-c", runner, str(arg), mode, self.site_dirs]
 
     def _spawn(self) -> Zygote:

@@ -88,3 +88,26 @@ def test_no_state_leaks_between_runs(backend):
     prefixes = map(os.path.realpath, (sys.prefix, sys.base_prefix))
     under_work = {p.split("/")[2] for p in prefixes if p.startswith("/work/")}
     assert not exists and set(names) - under_work == {"main.py"}
+
+
+def test_environment_is_the_base_or_the_requests_and_never_an_earlier_runs(local):
+    """The zygote starts with the base environment and a run asking for exactly it keeps it
+    (no rebuild): what each run sees is still exactly its request's, nothing of bwrap's (PWD)
+    and nothing an earlier run on the same zygote set."""
+    from agentrl.sandboxes.local import ENV
+
+    show = "import json, os\nprint(json.dumps(dict(os.environ)))"
+    dirty = "import os\nos.environ['LEAK'] = '1'\nos.putenv('LEAK2', '1')\nos.environ.pop('PATH')"
+    runs = [ExecRequest(show), ExecRequest(dirty), ExecRequest(show)]
+    runs += [ExecRequest(show, env={"MY_VAR": "x", "HOME": "/tmp"}), ExecRequest(show)]
+    one = get_backend("local", pool_size=1)  # every run on the same zygote
+    try:
+        results = run_many(runs, backend=one, concurrency=1)
+        check = "def f():\n    import os\n    return dict(os.environ)\n"
+        judged = one.run(ExecRequest(check, check=f"assert f() == {ENV!r}", remote=("f",)))
+    finally:
+        one.close()
+    assert [r.status for r in results] == ["ok"] * 5
+    shown = [json.loads(r.stdout) for r in results if r.stdout]
+    assert shown == [ENV, ENV, {**ENV, "MY_VAR": "x", "HOME": "/tmp"}, ENV]
+    assert judged.verified is True, judged.stderr
