@@ -38,7 +38,7 @@ as before). Arguments are copied, so a test cannot see a mutation of its argumen
 Stdlib only.
 """
 
-import _signal
+import _signal  # type: ignore[import-not-found]  # the C module behind ``signal``; no stub
 import builtins
 import marshal
 import os

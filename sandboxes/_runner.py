@@ -26,7 +26,7 @@ writes each cell's end-of-output marker; the worker never sees the marker's toke
 are appended to ``sys.path`` instead, so installed packages stay importable.
 """
 
-import _signal
+import _signal  # type: ignore[import-not-found]  # the C module behind ``signal``; no stub
 import _socket
 import gc
 import marshal
