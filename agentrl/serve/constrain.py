@@ -121,24 +121,43 @@ def no_call_grammar(chat: ChatFormat) -> str | None:
     return f"start: TEXT\nTEXT: /(?s:.*)/ & ~/(?s:.*{banned}.*)/\n"
 
 
+def answer_or_call(req: ChatRequest, chat: ChatFormat) -> bool:
+    """Whether a `response_format` request may still call its tools (`tool_choice` auto, in a
+    tool format whose calls start with a marker): the turn is then a call or the JSON answer,
+    as OpenAI's API has it (the format binds text answers). Without a marker a JSON answer and
+    a call look alike (the `json` format parses one out of the other), so the answer is all."""
+    return (
+        req.response_format is not None
+        and req.tool_choice == "auto"
+        and bool(req.tools)
+        and bool(CALL_SYNTAX.get(chat.tool_format, ("",))[0])
+    )
+
+
 def request_grammar(req: ChatRequest, chat: ChatFormat) -> str | None:
-    """The grammar a request's `response_format` / `tool_choice` implies (None: free)."""
+    """The grammar a request's `response_format` / `tool_choice` implies (None: free).
+
+    A forced call (`required`, a named function) wins over `response_format`: the format binds
+    the text of an answer, and a forced turn answers with a call (OpenAI's API accepts both;
+    a harness with structured output and `tool_choice="required"` sends both)."""
     forced = req.tool_choice == "required" or req.named_tool is not None
-    if req.response_format is not None and forced:
-        raise RequestError("response_format cannot be combined with a forced tool_choice")
-    if req.response_format is not None:
-        llguidance = _llguidance("response_format")
-        try:
-            schema = styled(req.response_format["schema"])
-            return llguidance.LLMatcher.grammar_from_json_schema(schema)
-        except Exception as e:  # noqa: BLE001 - an unsupported or invalid schema
-            raise RequestError(f"response_format.json_schema.schema: {e}") from e
     if forced:
         _llguidance("tool_choice")
         tools = req.tools or []
         if req.named_tool is not None:
             tools = [t for t in tools if (t.get("function") or {}).get("name") == req.named_tool]
         return tool_call_grammar(chat, tools, req.parallel_tool_calls and not req.named_tool)
+    if req.response_format is not None:
+        llguidance = _llguidance("response_format")
+        schema = styled(req.response_format["schema"])
+        if answer_or_call(req, chat):
+            calls = tool_call_grammar(chat, req.tools or [], req.parallel_tool_calls)
+            calls = calls.replace("start: call", "calls: call", 1)
+            return f"start: calls | answer\nanswer: %json {json.dumps(schema)}\n{calls}"
+        try:
+            return llguidance.LLMatcher.grammar_from_json_schema(schema)
+        except Exception as e:  # noqa: BLE001 - an unsupported or invalid schema
+            raise RequestError(f"response_format.json_schema.schema: {e}") from e
     if req.tool_choice == "none" and req.tools:  # without llguidance: calls stay unparsed text
         return no_call_grammar(chat) if importlib.util.find_spec("llguidance") else None
     return None

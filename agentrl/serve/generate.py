@@ -23,7 +23,12 @@ from typing import Any
 from agentrl.chat.format import ChatFormat
 from agentrl.chat.parsers import parse, split_reasoning
 from agentrl.engines.base import Engine, GenerateResult, SamplingParams
-from agentrl.serve.constrain import GrammarConstraint, check_grammar, request_grammar
+from agentrl.serve.constrain import (
+    GrammarConstraint,
+    answer_or_call,
+    check_grammar,
+    request_grammar,
+)
 from agentrl.serve.limits import ServeLimits, cheap_token_floor
 from agentrl.serve.messages import choice_json, from_openai, logprob_entries, usage
 from agentrl.serve.recorder import Session, SessionRecorder
@@ -155,7 +160,8 @@ class Server:
         except (ValueError, TypeError, AttributeError) as e:
             raise RequestError(f"messages: unsupported content: {e}") from e
         grammar = request_grammar(req, self.chat)
-        field = "response_format" if req.response_format else "tool_choice"
+        forced = req.tool_choice == "required" or req.named_tool is not None
+        field = "response_format" if req.response_format and not forced else "tool_choice"
         if grammar is not None:
             if "constraint" not in feats:
                 raise RequestError(
@@ -163,8 +169,10 @@ class Server:
                     "decoding (use the plain hf engine: agentrl serve --fast off)"
                 )
             check_grammar(grammar, self.chat, field)
-        # A JSON answer is never a tool call (the `json` format would parse one out of it).
-        unparsed = req.tool_choice == "none" or req.response_format is not None
+        # A JSON answer is never a tool call (the `json` format would parse one out of it),
+        # unless the grammar was a call or the answer (`answer_or_call`) or a forced call.
+        answer_only = req.response_format is not None and not forced
+        unparsed = req.tool_choice == "none" or (answer_only and not answer_or_call(req, self.chat))
         fmt = "none" if unparsed else self.chat.tool_format
         constrained = None
         if grammar is not None:

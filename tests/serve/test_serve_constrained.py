@@ -234,6 +234,59 @@ def test_bad_constraints_are_a_400(server: tuple[str, Any, Any]) -> None:
     bad = {"type": "json_schema", "json_schema": {"name": "a", "schema": {"type": "nonsense"}}}
     with pytest.raises(openai.BadRequestError, match="response_format"):
         ask(client, "b", messages=HELLO, response_format=bad)
-    fmt = {"type": "json_object"}
-    with pytest.raises(openai.BadRequestError, match="cannot be combined"):
-        ask(client, "b", messages=HELLO, tools=TOOLS, tool_choice="required", response_format=fmt)
+    with pytest.raises(openai.BadRequestError, match="response_format"):
+        ask(client, "b", messages=HELLO, tools=BOUNDED, response_format=bad)
+
+
+def test_a_forced_call_wins_over_response_format(server: tuple[str, Any, Any]) -> None:
+    """A harness with structured output and `tool_choice="required"` sends both (OpenAI's API
+    takes both): the turn is a call, the format binds the text answers it does not have."""
+    url, client, _ = server
+    fmt = {"type": "json_schema", "json_schema": {"name": "a", "schema": SCHEMA}}
+    out = ask(
+        client, "rf", messages=HELLO, tools=BOUNDED, tool_choice="required",
+        response_format=fmt, temperature=1.0, seed=1,
+    )  # fmt: skip
+    choice = out.choices[0]
+    assert choice.finish_reason == "tool_calls" and choice.message.tool_calls, choice
+    call = choice.message.tool_calls[0].function
+    jsonschema.validate(json.loads(call.arguments), params_of(call.name))
+    assert last_segment(url, "rf").metadata["constrained_turns"] == {"0": "tool_choice=required"}
+
+
+def test_response_format_with_tools_is_a_call_or_the_answer(
+    server: tuple[str, Any, Any],
+) -> None:
+    """Under `tool_choice: auto` a structured-output agent may still call its tools: each
+    sample is either a valid call of an offered tool or content valid against the schema,
+    and the grammar accepts both (it was JSON only: such an agent could never call a tool).
+    The random tiny model, asked to compute, called a tool in 8 samples of 8."""
+    _, client, chat = server
+    fmt = {"type": "json_schema", "json_schema": {"name": "a", "schema": SCHEMA}}
+    out = ask(
+        client, "rt", messages=CALC, tools=BOUNDED, response_format=fmt,
+        temperature=1.0, seed=11, max_tokens=100, n=8,
+    )  # fmt: skip
+    for choice in out.choices:
+        if choice.message.tool_calls:
+            assert choice.finish_reason == "tool_calls", choice
+            call = choice.message.tool_calls[0].function
+            jsonschema.validate(json.loads(call.arguments), params_of(call.name))
+        else:
+            assert choice.finish_reason == "stop", choice
+            jsonschema.validate(json.loads(choice.message.content), SCHEMA)
+    import llguidance
+
+    from agentrl.config.schema import SamplingConfig
+    from agentrl.serve.constrain import _ll_tokenizer, request_grammar
+    from agentrl.serve.request import parse_request
+
+    body = {"model": "tiny", "messages": CALC, "tools": BOUNDED, "response_format": fmt}
+    grammar = request_grammar(parse_request(body, chat, SamplingConfig()), chat)
+    assert grammar is not None
+    call = '<tool_call>\n{"name": "get_time", "arguments": {"zone": "UTC"}}\n</tool_call>'
+    answer = '{"answer": 72, "sure": true}'
+    for text, ok in ((call, True), (answer, True), ('{"answer": 72}', False)):
+        matcher = llguidance.LLMatcher(_ll_tokenizer(chat), grammar, log_level=0)
+        took = matcher.consume_tokens(chat.encode(text)) and matcher.is_accepting()
+        assert took == ok, (text, matcher.get_error())

@@ -280,7 +280,10 @@ def test_constrained_turn_not_a_divergence(served: dict[str, Any], tmp_path: Pat
         "additionalProperties": False,
     }
     fmt = {"type": "json_schema", "json_schema": {"name": "a", "schema": schema, "strict": True}}
-    seg = record(served["dir"], tmp_path / "c.jsonl", turns=2, first={"response_format": fmt})
+    # tool_choice none: with tools under auto the grammar would allow the call this model
+    # makes greedily (`answer_or_call`), and change no token
+    first = {"response_format": fmt, "tool_choice": "none"}
+    seg = record(served["dir"], tmp_path / "c.jsonl", turns=2, first=first)
     assert seg.metadata["constrained_turns"] == {"0": "response_format"}
     net, chat = load_checkpoint(str(served["dir"]), "cpu", "float32")
     (got,) = replay_file(tmp_path / "c.jsonl", net, chat).segments
