@@ -61,14 +61,15 @@ def run_episode(gateway: tuple[str, Recorder, ChatFormat], agent: Agent, session
 
 
 def assert_tool_episode_token_exact(
-    gateway: tuple[str, Recorder, ChatFormat], session: str
+    gateway: tuple[str, Recorder, ChatFormat], session: str, later: str | None = None
 ) -> Trajectory:
     """The session is one segment whose first turn is a forced calculator call, whose tool
     result the agent computed (the calculator's own output on the sampled arguments) and sent
     back, and which continued on the model's own tokens: the engine's k-th prompt is the
     segment's ids before turn k, each turn's ids and logprobs are exactly what the engine
     sampled (mask 1), and re-rendering the first request's messages and tools with the chat
-    template gives exactly the first prompt's ids."""
+    template gives exactly the first prompt's ids. `later`: how every later turn was
+    constrained (an agent with structured output: "response_format"), None: not at all."""
     url, engine, chat = gateway
     (seg,) = segments(url, session)
     log = engine.log[session]
@@ -85,12 +86,14 @@ def assert_tool_episode_token_exact(
         assert seg.loss_mask[turn.end : turn.obs_end] == [0] * (turn.obs_end - turn.end)
 
     call_turn = seg.turns[0]
-    assert seg.metadata["constrained_turns"] == {"0": "tool_choice=required"}
+    later_turns = {str(k): later for k in range(1, len(seg.turns))} if later else {}
+    assert seg.metadata["constrained_turns"] == {"0": "tool_choice=required", **later_turns}
     (call,) = call_turn.tool_calls
     assert call.name == "calculator" and call.parse_error is None
     want = evaluate(call.arguments["expression"])
     tool_msgs = [m for m in seg.messages if m.role == "tool"]
-    assert [m.content for m in tool_msgs] == [want]  # the agent ran its tool on the call
+    contents = [m.content for m in tool_msgs]  # the agent ran its tool on the call
+    assert (contents[:1] if later else contents) == [want]  # `later`: it may call again
     observed = chat.decode(seg.response_ids[call_turn.end : call_turn.obs_end])
     assert want in observed  # and the model was shown the result
     return seg

@@ -17,12 +17,14 @@ pytest.importorskip(
 )
 
 from agents import (  # noqa: E402
+    MaxTurnsExceeded,
     ModelBehaviorError,
     OpenAIChatCompletionsModel,
     OpenAIResponsesModel,
     Runner,
 )
 from openai import AsyncOpenAI  # noqa: E402
+from pydantic import BaseModel  # noqa: E402
 from stage_gateway import (  # noqa: E402
     REPO,
     assert_tool_episode_token_exact,
@@ -68,6 +70,35 @@ def test_streamed_run_calls_the_tool_token_exact(gateway: Any, kind: str) -> Non
     run_episode(gateway, streamed, f"sdk-stream-{kind}")
     assert items[:2] == ["tool_call_item", "tool_call_output_item"]
     assert_tool_episode_token_exact(gateway, f"sdk-stream-{kind}")
+
+
+class Answer(BaseModel):
+    value: int
+
+
+@pytest.mark.parametrize("kind", sorted(MODELS))
+def test_structured_output_agent_still_calls_its_tool(gateway: Any, kind: str) -> None:
+    """The example's agent with an `output_type` sends the schema with every turn (chat:
+    `response_format`, Responses: `text.format`) beside `tool_choice="required"`, then `auto`:
+    the gateway samples the forced call (that pair was a 400), then a call or the schema's
+    JSON answer (it was the answer only); the SDK parses what comes back, token-exact."""
+    got: list[Any] = []
+
+    async def typed(task: dict[str, Any], base_url: str) -> None:
+        client = AsyncOpenAI(base_url=base_url, api_key="unused", max_retries=0)
+        agent = agents_sdk_calc.calc_agent(MODELS[kind](model="policy", openai_client=client))
+        try:
+            result = await Runner.run(agent.clone(output_type=Answer), task["prompt"], max_turns=3)
+            got.append(result.final_output)
+        except MaxTurnsExceeded:  # the model kept calling the tool
+            got.append("max_turns")
+        except ModelBehaviorError:  # the answer ran out of tokens
+            got.append("cut")
+
+    run_episode(gateway, typed, f"sdk-typed-{kind}")
+    seg = assert_tool_episode_token_exact(gateway, f"sdk-typed-{kind}", later="response_format")
+    (out,) = got
+    assert isinstance(out, Answer) or out == "max_turns" or seg.turns[-1].finish_reason == "length"
 
 
 @pytest.mark.parametrize(("fn", "steps"), [("solve", 2), ("solve_responses", 1)])
