@@ -11,6 +11,12 @@ Also checks, on the exact side, that the engine's and the trainer's log-probs ar
 
     python benchmarks/batch_invariant.py                       # tiny:qwen2-small, 8 episodes
     python benchmarks/batch_invariant.py --preset qwen2 --episodes 16 --repeats 5
+    python benchmarks/batch_invariant.py --device cuda --preset qwen2 --episodes 64  # a GPU
+
+On a GPU the blocked matmuls are cuBLAS calls of one shape each and the attention is torch's
+elementwise ops: whether that makes the engine's and the trainer's log-probs equal there is
+what `engine==trainer` reports (the CPU proof does not cover a GPU's kernels). `--json`
+writes the medians.
 """
 
 from __future__ import annotations
@@ -18,6 +24,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import copy
+import json
 import statistics
 import time
 from pathlib import Path
@@ -72,18 +79,26 @@ def train_batch(episodes: list[Any]) -> TrainBatch:
     return TrainBatch(ids, attn, index, resp, mask, lps, z, z.long(), torch.arange(b), torch.zeros(b))  # fmt: skip
 
 
+def sync(device: str) -> None:
+    if device.startswith("cuda"):
+        torch.cuda.synchronize()
+
+
 def measure(model: Any, args: argparse.Namespace) -> dict[str, float]:
     episodes, wall = asyncio.run(rollout(model, args))
     tokens = sum(len(f.token_ids) + len(s.token_ids) for _, f, s in episodes)
-    batch = train_batch(episodes)
+    batch = train_batch(episodes).to(args.device)
+    sync(args.device)
     start = time.perf_counter()
     with torch.no_grad():
         logp, _ = response_log_probs(model, batch)
+    sync(args.device)
     logprob_s = time.perf_counter() - start
     model.train()
     start = time.perf_counter()
     cur, _ = response_log_probs(model, batch)
     (cur * batch.response_mask).sum().backward()
+    sync(args.device)
     update_s = time.perf_counter() - start
     model.zero_grad(set_to_none=True)
     model.eval()
@@ -105,18 +120,23 @@ def main() -> None:
     ap.add_argument("--max-new-tokens", type=int, default=24)
     ap.add_argument("--repeats", type=int, default=3)
     ap.add_argument("--cache", default=str(Path.home() / ".cache" / "agentrl"))
+    ap.add_argument("--device", default="cpu")
+    ap.add_argument("--dtype", default="float32", choices=["float32", "bfloat16"])
+    ap.add_argument("--json", default=None, help="write the medians here")
     args = ap.parse_args()
     torch.set_num_threads(1)  # what model.kernels=batch_invariant requires; both sides alike
     path = str(build_tiny(args.preset, args.cache))
     models = {}
     for kernels in ("default", "batch_invariant"):
         torch.manual_seed(0)
-        models[kernels] = load_model(ModelConfig(path=path, kernels=kernels), trainable=False)
+        cfg = ModelConfig(path=path, kernels=kernels, dtype=args.dtype)
+        models[kernels] = load_model(cfg, trainable=False).to(args.device)
     runs: dict[str, list[dict[str, float]]] = {k: [] for k in models}
     for _ in range(args.repeats):
         for kernels, model in models.items():
             runs[kernels].append(measure(model, args))
-    print(f"tiny:{args.preset}, {args.episodes} episodes x 2 turns, 1 torch thread, median of {args.repeats}")  # fmt: skip
+    where = torch.cuda.get_device_name() if args.device.startswith("cuda") else "CPU, 1 torch thread"  # fmt: skip
+    print(f"tiny:{args.preset} {args.dtype}, {args.episodes} episodes x 2 turns, {where}, median of {args.repeats}")  # fmt: skip
     med = {k: {m: statistics.median(r[m] for r in rs) for m in rs[0]} for k, rs in runs.items()}
     for kernels, row in med.items():
         print(
@@ -130,6 +150,8 @@ def main() -> None:
         f"logprob pass time {e['logprobs_s'] / d['logprobs_s']:.2f}x, "
         f"update fwd+bwd time {e['update_s'] / d['update_s']:.2f}x"
     )  # fmt: skip
+    if args.json:
+        Path(args.json).write_text(json.dumps({"where": where, "args": vars(args), **med}))
 
 
 if __name__ == "__main__":
