@@ -140,8 +140,7 @@ def request_grammar(req: ChatRequest, chat: ChatFormat) -> str | None:
     A forced call (`required`, a named function) wins over `response_format`: the format binds
     the text of an answer, and a forced turn answers with a call (OpenAI's API accepts both;
     a harness with structured output and `tool_choice="required"` sends both)."""
-    forced = req.tool_choice == "required" or req.named_tool is not None
-    if forced:
+    if req.forced_call:
         _llguidance("tool_choice")
         tools = req.tools or []
         if req.named_tool is not None:

@@ -160,8 +160,7 @@ class Server:
         except (ValueError, TypeError, AttributeError) as e:
             raise RequestError(f"messages: unsupported content: {e}") from e
         grammar = request_grammar(req, self.chat)
-        forced = req.tool_choice == "required" or req.named_tool is not None
-        field = "response_format" if req.response_format and not forced else "tool_choice"
+        field = "response_format" if req.response_format and not req.forced_call else "tool_choice"
         if grammar is not None:
             if "constraint" not in feats:
                 raise RequestError(
@@ -171,7 +170,7 @@ class Server:
             check_grammar(grammar, self.chat, field)
         # A JSON answer is never a tool call (the `json` format would parse one out of it),
         # unless the grammar was a call or the answer (`answer_or_call`) or a forced call.
-        answer_only = req.response_format is not None and not forced
+        answer_only = req.response_format is not None and not req.forced_call
         unparsed = req.tool_choice == "none" or (answer_only and not answer_or_call(req, self.chat))
         fmt = "none" if unparsed else self.chat.tool_format
         constrained = None

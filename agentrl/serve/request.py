@@ -121,6 +121,11 @@ class ChatRequest:
     def named_tool(self) -> str | None:
         return self.tool_choice.get("name") if isinstance(self.tool_choice, dict) else None
 
+    @property
+    def forced_call(self) -> bool:
+        """`tool_choice` required or a named function: the turn must be a call."""
+        return self.tool_choice == "required" or self.named_tool is not None
+
 
 def _int(body: dict[str, Any], key: str, lo: int, hi: int | None = None) -> int | None:
     value = body.get(key)
