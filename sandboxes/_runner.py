@@ -52,7 +52,7 @@ try:  # inside the sandbox the harness source is prepended instead (``local.RUNN
         _setup,
     )
     from ._judge import SECRETS_FD, _run_tests
-    from ._wire import _send
+    from ._wire import _json, _send
 except ImportError:
     pass
 
@@ -313,7 +313,7 @@ def _zygote(ctrl_fd: int, disk_bytes: int, uids: tuple[int, int], keep: list[str
     # tests) nor ``socket`` (the init uses ``_socket``): 0.8 MB less heap, which each run's
     # two forks copy as page tables and tear down.
     compile("", "<zygote>", "exec")
-    import json  # noqa: F401 - preloaded for the judge (it reads the player's frames with it)
+    _json("0")  # the judge's JSON scanner (``_wire._json``), built here once
     import traceback  # noqa: F401 - preloaded so each fork need not import it (errors are common)
 
     for name in preload:

@@ -76,7 +76,7 @@ PRIVATE_OK: dict[tuple[str, str, str], str] = {
                 "_dec _enc _hx _recv _Ref _send _unhx",
             ),
             ("sandboxes/_wire.py", "agentrl.sandboxes._harness", "_read_exact"),
-            ("sandboxes/_runner.py", "agentrl.sandboxes._wire", "_send"),
+            ("sandboxes/_runner.py", "agentrl.sandboxes._wire", "_json _send"),
         )
         for n in names.split()
     },

@@ -72,3 +72,13 @@ def test_bytes_past_a_frame_are_the_next_frame_not_lost(pipe):
     assert _wire._recv(r, judge=True) == ["a"]
     os.write(w, b'["bcdef"]')
     assert _wire._recv(r, judge=True) == ["bcdef"]
+
+
+@pytest.mark.parametrize("body", ["", " ", '["ok"] ', '["ok"]["ok"]', '["ok"', "nul", "\xff"])
+def test_a_frame_that_is_not_one_json_value_is_malformed(pipe, body: str):
+    """The judge reads the player's JSON on json's C scanner: exactly one value, nothing
+    around it (the player writes none), else ValueError, never a partial value."""
+    r, w = pipe
+    os.write(w, frame(body))
+    with pytest.raises(ValueError):
+        _wire._recv(r, judge=True)
