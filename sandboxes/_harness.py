@@ -31,7 +31,6 @@ _LIBC: list = []
 # rebuilding ``os.environ`` (``clear`` + ``update``, Python-level mapping code) touched
 # ~80 pages of the forked heap, ~0.35 ms of copy-on-write faults per run.
 _START_ENV: list = []
-_SECCOMP: list = []  # the zygote's (filter, packed prog): ``_install_seccomp``
 _FD_SCAN = 1 << 16  # ``_close_all_but`` closes below this by range, lists /proc for the rest
 
 
@@ -137,24 +136,18 @@ def _setup(req: dict) -> None:
         _install_seccomp(req["seccomp"])
 
 
-def _seccomp_prog(bpf: bytes) -> tuple[bytes, bytes]:
-    """``bpf`` and its ``struct sock_fprog {unsigned short len; struct sock_filter *filter;}``
-    (native alignment), pointing at ``bpf``'s own buffer, which the tuple keeps alive. No
-    ctypes types: a Structure subclass cost ~0.25 ms to define in every run, and each
-    create_string_buffer of a new length ~0.07 ms (one array type per length)."""
+def _install_seccomp(bpf: bytes) -> None:
+    """Load the host-compiled filter (``_seccomp.py``); it holds for this process, its
+    children and across execve. no_new_privs lets an unprivileged process install it."""
     import ctypes
     import struct
 
+    # struct sock_fprog {unsigned short len; struct sock_filter *filter;}, packed with native
+    # alignment, pointing at ``bpf``'s own buffer (alive through the call); passed as bytes.
+    # No ctypes types: a Structure subclass cost ~0.25 ms to define in every run, and each
+    # create_string_buffer of a new length ~0.07 ms (one array type per length).
     addr = ctypes.cast(ctypes.c_char_p(bpf), ctypes.c_void_p).value
-    return bpf, struct.pack("@HP", len(bpf) // 8, addr)
-
-
-def _install_seccomp(bpf: bytes) -> None:
-    """Load the host-compiled filter (``_seccomp.py``); it holds for this process, its
-    children and across execve. no_new_privs lets an unprivileged process install it.
-    The zygote packed the backend's filter once (``_SECCOMP``, from its arguments): a request
-    carrying exactly it (every one, today) skips packing (~0.08 ms of each run)."""
-    prog = _SECCOMP[0][1] if _SECCOMP and bpf == _SECCOMP[0][0] else _seccomp_prog(bpf)[1]
+    prog = struct.pack("@HP", len(bpf) // 8, addr)
     _libc_call("prctl", PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0)
     _libc_call("prctl", PR_SET_SECCOMP, SECCOMP_MODE_FILTER, prog, 0, 0)
 

@@ -35,7 +35,6 @@ import sys
 
 try:  # inside the sandbox the harness source is prepended instead (``local.RUNNER``)
     from ._harness import (
-        _SECCOMP,
         _START_ENV,
         MARK,
         PR_SET_DUMPABLE,
@@ -50,7 +49,6 @@ try:  # inside the sandbox the harness source is prepended instead (``local.RUNN
         _libc_call,
         _read_frame,
         _run_program,
-        _seccomp_prog,
         _setup,
     )
     from ._judge import SECRETS_FD, _run_tests
@@ -451,9 +449,7 @@ def main() -> None:
         sys.prefix = sys.exec_prefix = venv
     del sys.argv[1:]
     if mode == "zygote":
-        ctrl_fd, disk, uid_base, uid_span, preload, bpf, *keep = arg.split(":")
-        if bpf:  # the filter every request carries, packed here once for every init
-            _SECCOMP.append(_seccomp_prog(bytes.fromhex(bpf)))
+        ctrl_fd, disk, uid_base, uid_span, preload, *keep = arg.split(":")
         uids = (int(uid_base), int(uid_span))
         keep = [p for p in keep if p]
         ctrl = os.dup(int(ctrl_fd))  # the lowest free number, whatever the host's was

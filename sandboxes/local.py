@@ -200,8 +200,7 @@ class LocalBackend(SandboxBackend):
     def _spawn(self) -> Zygote:
         caps = ("CAP_SYS_ADMIN", "CAP_SETPCAP")
         mods = ",".join(self.preload)
-        bpf = (denylist_bpf() or b"").hex()  # packed once per zygote (``_harness._SECCOMP``)
-        arg = f"{{}}:{self.disk_mb << 20}:{UID_BASE}:{UID_SPAN}:{mods}:{bpf}:{self.keep}"
+        arg = f"{{}}:{self.disk_mb << 20}:{UID_BASE}:{UID_SPAN}:{mods}:{self.keep}"
         runner, code = (BOOT, RUNNER_CODE) if self.own_python else (RUNNER, None)
         return Zygote(
             lambda fd: self.argv(arg.format(fd), "zygote", caps, runner), self.cgroup_version, code

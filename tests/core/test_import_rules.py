@@ -56,7 +56,7 @@ PRIVATE_OK: dict[tuple[str, str, str], str] = {
         "the sandboxed program's `from __main__ import *`"
         for n in (
             "_cells _close_all_but _drop _drop_caps _exit _finish _libc _libc_call _read_frame "
-            "_run_program _setup _START_ENV _SECCOMP _seccomp_prog"
+            "_run_program _setup _START_ENV"
         ).split()
     },
     **{
