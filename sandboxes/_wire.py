@@ -123,7 +123,8 @@ def _json(text: str) -> "Any":
     if not _SCAN:
         import json.scanner  # preloaded by the zygote, which also builds the scanner
 
-        _SCAN.append(json.scanner.make_scanner(json.JSONDecoder()))
+        # typeshed types the context as the scanner class; it is the decoder (json's own use)
+        _SCAN.append(json.scanner.make_scanner(json.JSONDecoder()))  # type: ignore[arg-type]
     try:
         value, end = _SCAN[0](text, 0)
     except StopIteration as e:
