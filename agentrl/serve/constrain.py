@@ -83,8 +83,11 @@ def call_schema(tool: dict[str, Any], args_key: str) -> dict[str, Any]:
     }
 
 
-def tool_call_grammar(chat: ChatFormat, tools: list[dict[str, Any]], parallel: bool) -> str:
-    """Lark grammar: one call (or several, if `parallel`) of `tools` in the chat's syntax."""
+def tool_call_grammar(
+    chat: ChatFormat, tools: list[dict[str, Any]], parallel: bool, rule: str = "start"
+) -> str:
+    """Lark grammar: one call (or several, if `parallel`) of `tools` in the chat's syntax,
+    as the rule `rule` (`start`: the whole turn; another name: a part of a larger grammar)."""
     fmt = chat.tool_format
     if fmt not in CALL_SYNTAX:
         raise RequestError(
@@ -102,9 +105,7 @@ def tool_call_grammar(chat: ChatFormat, tools: list[dict[str, Any]], parallel: b
     call = " ".join(p for p in parts if p)
     more = " (SEP call)*" if parallel else ""
     body = styled(body)
-    return (
-        f"start: call{more}\ncall: {call}\nbody: %json {json.dumps(body)}\nSEP: {sep}\nNL: /\\n?/\n"
-    )
+    return f"{rule}: call{more}\ncall: {call}\nbody: %json {json.dumps(body)}\nSEP: {sep}\nNL: /\\n?/\n"
 
 
 def styled(schema: dict[str, Any]) -> dict[str, Any]:
@@ -150,8 +151,7 @@ def request_grammar(req: ChatRequest, chat: ChatFormat) -> str | None:
         llguidance = _llguidance("response_format")
         schema = styled(req.response_format["schema"])
         if answer_or_call(req, chat):
-            calls = tool_call_grammar(chat, req.tools or [], req.parallel_tool_calls)
-            calls = calls.replace("start: call", "calls: call", 1)
+            calls = tool_call_grammar(chat, req.tools or [], req.parallel_tool_calls, "calls")
             return f"start: calls | answer\nanswer: %json {json.dumps(schema)}\n{calls}"
         try:
             return llguidance.LLMatcher.grammar_from_json_schema(schema)
