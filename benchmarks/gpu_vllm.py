@@ -74,9 +74,17 @@ def save_checkpoint(args: argparse.Namespace, path: Path) -> Path:
     if (path / "config.json").exists():
         return path
     dtype = torch.bfloat16 if args.device == "cuda" else torch.float32
-    model = build_model(args.model, "cpu", dtype)
+    model = build_model(args.model, "cpu", dtype)  # its generation config has no EOS
     model.save_pretrained(path)
     train_tokenizer().save_pretrained(path)
+    # No EOS in the tokenizer either: vLLM stops a request on the tokenizer's EOS unless
+    # asked not to (the peer's `ignore_eos`), and the adapter, like the hf engine, has no such
+    # switch. On an H100 the random model sampled it (one batch-1 request ended at 122 of
+    # 256 tokens), so the three engines would not have decoded the same number of tokens.
+    cfg_file = path / "tokenizer_config.json"
+    cfg = json.loads(cfg_file.read_text())
+    cfg["eos_token"] = None
+    cfg_file.write_text(json.dumps(cfg, indent=1))
     return path
 
 
@@ -96,6 +104,8 @@ def max_len(args: argparse.Namespace) -> int:
 
 def child_vllm(args: argparse.Namespace) -> dict[str, Any]:
     """vLLM's offline API: the peer."""
+    if args.device == "cuda":  # as agentrl's adapter does (vllm_platform.start_method)
+        os.environ.setdefault("VLLM_WORKER_MULTIPROC_METHOD", "spawn")
     import vllm
     from gpu_engine import prompts_for
 

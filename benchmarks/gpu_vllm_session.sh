@@ -34,7 +34,9 @@ tail -3 /tmp/vllm-install.log
 rm -rf /tmp/vrepo /tmp/o/vw && mkdir -p /tmp/vrepo /tmp/o/vw
 (cd "$R" && tar --exclude=./.gpuparts --exclude=./.gpuwheels --exclude=./.git -cf - .) \
   | tar -C /tmp/vrepo -xf -
+rm -f /tmp/o/v.pid
 cat >/tmp/vrepo/run.sh <<EOF
+echo \$\$ >/tmp/o/v.pid  # its own pid: \$! after setsid may be setsid's (gpu_matrix_session.sh)
 while [ '$after' != - ] && kill -0 \$(cat /tmp/o/$after.pid 2>/dev/null || echo 0) 2>/dev/null; do
   sleep 2; done
 cd /tmp/vrepo
@@ -57,5 +59,5 @@ python3 benchmarks/gpu_vllm.py --out \$O --ckpt /tmp/vckpt --timeout-s 200 --par
 echo "== done \$(date -u +%T)"
 EOF
 cd /tmp && setsid nohup bash /tmp/vrepo/run.sh >/tmp/o/v.log 2>&1 </dev/null &
-echo $! >/tmp/o/v.pid
+for _ in $(seq 100); do [ -s /tmp/o/v.pid ] && break; sleep 0.1; done
 echo "runner v started (pid $(cat /tmp/o/v.pid)) after '$after'; log /tmp/o/v.log"

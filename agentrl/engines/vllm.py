@@ -311,6 +311,7 @@ def build_vllm(cfg: EngineConfig, model: Any, tokenizer: Any, dtype: str | None 
     kwargs = vllm_platform.engine_kwargs(
         platform, model, cfg.gpu_memory_utilization, extra, dtype=dtype
     )
+    vllm_platform.start_method(platform)
 
     async def start() -> Any:
         import vllm

@@ -174,6 +174,22 @@ def server_args(platform: VLLMPlatform, args: Sequence[str]) -> list[str]:
     return out
 
 
+def start_method(platform: VLLMPlatform) -> str:
+    """How vLLM starts its engine-core process, set (unless the user chose) before an
+    in-process engine is built: "spawn" on every device but the CPU.
+
+    Why: vLLM forks by default, and a fork of a process that has already initialised CUDA
+    cannot use it ("Cannot re-initialize CUDA in forked subprocess"). A colocated trainer has
+    its model on the GPU before the engine starts; vLLM 0.26.0 on an H100 did not switch to
+    spawn by itself and died at start-up (benchmarks/notes/vllm-gpu.md). Spawn imports the
+    main module again in the child, so a script that builds the engine needs a ``__main__``
+    guard (``agentrl`` and ``python -m agentrl`` have one). CPU builds keep fork: nothing
+    there holds a device context, and fork starts faster."""
+    if not platform.is_cpu:
+        os.environ.setdefault("VLLM_WORKER_MULTIPROC_METHOD", "spawn")
+    return os.environ.get("VLLM_WORKER_MULTIPROC_METHOD", "fork")
+
+
 def engine_kwargs(
     platform: VLLMPlatform,
     model: str,

