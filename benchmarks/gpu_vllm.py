@@ -124,8 +124,7 @@ def child_vllm(args: argparse.Namespace) -> dict[str, Any]:
         top_p=1.0,
         top_k=-1,
         max_tokens=args.new_tokens,
-        min_tokens=args.new_tokens,
-        ignore_eos=True,
+        ignore_eos=True,  # full length; no `min_tokens`, whose logits processor is extra work
         detokenize=False,
     )
     out["throughput"] = []
