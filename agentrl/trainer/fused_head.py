@@ -36,6 +36,11 @@ PLAIN_HEAD_MODELS = frozenset(
     {"llama", "mistral", "mixtral", "qwen2", "qwen2_moe", "qwen3", "qwen3_moe", "phi3",
      "smollm3", "olmo2", "gemma"}
 )  # fmt: skip
+# Causal LMs whose only step after the head is logit soft-capping, and only when their config
+# sets `final_logit_softcapping` (Gemma 2 does by default; Gemma 3, e.g. the 270M preset,
+# does not): without it they are plain too. Gemma 3's 262k vocabulary is where the fused
+# path matters most (its materialized logits are 1 MB a token in fp32).
+SOFTCAP_HEAD_MODELS = frozenset({"gemma2", "gemma3_text"})
 
 
 def _rows(vocab: int) -> int:
@@ -145,7 +150,8 @@ class FusedHead:
     """A causal LM split where the fused head needs it: its decoder (embeddings, layers and
     final norm: the hidden states) and its lm-head weight. `of(model)` returns None when the
     model has no plain split (no HF decoder, an lm-head with a bias or wrapped by an adapter),
-    or a model type outside `PLAIN_HEAD_MODELS`, so the caller keeps the materialized path."""
+    or a model type outside `PLAIN_HEAD_MODELS` (and not an uncapped `SOFTCAP_HEAD_MODELS`
+    one), so the caller keeps the materialized path."""
 
     def __init__(self, decoder: Any, head: torch.nn.Linear) -> None:
         self.decoder, self.head = decoder, head
@@ -155,7 +161,9 @@ class FusedHead:
         config = getattr(model, "config", None)
         if not isinstance(model, torch.nn.Module) or config is None:
             return None
-        if getattr(config, "model_type", None) not in PLAIN_HEAD_MODELS:
+        kind = getattr(config, "model_type", None)
+        capped = getattr(config, "final_logit_softcapping", None) is not None
+        if kind not in PLAIN_HEAD_MODELS and (kind not in SOFTCAP_HEAD_MODELS or capped):
             return None
         hf: Any = (
             model  # a transformers PreTrainedModel; torch types its methods as Tensor | Module

@@ -145,6 +145,39 @@ def test_actor_update_matches(
         torch.testing.assert_close(p, p_a[name], atol=1e-5, rtol=1e-4, msg=name)
 
 
+def _tiny_gemma3(softcap: float | None) -> torch.nn.Module:
+    from transformers import Gemma3ForCausalLM, Gemma3TextConfig
+
+    torch.manual_seed(0)
+    cfg = Gemma3TextConfig(
+        vocab_size=320, hidden_size=64, intermediate_size=128, num_hidden_layers=2,
+        num_attention_heads=2, num_key_value_heads=1, head_dim=32, sliding_window=4,
+        max_position_embeddings=128, final_logit_softcapping=softcap,
+    )  # fmt: skip
+    return Gemma3ForCausalLM(cfg).float()
+
+
+def test_gemma3_without_softcapping_is_fused_and_matches() -> None:
+    """Gemma 3 (the 270M preset has no logit soft-capping) takes the fused path, with the
+    same log-probs, entropies and gradients as its materialized logits; with soft-capping set
+    its head is not plain and it stays materialized."""
+    assert FusedHead.of(_tiny_gemma3(None)) is not None
+    assert FusedHead.of(_tiny_gemma3(30.0)) is None
+    b = batch(SIZES, seed=3)
+    results = []
+    for fused in (False, True):
+        model = _tiny_gemma3(None)
+        lp, ent = response_log_probs(model, b, 0.8, fused=fused)
+        weights = torch.randn(lp.shape, generator=torch.Generator().manual_seed(0))
+        ((lp + 0.1 * ent) * weights).sum().backward()
+        results.append((lp, ent, {n: p.grad for n, p in model.named_parameters()}))
+    (lp_a, ent_a, g_a), (lp_b, ent_b, g_b) = results
+    torch.testing.assert_close(lp_b, lp_a, atol=1e-5, rtol=1e-5)
+    torch.testing.assert_close(ent_b, ent_a, atol=1e-5, rtol=1e-5)
+    for name, g in g_b.items():
+        torch.testing.assert_close(g, g_a[name], atol=1e-5, rtol=1e-4, msg=name)
+
+
 def test_sharded_backends_and_plain_heads_only(agentrl_cache: Path) -> None:
     """FSDP2 (sharded parameters) runs materialized; so do an lm-head with a bias and a model
     whose forward changes the logits after the head (Gemma-2's soft-capping)."""
