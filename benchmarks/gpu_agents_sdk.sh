@@ -61,8 +61,11 @@ start() {
   (cd "$RUN" && python3 -c "import examples.harness.agents_sdk_calc, agentrl.serve.app, llguidance")
   local cmd; cmd=$(printf '%q ' python3 -m agentrl train --config smollm2-agents-sdk-gpu.yaml \
     trainer.out_dir="$RUN/out" "$@")
-  cd "$RUN" && setsid nohup bash -c "exec $cmd" >"$RUN/train.log" 2>&1 </dev/null &
-  echo $! >"$RUN/pid"
+  # Redirected as a whole: a plain `cd && setsid ... &` subshell holds the call's stdout
+  # until the run ends (gpu_matrix_session.sh).
+  rm -f "$RUN/pid"
+  (cd "$RUN" && exec setsid nohup bash -c "echo \$\$ >$RUN/pid; exec $cmd") >"$RUN/train.log" 2>&1 </dev/null &
+  for _ in $(seq 100); do [ -s "$RUN/pid" ] && break; sleep 0.1; done
   echo "started (pid $(cat "$RUN/pid")); log $RUN/train.log"
 }
 

@@ -39,15 +39,17 @@ PY
   local common=(--config-dir "$run/cfg" --cache-dir /tmp/cache --run-root /tmp/mx)
   local prep; prep=$(printf '%q ' python3 "$run/gpu_matrix.py" "${common[@]}" --prepare-only "$@")
   local main; main=$(printf '%q ' python3 "$run/gpu_matrix.py" "${common[@]}" --out "/tmp/o/$tag" "$@")
-  # The runner writes its own pid (exec keeps it): `$!` after `setsid` is not always the
-  # runner's (setsid forks when its caller leads a process group; on the H100, 2026-12-07,
-  # `wait` saw a pid that had exited and called a running wave ended).
+  # The runner writes its own pid (exec keeps it), and the whole background job is
+  # redirected: `cd /tmp && setsid ... &` ran in a subshell that held this call's stdout and
+  # waited for the runner, so a caller reading our output (`| tail`) hung until the wave
+  # ended, and `$!` was that subshell's pid (on the H100, 2026-12-07: a 200 s call, then a
+  # running wave reported ended once the call's timeout had killed the subshell).
   rm -f "/tmp/o/$tag.pid"
-  cd /tmp && setsid nohup bash -c "
+  (cd /tmp && exec setsid nohup bash -c "
     echo \$\$ >/tmp/o/$tag.pid
     $prep || exit 1
     while [ '$after' != - ] && kill -0 \$(cat /tmp/o/$after.pid 2>/dev/null || echo 0) 2>/dev/null; do sleep 2; done
-    exec $main" >"/tmp/o/$tag.log" 2>&1 </dev/null &
+    exec $main") >"/tmp/o/$tag.log" 2>&1 </dev/null &
   for _ in $(seq 100); do [ -s "/tmp/o/$tag.pid" ] && break; sleep 0.1; done
   echo "runner $tag started (pid $(cat "/tmp/o/$tag.pid")); log /tmp/o/$tag.log"
 }

@@ -36,7 +36,7 @@ rm -rf /tmp/vrepo /tmp/o/vw && mkdir -p /tmp/vrepo /tmp/o/vw
   | tar -C /tmp/vrepo -xf -
 rm -f /tmp/o/v.pid
 cat >/tmp/vrepo/run.sh <<EOF
-echo \$\$ >/tmp/o/v.pid  # its own pid: \$! after setsid may be setsid's (gpu_matrix_session.sh)
+echo \$\$ >/tmp/o/v.pid  # its own pid, not \$! (gpu_matrix_session.sh)
 while [ '$after' != - ] && kill -0 \$(cat /tmp/o/$after.pid 2>/dev/null || echo 0) 2>/dev/null; do
   sleep 2; done
 cd /tmp/vrepo
@@ -58,6 +58,7 @@ python3 benchmarks/gpu_vllm.py --out \$O --ckpt /tmp/vckpt --timeout-s 200 --par
   > \$O/hf_eager.log 2>&1
 echo "== done \$(date -u +%T)"
 EOF
-cd /tmp && setsid nohup bash /tmp/vrepo/run.sh >/tmp/o/v.log 2>&1 </dev/null &
+# Redirected as a whole (a plain `cd && setsid ... &` subshell held our stdout: gpu_matrix_session.sh)
+(cd /tmp && exec setsid nohup bash /tmp/vrepo/run.sh) >/tmp/o/v.log 2>&1 </dev/null &
 for _ in $(seq 100); do [ -s /tmp/o/v.pid ] && break; sleep 0.1; done
 echo "runner v started (pid $(cat /tmp/o/v.pid)) after '$after'; log /tmp/o/v.log"
