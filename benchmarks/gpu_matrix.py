@@ -76,6 +76,15 @@ def parse(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--cache-dir", default="", help="model.cache_dir for every cell")
     p.add_argument("--set", nargs="*", default=[], help="key=value overrides for every cell")
     p.add_argument(
+        "--variant",
+        action="append",
+        default=[],
+        metavar="'CELL+TAG KEY=VALUE ...'",
+        help="one more cell: CELL's recipe with these overrides, named CELL+TAG (its own run "
+        "folder and row), e.g. 'gemma3-code+lr2e-6 optim.lr=2e-6': an A/B beside the cell in "
+        "the same wave, on the same card (repeatable)",
+    )
+    p.add_argument(
         "--prepare-only",
         action="store_true",
         help="resolve the models (GGUF conversion) and probe the sandbox, then exit: a first "
@@ -112,22 +121,39 @@ class Cell:
                 "--overwrite", *self.overrides]  # fmt: skip
 
 
+def variants(args: argparse.Namespace) -> list[tuple[str, Path, list[str]]]:
+    """(name, recipe, overrides) of each `--variant`; one clear error for a malformed one."""
+    out = []
+    for spec in args.variant:
+        name, *overrides = spec.split()
+        base, plus, tag = name.partition("+")
+        path = args.config_dir / f"{base}.yaml"
+        if not plus or not tag or not path.is_file():
+            raise SystemExit(f"--variant {spec!r}: want 'CELL+TAG KEY=VALUE ...' with CELL one "
+                             f"of {sorted(p.stem for p in args.config_dir.glob('*.yaml'))}")  # fmt: skip
+        if not overrides or any("=" not in o for o in overrides):
+            raise SystemExit(f"--variant {spec!r}: give its KEY=VALUE overrides")
+        out.append((name, path, overrides))
+    return out
+
+
 def select(args: argparse.Namespace) -> list[Cell]:
     paths = sorted(args.config_dir.glob("*.yaml"))
-    chosen = [p for p in paths if any(fnmatch.fnmatch(p.stem, g) for g in args.cells)]
+    chosen = [(p.stem, p, []) for p in paths if any(fnmatch.fnmatch(p.stem, g) for g in args.cells)]
+    chosen += variants(args)
     if not chosen:
         raise SystemExit(f"no cell in {args.config_dir} matches {args.cells}")
     cells = []
-    for path in chosen:
-        run_dir = args.run_root / path.stem
+    for name, path, extra in chosen:
+        run_dir = args.run_root / name
         overrides = [f"trainer.out_dir={run_dir}"]
         overrides.append(f"trainer.max_wall_s={max(args.budget_s - args.reserve_s, 1.0):g}")
         overrides += [f"trainer.device={args.device}"] if args.device else []
         overrides += [f"model.cache_dir={args.cache_dir}"] if args.cache_dir else []
-        overrides += ["trainer.tensorboard=false", *args.set]
-        model, _, task = path.stem.partition("-")
-        cell = Cell(path.stem, path, overrides, model, task or path.stem, run_dir=run_dir)
-        cell.log = args.run_root / f"{path.stem}.log"
+        overrides += ["trainer.tensorboard=false", *args.set, *extra]
+        model, _, task = name.partition("-")
+        cell = Cell(name, path, overrides, model, task or name, run_dir=run_dir)
+        cell.log = args.run_root / f"{name}.log"
         cells.append(cell)
     return cells
 

@@ -101,3 +101,30 @@ def test_a_cell_crowded_out_at_start_runs_again_alone(tmp_path: Path) -> None:
     retried = finished(oom)
     retried.retried = True
     assert not gpu_matrix.crowded_out(retried)
+
+
+def test_a_variant_is_its_own_cell_beside_its_recipe(tmp_path: Path) -> None:
+    """`--variant 'CELL+TAG KEY=VALUE ...'`: the recipe again with overrides, named, with its
+    own run folder and overrides after the shared ones (an A/B in one wave); a malformed one is
+    one clear error naming it."""
+    sys.path.insert(0, str(ROOT / "benchmarks"))
+    import gpu_matrix
+
+    args = gpu_matrix.parse(
+        ["--cells", "gemma3-code", "--run-root", str(tmp_path), "--set", "sft.steps=4",
+         "--variant", "gemma3-code+lr2e-6 optim.lr=2e-6 sft.steps=12"]
+    )  # fmt: skip
+    plain, variant = gpu_matrix.select(args)
+    assert (plain.name, variant.name) == ("gemma3-code", "gemma3-code+lr2e-6")
+    assert variant.config == plain.config and variant.model == "gemma3"
+    assert variant.run_dir == tmp_path / "gemma3-code+lr2e-6" != plain.run_dir
+    assert variant.overrides[-2:] == ["optim.lr=2e-6", "sft.steps=12"]
+    assert "optim.lr=2e-6" not in plain.overrides and "sft.steps=4" in variant.overrides
+    for bad in (
+        "gemma3-code optim.lr=1",
+        "nosuch+x optim.lr=1",
+        "gemma3-code+x",
+        "gemma3-code+x lr",
+    ):
+        with pytest.raises(SystemExit, match="--variant"):
+            gpu_matrix.select(gpu_matrix.parse(["--cells", "none", "--variant", bad]))
