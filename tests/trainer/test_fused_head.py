@@ -9,6 +9,7 @@ float32 (several uneven chunks, temperature) and bf16.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -89,13 +90,13 @@ def _tiny(preset: str, cache: Path, **model: object) -> torch.nn.Module:
     return load_model(ModelConfig(path=path, **model))  # type: ignore[arg-type]
 
 
-@pytest.mark.parametrize("preset", ["qwen2", "llama"])
-@pytest.mark.parametrize("packing", [False, True])
-def test_forward_values_and_grads_match(preset: str, packing: bool, agentrl_cache: Path) -> None:
+def _assert_paths_agree(make_model: Callable[[], torch.nn.Module], packing: bool = False) -> None:
+    """The materialized and the fused path on fresh copies of one model: log-probs, entropies
+    and every parameter's gradient of a weighted sum of both."""
     b = batch(SIZES, seed=3)
     results = []
     for fused in (False, True):
-        model = _tiny(preset, agentrl_cache)
+        model = make_model()
         assert FusedHead.of(model) is not None
         if packing:
             enable_packed_attention(model)
@@ -110,6 +111,12 @@ def test_forward_values_and_grads_match(preset: str, packing: bool, agentrl_cach
     torch.testing.assert_close(ent_b, ent_a, atol=1e-5, rtol=1e-5)
     for name, g in g_b.items():
         torch.testing.assert_close(g, g_a[name], atol=1e-5, rtol=1e-4, msg=name)
+
+
+@pytest.mark.parametrize("preset", ["qwen2", "llama"])
+@pytest.mark.parametrize("packing", [False, True])
+def test_forward_values_and_grads_match(preset: str, packing: bool, agentrl_cache: Path) -> None:
+    _assert_paths_agree(lambda: _tiny(preset, agentrl_cache), packing)
 
 
 @pytest.mark.parametrize(
@@ -161,21 +168,8 @@ def test_gemma3_without_softcapping_is_fused_and_matches() -> None:
     """Gemma 3 (the 270M preset has no logit soft-capping) takes the fused path, with the
     same log-probs, entropies and gradients as its materialized logits; with soft-capping set
     its head is not plain and it stays materialized."""
-    assert FusedHead.of(_tiny_gemma3(None)) is not None
     assert FusedHead.of(_tiny_gemma3(30.0)) is None
-    b = batch(SIZES, seed=3)
-    results = []
-    for fused in (False, True):
-        model = _tiny_gemma3(None)
-        lp, ent = response_log_probs(model, b, 0.8, fused=fused)
-        weights = torch.randn(lp.shape, generator=torch.Generator().manual_seed(0))
-        ((lp + 0.1 * ent) * weights).sum().backward()
-        results.append((lp, ent, {n: p.grad for n, p in model.named_parameters()}))
-    (lp_a, ent_a, g_a), (lp_b, ent_b, g_b) = results
-    torch.testing.assert_close(lp_b, lp_a, atol=1e-5, rtol=1e-5)
-    torch.testing.assert_close(ent_b, ent_a, atol=1e-5, rtol=1e-5)
-    for name, g in g_b.items():
-        torch.testing.assert_close(g, g_a[name], atol=1e-5, rtol=1e-4, msg=name)
+    _assert_paths_agree(lambda: _tiny_gemma3(None))
 
 
 def test_sharded_backends_and_plain_heads_only(agentrl_cache: Path) -> None:
