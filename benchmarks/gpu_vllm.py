@@ -104,10 +104,12 @@ def max_len(args: argparse.Namespace) -> int:
 
 def child_vllm(args: argparse.Namespace) -> dict[str, Any]:
     """vLLM's offline API: the peer."""
-    if args.device == "cuda":  # as agentrl's adapter does (vllm_platform.start_method)
-        os.environ.setdefault("VLLM_WORKER_MULTIPROC_METHOD", "spawn")
     import vllm
     from gpu_engine import prompts_for
+
+    from agentrl.engines import vllm_platform
+
+    vllm_platform.start_method(vllm_platform.probe())  # spawn on a GPU, as the adapter
 
     ckpt = str(args.ckpt)
     kw: dict[str, Any] = dict(model=ckpt, seed=0, max_model_len=max_len(args))
