@@ -7,9 +7,10 @@ and is killed with SIGKILL right after step 3's metrics row (so step 3's work is
 step-2 checkpoint is what resumes). So that step 3's groups are certainly in flight when step
 2's checkpoint is written, a hook holds their final answers (the env step that ends an
 episode) until that checkpoint exists; tool steps go on, so episodes that called the
-calculator stand at a turn boundary, and the checkpoint waits for one such call to come back
-(under load, every first turn was once still sampling when it was written). No timing is
-asserted.
+calculator stand at a turn boundary, and the checkpoint waits until one such boundary is
+recorded (under load every first turn was once still sampling when the episodes were copied:
+the wait must come before `Trainer.save_checkpoint` copies them, not in the checkpoint writer
+after it, where it once was). No timing is asserted.
 
 - `math/calc-v0` declares `ResumableEnv`: the checkpoint keeps step 3's groups
   (`async_inflight`, the same prompts as `async_pending`); after `--resume` each kept episode
@@ -48,8 +49,10 @@ HOOK = """
 import asyncio, contextvars, os, signal, sys, threading
 from pathlib import Path
 from agentrl.envs import ToolEnv
+from agentrl.rollout.resume import EpisodeBook
 from agentrl.rollout.runner import RolloutRunner
-from agentrl.trainer import checkpoint, logger
+from agentrl.trainer import logger
+from agentrl.trainer.trainer import Trainer
 
 FLAG = Path(os.environ["STEP2_SAVED"])
 HELD = contextvars.ContextVar("held", default=False)
@@ -61,25 +64,33 @@ async def holding(self, task, position, n, key, resume=()):
 RolloutRunner.collect_group = holding
 
 astep = ToolEnv.astep
-TOOLED = threading.Event()  # a held episode's calculator call came back: a turn boundary
 async def held_answer(self, action):
     while HELD.get() and not action.tool_calls and not FLAG.exists():
         await asyncio.sleep(0.05)
-    out = await astep(self, action)
-    if HELD.get() and action.tool_calls:
-        TOOLED.set()
-    return out
+    return await astep(self, action)
 ToolEnv.astep = held_answer
 
-save = checkpoint.Checkpointer.save
-def save_then_release(self, step, state, extra=None):
-    if step == 2:  # under load step 3's first turns could still be sampling: wait for one
-        TOOLED.wait(timeout=300)
-    out = save(self, step, state, extra)
-    if step == 2:
+marker = EpisodeBook.marker
+BOUNDARY = threading.Event()  # a held episode recorded a turn boundary (its call came back)
+def marking(self, key, k):
+    mark = marker(self, key, k)
+    def held_mark(b):
+        mark(b)
+        if HELD.get():
+            BOUNDARY.set()
+    return held_mark
+EpisodeBook.marker = marking
+
+# The wait comes before `Trainer.save_checkpoint` takes the state: the episodes in flight
+# are copied there (`collector.state()`), not in `Checkpointer.save`.
+save_checkpoint = Trainer.save_checkpoint
+def save_then_release(self):
+    if self.step == 2:  # under load step 3's first turns could still be sampling: wait for one
+        assert BOUNDARY.wait(timeout=300), "no held step-3 episode reached a turn boundary"
+    save_checkpoint(self)
+    if self.step == 2:
         FLAG.touch()
-    return out
-checkpoint.Checkpointer.save = save_then_release
+Trainer.save_checkpoint = save_then_release
 
 log = logger.MetricsLogger.log
 def log_then_die(self, step, metrics, file="metrics.jsonl", **kw):
