@@ -152,8 +152,8 @@ def test_the_probe_applies_wherever_a_tool_runs_code() -> None:
 @pytest.mark.parametrize(
     "env_id",
     [
-        "code/humaneval-multiturn-v0",
-        "math/python-v0",
+        "code/humaneval-multiturn-v0",  # the default suite's; the full-budget searches: slow
+        pytest.param("math/python-v0", marks=pytest.mark.slow),
         pytest.param("swe/tiny-repo-v0", marks=pytest.mark.slow),
     ],
 )
@@ -164,6 +164,7 @@ def test_shipped_code_tools_reach_no_hidden_data(env_id: str) -> None:
 
 
 @pytest.mark.docker
+@pytest.mark.slow  # every probe at full budget on docker: CI's slow stage
 def test_red_team_on_docker_pays_no_probe() -> None:
     _docker_or_skip()
     findings = run_red_team("code/mixed-multiturn-v0", episodes=1, backend="docker")

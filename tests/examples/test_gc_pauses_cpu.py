@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 
+pytestmark = pytest.mark.slow  # a benchmark script's CPU smoke: CI's slow stage (pyproject)
 SCRIPT = Path(__file__).parents[2] / "benchmarks" / "diagnostics" / "gc_pauses.py"
 
 

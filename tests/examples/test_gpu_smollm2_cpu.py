@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pytest
 
+pytestmark = pytest.mark.slow  # a benchmark script's CPU smoke: CI's slow stage (pyproject)
 SCRIPT = Path(__file__).parents[2] / "benchmarks" / "gpu_smollm2.py"
 # the tests' shared model cache (conftest.CACHE): the script's default is runs/ in the checkout
 CACHE = os.environ.get("AGENTRL_CACHE", str(Path.home() / ".cache" / "agentrl"))

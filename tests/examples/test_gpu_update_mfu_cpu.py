@@ -8,6 +8,9 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
+pytestmark = pytest.mark.slow  # a benchmark script's CPU smoke: CI's slow stage (pyproject)
 SCRIPT = Path(__file__).parents[2] / "benchmarks" / "gpu_update_mfu.py"
 
 
