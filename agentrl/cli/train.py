@@ -17,6 +17,7 @@ if TYPE_CHECKING:
     from agentrl.trainer.trainer import Trainer
 
 DEFAULT_CONFIG = "configs/quickstart-cpu.yaml"  # shipped as agentrl/configs/ too
+STOPS = (signal.SIGINT, signal.SIGTERM)  # what stops a run (one line, a checkpoint)
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
@@ -120,7 +121,8 @@ def resumed_config(args: argparse.Namespace, out: Path, given: TrainConfig) -> T
 
 def interrupted(trainer: Trainer) -> None:
     """Ctrl-C: one line, and a checkpoint when the step in progress had finished (its metrics
-    row is written) and is not saved yet. A second Ctrl-C while it saves is ignored."""
+    row is written) and is not saved yet. A second Ctrl-C or SIGTERM while it saves is
+    ignored."""
     import json
     import sys
 
@@ -133,11 +135,12 @@ def interrupted(trainer: Trainer) -> None:
         pass
     done = max(step if finished == step else step - 1, 0)
     if done > 0 and done == step and (saved is None or saved.name != f"step_{step:06d}"):
-        previous = signal.signal(signal.SIGINT, signal.SIG_IGN)
+        previous = {sig: signal.signal(sig, signal.SIG_IGN) for sig in STOPS}
         try:
             trainer.save_checkpoint()
         finally:
-            signal.signal(signal.SIGINT, previous)
+            for sig, handler in previous.items():
+                signal.signal(sig, handler)
     latest = trainer.checkpointer.latest()
     if latest is None:
         print(f"\ninterrupted at step {done}; no checkpoint yet (start again)", file=sys.stderr)
@@ -151,14 +154,17 @@ def _term_as_interrupt(came: list[int]) -> Callable[[int, FrameType | None], Non
     """A SIGTERM handler that ends the run as Ctrl-C does (a scheduler's stop, `kill`): the
     step's checkpoint, episodes cancelled, envs and agent programs' process groups closed,
     one line. Python's default would exit at once and leave the agent children running.
-    Whatever handles SIGINT at that moment handles it (the rollout loop cancels its collect;
-    while a checkpoint is saved it is ignored); `came` records that SIGTERM came (exit 143)."""
+    Whatever handles SIGINT at that moment is called with SIGTERM's number (the rollout loop
+    cancels its collect). Where SIGINT is ignored, as for a job started with `&` by a script
+    (the shell ignores Ctrl-C for it), SIGTERM still stops the run: it raises
+    KeyboardInterrupt itself. `came` records that SIGTERM came (exit 143)."""
 
     def on_term(signum: int, frame: FrameType | None) -> None:
         came.append(signum)
         handler = signal.getsignal(signal.SIGINT)
-        if callable(handler):
-            handler(signal.SIGINT, frame)
+        if not callable(handler):
+            raise KeyboardInterrupt
+        handler(signum, frame)
 
     return on_term
 

@@ -403,9 +403,14 @@ def _run_interruptible(loop: asyncio.AbstractEventLoop, coro: Any) -> Any:
     """`loop.run_until_complete(coro)`, where Ctrl-C cancels `coro`'s task (which unwinds at
     its next await: envs closed, groups released) and then raises KeyboardInterrupt, as
     `asyncio.Runner.run` does (Python 3.11+; we support 3.10). Python's own handler would
-    raise at any bytecode instead, e.g. between creating coroutines and scheduling them."""
+    raise at any bytecode instead, e.g. between creating coroutines and scheduling them.
+
+    Where SIGINT is ignored (a job started with `&` by a script: the shell ignores Ctrl-C for
+    it), a real SIGINT stays ignored, but the CLI's SIGTERM handler, which calls the SIGINT
+    handler with its own number, still cancels the collect this way."""
+    previous = signal.getsignal(signal.SIGINT)
     if threading.current_thread() is not threading.main_thread() or (
-        signal.getsignal(signal.SIGINT) is not signal.default_int_handler
+        previous is not signal.default_int_handler and previous != signal.SIG_IGN
     ):
         return loop.run_until_complete(coro)
     task: asyncio.Task | None = None
@@ -413,6 +418,8 @@ def _run_interruptible(loop: asyncio.AbstractEventLoop, coro: Any) -> Any:
 
     def on_sigint(signum: int, frame: Any) -> None:
         nonlocal interrupted
+        if signum == signal.SIGINT and previous == signal.SIG_IGN:
+            return  # ignored by whoever started us, as before
         if interrupted:  # a second Ctrl-C: the unwinding hangs, stop now
             raise KeyboardInterrupt
         interrupted = True
@@ -433,7 +440,7 @@ def _run_interruptible(loop: asyncio.AbstractEventLoop, coro: Any) -> Any:
         if not interrupted:
             raise
     finally:
-        signal.signal(signal.SIGINT, signal.default_int_handler)
+        signal.signal(signal.SIGINT, previous)
     if interrupted:  # also when the task swallowed its cancellation and returned
         raise KeyboardInterrupt
     return result

@@ -64,6 +64,44 @@ def test_ctrl_c_during_train_is_one_line_and_a_checkpoint(
         assert "no checkpoint yet" in said[0] and not (out / "checkpoints").exists()
 
 
+def test_sigterm_stops_a_run_started_with_ctrl_c_ignored(
+    agentrl_cache: Path, tmp_path: Path
+) -> None:
+    """`agentrl train ... &` in a script (a batch job): the shell starts it with SIGINT
+    ignored. Ctrl-C stays ignored (the run goes on), and a scheduler's SIGTERM still ends it
+    as above: one line, exit 143. (The SIGTERM handler forwarded to SIGINT's handler, found
+    SIG_IGN, and the stop was lost: the run trained on.)"""
+    out = tmp_path / "run"
+    argv = ["-m", "agentrl", "train", *tiny_args(agentrl_cache, out, trainer__steps=1000)]
+    env = os.environ | {"OMP_NUM_THREADS": "1"}
+    before = signal.signal(signal.SIGINT, signal.SIG_IGN)  # inherited through exec, as from sh
+    try:
+        proc = subprocess.Popen(
+            [sys.executable, *argv],
+            env=env,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+    finally:
+        signal.signal(signal.SIGINT, before)
+    assert proc.stdout is not None
+    steps = []
+    for line in proc.stdout:
+        if line.startswith("step "):
+            steps.append(int(line.split()[1]))
+            if len(steps) == 1:
+                proc.send_signal(signal.SIGINT)  # ignored
+            elif len(steps) == 3:  # two more steps came after it
+                proc.send_signal(signal.SIGTERM)
+                break
+    stdout, stderr = proc.communicate(timeout=120)
+    assert proc.returncode == 143, stderr[-3000:]
+    assert "Traceback" not in stderr + stdout
+    said = [ln for ln in stderr.splitlines() if ln.startswith("interrupted at step")]
+    assert len(said) == 1 and int(said[0].split()[3].rstrip(";")) >= 3, stderr
+
+
 def test_resume_uses_the_runs_own_config(
     agentrl_cache: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

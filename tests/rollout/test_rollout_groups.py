@@ -149,6 +149,43 @@ def test_ctrl_c_mid_collect_unwinds_every_episode(
     assert "destroyed but it is pending" not in caplog.text
 
 
+def test_with_ctrl_c_ignored_sigterm_still_cancels_the_collect(chat: ChatFormat) -> None:
+    """A job a script started with `&` inherits SIGINT ignored. A real SIGINT must stay
+    ignored (the collect goes on), but the CLI's SIGTERM handler, which calls the SIGINT
+    handler with SIGTERM's number, must still cancel the collect and raise KeyboardInterrupt
+    (it found SIG_IGN there and did nothing: a scheduler's stop was lost). SIG_IGN is back
+    afterwards."""
+    before = signal.signal(signal.SIGINT, signal.SIG_IGN)
+    try:
+        CountingEnv.made.clear()
+        CountingEnv.live = 0
+        engine = ScriptedEngine(chat, [call("boom")] * 50, delay_s=0.05)
+        cfg = RolloutConfig(concurrency=4, max_turns=50)
+        runner = RolloutRunner(engine, chat, CountingEnv, cfg, SamplingConfig(max_new_tokens=64))
+        seen: list[int] = []
+
+        def term() -> None:  # what agentrl.cli.train's SIGTERM handler does
+            seen.append(CountingEnv.live)
+            handler = signal.getsignal(signal.SIGINT)
+            assert callable(handler)
+            handler(signal.SIGTERM, None)
+
+        async def stopped() -> None:
+            loop = asyncio.get_running_loop()
+            loop.call_later(0.1, signal.raise_signal, signal.SIGINT)  # ignored
+            loop.call_later(0.4, term)
+            await runner.collect([1, 2], 2)
+
+        with pytest.raises(KeyboardInterrupt):
+            runner.run_sync(stopped())
+        assert seen and seen[0] > 0  # still running after the ignored SIGINT
+        assert CountingEnv.live == 0
+        assert signal.getsignal(signal.SIGINT) == signal.SIG_IGN
+        runner.close(close_engine=True)
+    finally:
+        signal.signal(signal.SIGINT, before)
+
+
 def test_ctrl_c_while_the_collect_task_is_created(
     chat: ChatFormat, caplog: pytest.LogCaptureFixture, monkeypatch: pytest.MonkeyPatch
 ) -> None:
