@@ -110,6 +110,13 @@ def _untracked() -> set[str] | None:
 
 def pytest_sessionstart(session: pytest.Session) -> None:
     global _tree_before
+    # A suite a script started with `&` inherits SIGINT ignored, and so would every CLI run
+    # it starts; the Ctrl-C tests need Python's own handler (the case of an ignored SIGINT
+    # has tests of its own that set it).
+    import signal
+
+    if signal.getsignal(signal.SIGINT) == signal.SIG_IGN:
+        signal.signal(signal.SIGINT, signal.default_int_handler)
     if RUNS.is_dir():
         _runs_before.update(p.name for p in RUNS.iterdir())
     _tree_before = _untracked()
