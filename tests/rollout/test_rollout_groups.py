@@ -118,6 +118,16 @@ def test_cancelled_episodes_still_close_their_envs(chat: ChatFormat) -> None:
     assert {id(e) for e in ClosingEnv.closed} == {id(e) for e in CountingEnv.made}
 
 
+def _busy_runner(chat: ChatFormat) -> RolloutRunner:
+    """A runner whose episodes call a tool every turn for 50 turns (a collect long enough to
+    be stopped midway), the env counters reset."""
+    CountingEnv.made.clear()
+    CountingEnv.live = 0
+    engine = ScriptedEngine(chat, [call("boom")] * 50, delay_s=0.05)
+    cfg = RolloutConfig(concurrency=4, max_turns=50)
+    return RolloutRunner(engine, chat, CountingEnv, cfg, SamplingConfig(max_new_tokens=64))
+
+
 def test_ctrl_c_mid_collect_unwinds_every_episode(
     chat: ChatFormat, caplog: pytest.LogCaptureFixture
 ) -> None:
@@ -126,11 +136,7 @@ def test_ctrl_c_mid_collect_unwinds_every_episode(
     is left for the garbage collector to report as "Task was destroyed but it is pending!"
     (the CLI's Ctrl-C is one line)."""
     assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
-    CountingEnv.made.clear()
-    CountingEnv.live = 0
-    engine = ScriptedEngine(chat, [call("boom")] * 50, delay_s=0.05)
-    cfg = RolloutConfig(concurrency=4, max_turns=50)
-    runner = RolloutRunner(engine, chat, CountingEnv, cfg, SamplingConfig(max_new_tokens=64))
+    runner = _busy_runner(chat)
     live: list[int] = []
 
     async def interrupted() -> None:
@@ -157,11 +163,7 @@ def test_with_ctrl_c_ignored_sigterm_still_cancels_the_collect(chat: ChatFormat)
     afterwards."""
     before = signal.signal(signal.SIGINT, signal.SIG_IGN)
     try:
-        CountingEnv.made.clear()
-        CountingEnv.live = 0
-        engine = ScriptedEngine(chat, [call("boom")] * 50, delay_s=0.05)
-        cfg = RolloutConfig(concurrency=4, max_turns=50)
-        runner = RolloutRunner(engine, chat, CountingEnv, cfg, SamplingConfig(max_new_tokens=64))
+        runner = _busy_runner(chat)
         seen: list[int] = []
 
         def term() -> None:  # what agentrl.cli.train's SIGTERM handler does
