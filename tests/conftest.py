@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import signal
 from pathlib import Path
 
 import pytest
@@ -113,8 +114,6 @@ def pytest_sessionstart(session: pytest.Session) -> None:
     # A suite a script started with `&` inherits SIGINT ignored, and so would every CLI run
     # it starts; the Ctrl-C tests need Python's own handler (the case of an ignored SIGINT
     # has tests of its own that set it).
-    import signal
-
     if signal.getsignal(signal.SIGINT) == signal.SIG_IGN:
         signal.signal(signal.SIGINT, signal.default_int_handler)
     if RUNS.is_dir():

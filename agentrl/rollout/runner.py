@@ -409,8 +409,9 @@ def _run_interruptible(loop: asyncio.AbstractEventLoop, coro: Any) -> Any:
     it), a real SIGINT stays ignored, but the CLI's SIGTERM handler, which calls the SIGINT
     handler with its own number, still cancels the collect this way."""
     previous = signal.getsignal(signal.SIGINT)
+    ignored = previous == signal.SIG_IGN
     if threading.current_thread() is not threading.main_thread() or (
-        previous is not signal.default_int_handler and previous != signal.SIG_IGN
+        previous is not signal.default_int_handler and not ignored
     ):
         return loop.run_until_complete(coro)
     task: asyncio.Task | None = None
@@ -418,7 +419,7 @@ def _run_interruptible(loop: asyncio.AbstractEventLoop, coro: Any) -> Any:
 
     def on_sigint(signum: int, frame: Any) -> None:
         nonlocal interrupted
-        if signum == signal.SIGINT and previous == signal.SIG_IGN:
+        if signum == signal.SIGINT and ignored:
             return  # ignored by whoever started us, as before
         if interrupted:  # a second Ctrl-C: the unwinding hangs, stop now
             raise KeyboardInterrupt

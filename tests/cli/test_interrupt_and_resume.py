@@ -30,17 +30,23 @@ def tiny_args(cache: Path, out: Path, **extra: object) -> list[str]:
     return train_overrides(cache, out, trainer__eval_every=0, trainer__save_every=0, **extra)
 
 
+def _long_train(cache: Path, out: Path) -> subprocess.Popen[str]:
+    """`python -m agentrl train` for 1000 tiny steps (stopped by a signal long before),
+    single-threaded, its output piped as text."""
+    argv = ["-m", "agentrl", "train", *tiny_args(cache, out, trainer__steps=1000)]
+    env = os.environ | {"OMP_NUM_THREADS": "1"}
+    return subprocess.Popen(
+        [sys.executable, *argv], env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+    )
+
+
 @pytest.mark.parametrize(("sig", "code"), [(signal.SIGINT, 130), (signal.SIGTERM, 143)])
 def test_ctrl_c_during_train_is_one_line_and_a_checkpoint(
     agentrl_cache: Path, tmp_path: Path, sig: signal.Signals, code: int
 ) -> None:
     """Ctrl-C, and SIGTERM (a scheduler's stop) the same way with its own exit code."""
     out = tmp_path / "run"
-    argv = ["-m", "agentrl", "train", *tiny_args(agentrl_cache, out, trainer__steps=1000)]
-    env = os.environ | {"OMP_NUM_THREADS": "1"}
-    proc = subprocess.Popen(
-        [sys.executable, *argv], env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
-    )
+    proc = _long_train(agentrl_cache, out)
     assert proc.stdout is not None
     for line in proc.stdout:  # after the first step line
         if line.startswith("step 1 "):
@@ -71,18 +77,9 @@ def test_sigterm_stops_a_run_started_with_ctrl_c_ignored(
     ignored. Ctrl-C stays ignored (the run goes on), and a scheduler's SIGTERM still ends it
     as above: one line, exit 143. (The SIGTERM handler forwarded to SIGINT's handler, found
     SIG_IGN, and the stop was lost: the run trained on.)"""
-    out = tmp_path / "run"
-    argv = ["-m", "agentrl", "train", *tiny_args(agentrl_cache, out, trainer__steps=1000)]
-    env = os.environ | {"OMP_NUM_THREADS": "1"}
     before = signal.signal(signal.SIGINT, signal.SIG_IGN)  # inherited through exec, as from sh
     try:
-        proc = subprocess.Popen(
-            [sys.executable, *argv],
-            env=env,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            text=True,
-        )
+        proc = _long_train(agentrl_cache, tmp_path / "run")
     finally:
         signal.signal(signal.SIGINT, before)
     assert proc.stdout is not None
