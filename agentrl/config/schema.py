@@ -78,6 +78,13 @@ class HarnessConfig:
     # ANTHROPIC_API_KEY pointing at the session and the task as JSON in $AGENTRL_TASK; its
     # answer is its last line of stdout, or JSON written to $AGENTRL_RESULT.
     command: list[str] = field(default_factory=list)
+    # Modules imported once by a warm parent process, from which each `agent` run is forked
+    # instead of starting a fresh interpreter (e.g. [agents] for the OpenAI Agents SDK: its
+    # ~2.7 s of import CPU is paid once, not per run). Each run still gets its own process
+    # group, environment and working directory, and imports the `agent` module itself (which
+    # may read OPENAI_BASE_URL at import). A module that starts a thread at import is refused.
+    # [] (the default): a fresh interpreter per run. Only with `agent`.
+    preload: list[str] = field(default_factory=list)
     # Wall-clock limit of one agent run; past it the program is killed and the episode is an
     # infrastructure failure (termination "timeout"), never a zero reward.
     timeout_s: float = 300.0
@@ -114,6 +121,11 @@ class HarnessConfig:
     def __post_init__(self) -> None:
         if self.agent and self.command:
             raise ValueError("rollout.harness: set agent or command, not both")
+        if self.preload and not self.agent:
+            raise ValueError(
+                "rollout.harness.preload forks `agent` runs from a warm parent; a `command` "
+                "starts its own program, so set agent or leave preload empty"
+            )
         if self.agent and ":" not in self.agent:
             raise ValueError(f"rollout.harness.agent must be 'module:function', got {self.agent!r}")
         if self.reward == "function" and ":" not in self.reward_fn:

@@ -44,6 +44,7 @@ from agentrl.rollout.env_tools import tools_url
 from agentrl.rollout.episode import error_text
 from agentrl.rollout.gateway_host import GatewayHost, anthropic_base_url, base_url
 from agentrl.rollout.runner import EpisodeHook, TaskSpec, task_args
+from agentrl.rollout.warm_parent import RUN_BY_PATH, ParentError, WarmParent
 from agentrl.sandboxes.command import RESULT_MAX, RESULT_PATH, command_box, unavailable
 from agentrl.types import Message, TerminationReason, Trajectory, TrajectoryGroup
 
@@ -53,12 +54,9 @@ STDERR_TAIL = 2000  # characters of a failed agent's stderr kept in metadata["er
 # imports only the standard library and the user's module. `-m agentrl.rollout.agent_child`
 # would import the `agentrl.rollout` package first (torch, the engines): about 230 MB and 2 s
 # of CPU per episode, 16 agents at once on a small box. `-c` keeps the working directory
-# first on sys.path, as `-m` does.
-AGENT_CHILD = [
-    "-c",
-    "import runpy, sys; runpy.run_path(sys.argv[1], run_name='__main__')",
-    agent_child.__file__,
-]
+# first on sys.path, as `-m` does. With `rollout.harness.preload`, runs are forked from a warm
+# parent instead (`warm_parent`), which starts the same way.
+AGENT_CHILD = [*RUN_BY_PATH, agent_child.__file__]
 
 
 @dataclass
@@ -99,8 +97,27 @@ def _kill(proc: asyncio.subprocess.Process) -> None:
         pass
 
 
-async def run_agent(cfg: HarnessConfig, task: dict[str, Any], root: str, session: str) -> AgentRun:
-    """Run the agent program once; never raises for what the program does."""
+def base_env() -> dict[str, str]:
+    """The trainer's environment as an agent may see it (the gateway's admin settings out)."""
+    return {k: v for k, v in os.environ.items() if not k.startswith("AGENTRL_SERVE")}
+
+
+def warm_parent(cfg: HarnessConfig) -> WarmParent | None:
+    """The warm parent `rollout.harness.preload` asks for (started by its first run)."""
+    if not (cfg.agent and cfg.preload):
+        return None
+    return WarmParent(cfg.preload, base_env(), os.getcwd(), agent_child.__file__, KILL_WAIT_S)
+
+
+async def run_agent(
+    cfg: HarnessConfig,
+    task: dict[str, Any],
+    root: str,
+    session: str,
+    parent: WarmParent | None = None,
+) -> AgentRun:
+    """Run the agent program once (forked from `parent` if given); never raises for what the
+    program does."""
     given = {
         "AGENTRL_TASK": json.dumps(task),
         "AGENTRL_SESSION": session,
@@ -124,8 +141,11 @@ async def run_agent(cfg: HarnessConfig, task: dict[str, Any], root: str, session
             return run if run.status != "ok" else _parsed(box.result_bytes, out)
     with tempfile.TemporaryDirectory(prefix="agentrl-agent-") as tmp:
         result_path = os.path.join(tmp, "result.json")
-        env = {k: v for k, v in os.environ.items() if not k.startswith("AGENTRL_SERVE")}
-        env |= given | {"AGENTRL_RESULT": result_path}
+        env = base_env() | given | {"AGENTRL_RESULT": result_path}
+        if cfg.agent and parent is not None:
+            env["AGENTRL_AGENT"] = cfg.agent
+            run, out = await _forked(cfg, parent, env, tmp)
+            return run if run.status != "ok" else _parsed(lambda: _read_capped(result_path), out)
         if cfg.agent:
             env["AGENTRL_AGENT"] = cfg.agent
             argv = [sys.executable, *AGENT_CHILD]
@@ -158,19 +178,38 @@ async def _wait(
     except asyncio.TimeoutError:
         _kill(proc)
         await proc.wait()
-        why = f"agent ran past rollout.harness.timeout_s={cfg.timeout_s}s"
-        return AgentRun("timeout", {}, why), ""
+        return _timed_out(cfg), ""
     except asyncio.CancelledError:  # a stopped run: the agent's group goes with it, reaped
         _kill(proc)
         with contextlib.suppress(asyncio.TimeoutError, asyncio.CancelledError):
             await asyncio.wait_for(proc.communicate(), KILL_WAIT_S)
         raise
-    stderr = err.decode(errors="replace")[-STDERR_TAIL:]
-    if proc.returncode != 0:
+    return _exited(proc.returncode, out.decode(errors="replace"), err.decode(errors="replace"))
+
+
+async def _forked(
+    cfg: HarnessConfig, parent: WarmParent, env: dict[str, str], folder: str
+) -> tuple[AgentRun, str]:
+    """`_wait`'s outcomes for a run forked from the warm parent."""
+    try:
+        status, code, out, err = await parent.run(env, os.getcwd(), folder, cfg.timeout_s)
+    except (ParentError, asyncio.TimeoutError) as e:
+        return AgentRun("crash", {}, f"warm parent: {error_text(e)}"), ""
+    return (_timed_out(cfg), "") if status == "timeout" else _exited(code, out, err)
+
+
+def _timed_out(cfg: HarnessConfig) -> AgentRun:
+    return AgentRun("timeout", {}, f"agent ran past rollout.harness.timeout_s={cfg.timeout_s}s")
+
+
+def _exited(code: int | None, out: str, err: str) -> tuple[AgentRun, str]:
+    """A finished run's outcome: a non-zero status is a crash named by its last stderr line."""
+    stderr = err[-STDERR_TAIL:]
+    if code != 0:
         last = next((x for x in reversed(stderr.splitlines()) if x.strip()), "")
-        why = f"agent exited with status {proc.returncode}: {last}"  # the exception line
+        why = f"agent exited with status {code}: {last}"  # the exception line
         return AgentRun("crash", {}, f"{why}\n{stderr}"), ""
-    return AgentRun("ok", {}), out.decode(errors="replace")
+    return AgentRun("ok", {}), out
 
 
 def _read_capped(path: str) -> bytes | None:
@@ -219,9 +258,13 @@ class Harness:
     """Runs harness episodes for the trainer on the gateway `host` (call from its loop)."""
 
     def __init__(
-        self, host: GatewayHost, cfg: HarnessConfig, env_factory: Callable[[], Any]
+        self,
+        host: GatewayHost,
+        cfg: HarnessConfig,
+        env_factory: Callable[[], Any],
+        parent: WarmParent | None = None,
     ) -> None:
-        self.host, self.cfg, self.env_factory = host, cfg, env_factory
+        self.host, self.cfg, self.env_factory, self.parent = host, cfg, env_factory, parent
         self.reward_fn = load_callable(cfg.reward_fn) if cfg.reward == "function" else None
         why = unavailable() if cfg.sandbox == "local" else None
         if why:
@@ -293,7 +336,7 @@ class Harness:
         record.messages = list(obs.messages)
         self.host.env_tools.open(session, env)
         try:
-            run = await run_agent(self.cfg, task, self.host.root, session)
+            run = await run_agent(self.cfg, task, self.host.root, session, self.parent)
         finally:
             served = await self.host.env_tools.close(session)  # no call after this point
         assert served is not None

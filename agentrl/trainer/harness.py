@@ -26,11 +26,13 @@ import math
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
+from agentrl.config import ConfigError
 from agentrl.config.schema import HarnessConfig
 from agentrl.rollout.gateway_host import GatewayHost
-from agentrl.rollout.harness import Episode, Harness
+from agentrl.rollout.harness import Episode, Harness, warm_parent
 from agentrl.rollout.role import Rollout
 from agentrl.rollout.runner import summarize
+from agentrl.rollout.warm_parent import READY_TIMEOUT_S, ParentError
 from agentrl.types import TrajectoryGroup
 
 from .collect import PENDING_KEY, HeldOutEval, rewind_to_pending
@@ -75,6 +77,9 @@ class HarnessCollector(HeldOutEval):
         self.group_relative, self.tokenizer_name = group_relative, tokenizer_name
         self.host: GatewayHost | None = None
         self.harness: Harness | None = None
+        # One warm parent (rollout.harness.preload) for every run, eval ones too; its first
+        # run starts it; close() stops it.
+        self.parent = warm_parent(cfg)
         self.pending: list[int] = []
         self.failed: list[Episode] = []  # the last step's infra failures
         self.dropped = 0  # groups of the last step left with too few episodes
@@ -87,7 +92,8 @@ class HarnessCollector(HeldOutEval):
     def start(self, step: int) -> None:
         """Run the rollout's loop in its thread and serve the gateway on it."""
         self.host = self._serve(self.sampling)
-        self.harness = Harness(self.host, self.cfg, self.make_env)
+        self._start_parent()
+        self.harness = Harness(self.host, self.cfg, self.make_env, self.parent)
         rewind_to_pending(self.data, self.pending)
 
     def _serve(self, sampling: SamplingConfig) -> GatewayHost:
@@ -119,13 +125,16 @@ class HarnessCollector(HeldOutEval):
         host = self._serve(dataclasses.replace(self.sampling, temperature=0.0))
         runner = self.rollout.runner
         try:
-            harness = Harness(host, self.cfg, self.make_env)
+            self._start_parent()
+            harness = Harness(host, self.cfg, self.make_env, self.parent)
             coro = harness.collect(
                 items, 1, prefix="eval-", concurrency=self.concurrency, on_episode=on_episode
             )
             groups, failed = runner.submit(coro).result(timeout=self._limit_s(len(items)))
         finally:
             _stop(runner, host)
+            if self.host is None:  # not started yet, or closed: nothing else runs agents
+                self._stop_parent()
         return held_out_result(groups, failed, len(items), success_at)
 
     def next_batch(self, step: int, progress: RunProgress) -> list[TrajectoryGroup]:
@@ -178,6 +187,23 @@ class HarnessCollector(HeldOutEval):
         if self.host is not None:
             host, self.host = self.host, None
             _stop(self.rollout.runner, host)
+        self._stop_parent()
+
+    def _start_parent(self) -> None:
+        """A preload that cannot be imported is one error at start, not a crash per run."""
+        if self.parent is None:
+            return
+        try:
+            self.rollout.runner.submit(self.parent.start()).result(timeout=READY_TIMEOUT_S + 30)
+        except ParentError as e:
+            raise ConfigError(str(e)) from e
+
+    def _stop_parent(self) -> None:
+        if self.parent is not None:
+            try:
+                self.rollout.runner.submit(self.parent.close()).result(timeout=60)
+            except Exception:  # noqa: BLE001 - the loop may be gone; its stdin's EOF stops it
+                pass
 
 
 def _stop(runner: Any, host: GatewayHost) -> None:

@@ -63,11 +63,16 @@ def metrics(out: Path) -> list[dict[str, Any]]:
     return [json.loads(line) for line in (out / "metrics.jsonl").read_text().splitlines()]
 
 
-def test_calc_agent_trains_two_grpo_steps(agentrl_cache: Path, tmp_path: Path) -> None:
-    """The one-line form: two GRPO steps on n=2 runs per task of a tool-calling agent."""
+@pytest.mark.parametrize("preload", ["[]", "[openai]"])
+def test_calc_agent_trains_two_grpo_steps(
+    agentrl_cache: Path, tmp_path: Path, preload: str
+) -> None:
+    """The one-line form: two GRPO steps on n=2 runs per task of a tool-calling agent, each
+    run a fresh interpreter or forked from a warm parent that imported `openai` once."""
     out = tmp_path / "run"
     args = ["train", "--agent", "harness_agents:calc_agent", "--env", "math/calc-easy-v0"]
-    assert main([*args, *overrides(agentrl_cache, out)]) == 0
+    extra = {"rollout__harness__preload": preload}
+    assert main([*args, *overrides(agentrl_cache, out, **extra)]) == 0
     rows = metrics(out)
     assert [r["step"] for r in rows] == [1, 2]
     for r in rows:
@@ -194,6 +199,20 @@ def test_what_the_harness_refuses_is_a_config_error(
     assert main([*args, f"trainer.out_dir={tmp_path / 'run'}", *extra]) == 2
     captured = capsys.readouterr()
     assert message in captured.out + captured.err
+
+
+def test_a_preload_that_cannot_be_imported_is_a_config_error(
+    agentrl_cache: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Found when the warm parent starts (the agent's interpreter, not the trainer's, must
+    import it): one line, exit 2, no traceback, no episode run."""
+    args = ["train", "--agent", "harness_agents:calc_agent", "--env", "math/calc-easy-v0"]
+    extra = {"rollout__harness__preload": "[no_such_module_xyz]"}
+    assert main([*args, *overrides(agentrl_cache, tmp_path / "run", **extra)]) == 2
+    err = capsys.readouterr().err
+    assert "config error: rollout.harness.preload ['no_such_module_xyz']" in err, err
+    assert "cannot import 'no_such_module_xyz': ModuleNotFoundError" in err, err
+    assert "Traceback" not in err, err
 
 
 def test_the_agent_cannot_score_itself(
