@@ -367,15 +367,20 @@ def test_held_out_result_never_drops_a_task() -> None:
     }
 
 
-def test_a_stopped_run_leaves_no_agent_running(agentrl_cache: Path, tmp_path: Path) -> None:
+@pytest.mark.parametrize("preload", ["[]", "[openai]"])
+def test_a_stopped_run_leaves_no_agent_running(
+    agentrl_cache: Path, tmp_path: Path, preload: str
+) -> None:
     """SIGTERM (a scheduler's stop) while agent programs run: the trainer ends as on Ctrl-C
     (one line, exit 143; Ctrl-C takes the same path) and every agent process is gone, not
-    orphaned in its own session."""
+    orphaned in its own session, whether it was a fresh interpreter or forked from the warm
+    parent (which goes too)."""
     pids = tmp_path / "pids"
     pids.mkdir()
     out = tmp_path / "run"
     args = ["train", "--agent", "harness_agents:pid_hanging_agent", "--env", "math/calc-easy-v0"]
-    argv = [sys.executable, "-m", "agentrl", *args, *overrides(agentrl_cache, out)]
+    extra = {"rollout__harness__preload": preload}
+    argv = [sys.executable, "-m", "agentrl", *args, *overrides(agentrl_cache, out, **extra)]
     env = os.environ | {"AGENT_PID_DIR": str(pids), "PYTHONPATH": f"{HERE}:{REPO}"}
     proc = subprocess.Popen(
         argv, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
@@ -385,15 +390,23 @@ def test_a_stopped_run_leaves_no_agent_running(agentrl_cache: Path, tmp_path: Pa
         time.sleep(0.2)
     started = [int(p.name) for p in pids.iterdir()]
     assert len(started) == 4, proc.communicate(timeout=60)
+    parents = {_ppid(p) for p in started}  # the trainer, or the one warm parent
+    assert len(parents) == 1
     proc.send_signal(signal.SIGTERM)
     _, stderr = proc.communicate(timeout=120)
     assert proc.returncode == 143, stderr[-3000:]
     assert "Traceback" not in stderr, stderr
     assert [ln for ln in stderr.splitlines() if ln.startswith("interrupted at step 0")], stderr
     deadline = time.monotonic() + 30
+    started += [p for p in parents if preload != "[]"]
     while (alive := [p for p in started if _alive(p)]) and time.monotonic() < deadline:
         time.sleep(0.2)
     assert not alive
+
+
+def _ppid(pid: int) -> int:
+    with open(f"/proc/{pid}/stat") as f:
+        return int(f.read().rsplit(")", 1)[1].split()[1])
 
 
 def _alive(pid: int) -> bool:
