@@ -211,19 +211,34 @@ def _serve(child_path: str, preload: list[str]) -> int:
     sel.register(ctl_in, selectors.EVENT_READ, None)
     runs: dict[int, tuple[int, int]] = {}  # pidfd -> (run id, pid)
     pids: dict[int, int] = {}  # run id -> pid, until reaped
-    os.write(ctl_out, json.dumps({"ready": os.getpid()}).encode() + b"\n")
+    _report(ctl_out, {"ready": os.getpid()})
+    try:
+        _loop(sel, ctl_in, ctl_out, runs, pids, agent["main"])
+    finally:  # the trainer closed us or went away (EOF, a broken pipe): no run outlives us
+        for pid in pids.values():
+            _killpg(pid)
+        for pidfd, (_, pid) in runs.items():
+            os.waitpid(pid, 0)
+            os.close(pidfd)
+    return 0
+
+
+def _loop(
+    sel: selectors.BaseSelector,
+    ctl_in: int,
+    ctl_out: int,
+    runs: dict[int, tuple[int, int]],
+    pids: dict[int, int],
+    main: Any,
+) -> None:
+    """Fork a run per `{"run", "dir"}` line, kill one per `{"kill"}`, report each exit."""
     buf = b""
     while True:
         for key, _ in sel.select():
             if key.data is None:  # the trainer's control line(s)
                 data = os.read(ctl_in, 65536)
-                if not data:  # the trainer closed us: end every run, then exit
-                    for pid in pids.values():
-                        _killpg(pid)
-                    for pidfd, (_, pid) in runs.items():
-                        os.waitpid(pid, 0)
-                        os.close(pidfd)
-                    return 0
+                if not data:
+                    return
                 buf += data
                 *lines, buf = buf.split(b"\n")
                 for line in lines:
@@ -233,9 +248,14 @@ def _serve(child_path: str, preload: list[str]) -> int:
                             _killpg(pids[msg["kill"]])
                         continue
                     sys.stdout.flush(), sys.stderr.flush()
-                    pid = os.fork()
+                    try:
+                        pid = os.fork()
+                    except OSError as e:  # no process to be had: this run fails, not all
+                        _write_err(msg["dir"], f"warm parent: cannot fork: {e}")
+                        _report(ctl_out, {"exit": msg["run"], "code": 1})
+                        continue
                     if pid == 0:
-                        os._exit(_child(msg["dir"], agent["main"]))
+                        os._exit(_child(msg["dir"], main))
                     pidfd = os.pidfd_open(pid)
                     runs[pidfd] = (msg["run"], pid)
                     pids[msg["run"]] = pid
@@ -248,8 +268,16 @@ def _serve(child_path: str, preload: list[str]) -> int:
                 del pids[run_id]
                 sel.unregister(pidfd)
                 os.close(pidfd)
-                code = os.waitstatus_to_exitcode(status)
-                os.write(ctl_out, json.dumps({"exit": run_id, "code": code}).encode() + b"\n")
+                _report(ctl_out, {"exit": run_id, "code": os.waitstatus_to_exitcode(status)})
+
+
+def _report(fd: int, msg: dict[str, Any]) -> None:
+    os.write(fd, json.dumps(msg).encode() + b"\n")
+
+
+def _write_err(folder: str, text: str) -> None:
+    with open(os.path.join(folder, STDERR), "a", encoding="utf-8") as f:
+        print(text, file=f)
 
 
 def _killpg(pid: int) -> None:
@@ -262,16 +290,16 @@ def _child(folder: str, main: Any) -> int:
     agent_child's main. Never returns into the parent's loop."""
     try:
         os.setsid()
-        with open(os.path.join(folder, REQUEST), encoding="utf-8") as f:
-            req = json.load(f)
         fds = [
             os.open(os.devnull, os.O_RDONLY),
             os.open(os.path.join(folder, STDOUT), os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600),
-            os.open(os.path.join(folder, STDERR), os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600),
+            os.open(os.path.join(folder, STDERR), os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600),
         ]
         for target, fd in enumerate(fds):
             os.dup2(fd, target)
         os.closerange(3, os.sysconf("SC_OPEN_MAX"))  # the control pipes' copies, pidfds
+        with open(os.path.join(folder, REQUEST), encoding="utf-8") as f:
+            req = json.load(f)
         os.environ.clear()
         os.environ.update(req["env"])
         os.chdir(req["cwd"])

@@ -14,6 +14,8 @@ import asyncio
 import os
 import re
 import signal
+import subprocess
+import sys
 import time
 import uuid
 from pathlib import Path
@@ -162,6 +164,40 @@ def test_closing_the_parent_ends_its_runs(tmp_path: Path) -> None:
     ended = asyncio.run(go())
     assert ended.status == "crash" and "warm parent exited" in ended.error, ended
     assert _all_gone(_pids(tmp_path))
+
+
+TRAINER = """
+import asyncio, sys
+from agentrl.config.schema import HarnessConfig
+from agentrl.rollout.harness import run_agent, warm_parent
+
+async def main():
+    cfg = HarnessConfig(agent="warm_agents:spawns", timeout_s=600, preload=["warm_preload"])
+    await run_agent(cfg, {"prompt": "x", "hang": True}, "http://127.0.0.1:9", "s", warm_parent(cfg))
+
+asyncio.run(main())
+"""
+
+
+def test_a_killed_trainer_leaves_no_run(tmp_path: Path) -> None:
+    """SIGKILL gives the trainer no chance to clean up: the parent sees its control pipe
+    close and kills every run's group before it exits."""
+    trainer = subprocess.Popen([sys.executable, "-c", TRAINER])
+    deadline = time.monotonic() + 120
+    while len(_pids(tmp_path)) < 2 and time.monotonic() < deadline:
+        time.sleep(0.05)
+    pids = _pids(tmp_path)
+    assert len(pids) == 2, "the run did not start"
+    parent = _parent_of(next(p for p in tmp_path.iterdir() if p.name.startswith("agent-")))
+    trainer.kill()
+    trainer.wait(30)
+    assert _all_gone([*pids, parent])
+
+
+def _parent_of(marker: Path) -> int:
+    pid = int(marker.name.removeprefix("agent-"))
+    with open(f"/proc/{pid}/stat") as f:
+        return int(f.read().rsplit(")", 1)[1].split()[1])
 
 
 def test_a_dead_parent_fails_its_runs_and_the_next_run_restarts_it(tmp_path: Path) -> None:
