@@ -189,6 +189,11 @@ def _tail(path: Path, limit: int) -> str:
 
 
 def _serve(child_path: str, preload: list[str]) -> int:
+    try:  # each run's exit is watched through a pidfd (Linux 5.3+)
+        os.close(os.pidfd_open(os.getpid()))
+    except (AttributeError, OSError) as e:
+        print(f"a warm parent needs pidfds (Linux 5.3+): {e}", file=sys.stderr)
+        return 2
     for name in preload:
         try:
             importlib.import_module(name)
