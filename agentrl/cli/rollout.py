@@ -14,10 +14,13 @@ from typing import TYPE_CHECKING, Literal
 
 from rich_argparse import RichHelpFormatter
 
+from agentrl.cli._stop import sigterm_as_ctrl_c, stop_code
+
 if TYPE_CHECKING:
     from agentrl.chat import ChatFormat
     from agentrl.config import ModelConfig, TrainConfig
     from agentrl.engines import Engine
+    from agentrl.types import Trajectory
 
 
 # Without --config, these; with it, the recipe's values (a flag given still wins).
@@ -203,14 +206,17 @@ def default_timeout(temperature: float, in_flight: int) -> float:
     return TIMEOUT_PER_8_S * max(1.0, in_flight / 8)
 
 
-def mark_timeouts(trajs: list) -> int:
-    """Mark each row: `metadata["scored"]` is False for an episode the clock ended (its reward
-    0 is no score: leave it out of means); returns how many."""
-    n = 0
-    for t in trajs:
-        t.metadata["scored"] = t.termination != "timeout"
-        n += t.termination == "timeout"
-    return n
+def _row_ready(t: Trajectory, tokenizer: str) -> Trajectory:
+    """The model it was sampled with (`agentrl view traj.jsonl` decodes ids with it, viewer
+    TOKENIZER_KEYS) and `metadata["scored"]`: False for an episode the clock ended (its
+    reward 0 is no score: leave it out of means)."""
+    t.metadata.setdefault("tokenizer", tokenizer)
+    t.metadata["scored"] = t.termination != "timeout"
+    return t
+
+
+def _row(t: Trajectory, tokenizer: str) -> str:
+    return _row_ready(t, tokenizer).to_json()
 
 
 def cmd_rollout(args: argparse.Namespace) -> int:
@@ -271,26 +277,35 @@ def cmd_rollout(args: argparse.Namespace) -> int:
         MofNCompleteColumn(),
         TimeElapsedColumn(),
     )
-    with Progress(*columns, console=console) as progress:
-        bar = progress.add_task(f"{env_id}", total=total)
-        runner = RolloutRunner(
-            engine,
-            chat,
-            lambda: make(env_id, **env_kwargs),
-            rollout,
-            sampling,
-            on_episode=lambda _t: progress.advance(bar),
-        )
-        try:
-            groups = runner.collect_sync(tasks, v["n"])
-        finally:
-            runner.close(close_engine=True)
-    trajs = [t for g in groups for t in g.trajectories]
     tokenizer = tokenizer_ref(v["model"])
-    for t in trajs:  # `agentrl view traj.jsonl` decodes ids with it (viewer TOKENIZER_KEYS)
-        t.metadata.setdefault("tokenizer", tokenizer)
-    timed_out = mark_timeouts(trajs)
-    n = write_jsonl(args.out, trajs)
+    with Progress(*columns, console=console) as progress, open(args.out, "w") as sink:
+        bar = progress.add_task(f"{env_id}", total=total)
+
+        def finished(t: Trajectory) -> None:  # its row now, so a stopped run keeps it
+            sink.write(_row(t, tokenizer) + "\n")
+            sink.flush()
+            progress.advance(bar)
+
+        runner = RolloutRunner(
+            engine, chat, lambda: make(env_id, **env_kwargs), rollout, sampling,
+            on_episode=finished,
+        )  # fmt: skip
+        with sigterm_as_ctrl_c() as terminated:
+            try:
+                groups = runner.collect_sync(tasks, v["n"])
+            except KeyboardInterrupt:
+                done = int(progress.tasks[bar].completed)
+                console.print(
+                    f"interrupted: {done} of {total} episodes finished; their rows are in "
+                    f"{args.out}, in the order they finished",
+                    highlight=False,
+                )
+                return stop_code(terminated)
+            finally:
+                runner.close(close_engine=True)
+    trajs = [t for g in groups for t in g.trajectories]
+    timed_out = sum(t.termination == "timeout" for t in trajs)
+    n = write_jsonl(args.out, (_row_ready(t, tokenizer) for t in trajs))  # in task order
     failed = bool(trajs) and timed_out / len(trajs) > TIMEOUT_FAIL_FRACTION
     if timed_out:
         limit = "none" if timeout >= NO_TIMEOUT_S else f"{timeout:g}s"

@@ -3,21 +3,19 @@
 from __future__ import annotations
 
 import argparse
-import signal
-from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from rich_argparse import RichHelpFormatter
 
+from agentrl.cli._stop import sigterm_as_ctrl_c, stop_code, unstoppable
+
 if TYPE_CHECKING:
     from pathlib import Path
-    from types import FrameType
 
     from agentrl.config import TrainConfig
     from agentrl.trainer.trainer import Trainer
 
 DEFAULT_CONFIG = "configs/quickstart-cpu.yaml"  # shipped as agentrl/configs/ too
-STOPS = (signal.SIGINT, signal.SIGTERM)  # what stops a run (one line, a checkpoint)
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
@@ -135,12 +133,8 @@ def interrupted(trainer: Trainer) -> None:
         pass
     done = max(step if finished == step else step - 1, 0)
     if done > 0 and done == step and (saved is None or saved.name != f"step_{step:06d}"):
-        previous = {sig: signal.signal(sig, signal.SIG_IGN) for sig in STOPS}
-        try:
+        with unstoppable():
             trainer.save_checkpoint()
-        finally:
-            for sig, handler in previous.items():
-                signal.signal(sig, handler)
     latest = trainer.checkpointer.latest()
     if latest is None:
         print(f"\ninterrupted at step {done}; no checkpoint yet (start again)", file=sys.stderr)
@@ -148,25 +142,6 @@ def interrupted(trainer: Trainer) -> None:
     ckpt = int(latest.name.removeprefix("step_"))
     where = "" if ckpt == done else f" (from the checkpoint of step {ckpt})"
     print(f"\ninterrupted at step {done}; resume with --resume{where}", file=sys.stderr)
-
-
-def _term_as_interrupt(came: list[int]) -> Callable[[int, FrameType | None], None]:
-    """A SIGTERM handler that ends the run as Ctrl-C does (a scheduler's stop, `kill`): the
-    step's checkpoint, episodes cancelled, envs and agent programs' process groups closed,
-    one line. Python's default would exit at once and leave the agent children running.
-    Whatever handles SIGINT at that moment is called with SIGTERM's number (the rollout loop
-    cancels its collect). Where SIGINT is ignored, as for a job started with `&` by a script
-    (the shell ignores Ctrl-C for it), SIGTERM still stops the run: it raises
-    KeyboardInterrupt itself. `came` records that SIGTERM came (exit 143)."""
-
-    def on_term(signum: int, frame: FrameType | None) -> None:
-        came.append(signum)
-        handler = signal.getsignal(signal.SIGINT)
-        if not callable(handler):
-            raise KeyboardInterrupt
-        handler(signum, frame)
-
-    return on_term
 
 
 def agent_overrides(args: argparse.Namespace) -> list[str]:
@@ -213,18 +188,14 @@ def cmd_train(args: argparse.Namespace) -> int:
     from agentrl.assembly import build_trainer
 
     trainer = build_trainer(cfg)
-    terminated: list[int] = []
-    previous = signal.signal(signal.SIGTERM, _term_as_interrupt(terminated))
-    try:
-        result = trainer.run(args.resume, args.overwrite)
-    except KeyboardInterrupt:
-        interrupted(trainer)
-        return 143 if terminated else 130
-    finally:
+    with sigterm_as_ctrl_c() as terminated:
         try:
-            trainer.finish()
+            result = trainer.run(args.resume, args.overwrite)
+        except KeyboardInterrupt:
+            interrupted(trainer)
+            return stop_code(terminated)
         finally:
-            signal.signal(signal.SIGTERM, previous)
+            trainer.finish()
     if result is None:
         return 1
     final = out / "final"
