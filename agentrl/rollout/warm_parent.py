@@ -185,7 +185,7 @@ def _tail(path: Path, limit: int) -> str:
         return ""
 
 
-# ---- the parent process (run by path; standard library only above this line's imports) ----
+# ---- the parent process itself: this file run by path (RUN_BY_PATH) ----
 
 
 def _serve(child_path: str, preload: list[str]) -> int:
