@@ -32,4 +32,8 @@ if [ -z "${GPU_ENV_KEEP_AGENTRL:-}" ] || [ ! -d /tmp/site/agentrl ]; then
     --target /tmp/site "$R" 2>&1 | tail -3
 fi
 export PYTHONPATH=/tmp/site${PYTHONPATH:+:$PYTHONPATH}
-(cd /tmp && python3 -c "import agentrl.trainer, agentrl.envs") || return 1 2>/dev/null || exit 1
+if ! (cd /tmp && python3 -c "import agentrl.trainer, agentrl.envs"); then
+  # Seen in session 24: a call that carried no .gpuwheels had no setuptools to build agentrl.
+  ls "$W"/*.whl >/dev/null 2>&1 || echo "gpu_env: no wheels in $W: carry .gpuwheels" >&2
+  return 1 2>/dev/null || exit 1
+fi
