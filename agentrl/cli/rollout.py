@@ -215,10 +215,6 @@ def _row_ready(t: Trajectory, tokenizer: str) -> Trajectory:
     return t
 
 
-def _row(t: Trajectory, tokenizer: str) -> str:
-    return _row_ready(t, tokenizer).to_json()
-
-
 def cmd_rollout(args: argparse.Namespace) -> int:
     """Exit 1 (and a first-line warning) when more than half the episodes timed out."""
     from rich.console import Console
@@ -282,7 +278,7 @@ def cmd_rollout(args: argparse.Namespace) -> int:
         bar = progress.add_task(f"{env_id}", total=total)
 
         def finished(t: Trajectory) -> None:  # its row now, so a stopped run keeps it
-            sink.write(_row(t, tokenizer) + "\n")
+            sink.write(_row_ready(t, tokenizer).to_json() + "\n")
             sink.flush()
             progress.advance(bar)
 

@@ -104,7 +104,7 @@ def base_env() -> dict[str, str]:
 
 def warm_parent(cfg: HarnessConfig) -> WarmParent | None:
     """The warm parent `rollout.harness.preload` asks for (started by its first run)."""
-    if not (cfg.agent and cfg.preload):
+    if not cfg.preload:  # HarnessConfig allows it only with `agent`
         return None
     return WarmParent(cfg.preload, base_env(), os.getcwd(), agent_child.__file__, KILL_WAIT_S)
 
@@ -142,16 +142,13 @@ async def run_agent(
     with tempfile.TemporaryDirectory(prefix="agentrl-agent-") as tmp:
         result_path = os.path.join(tmp, "result.json")
         env = base_env() | given | {"AGENTRL_RESULT": result_path}
-        if cfg.agent and parent is not None:
-            env["AGENTRL_AGENT"] = cfg.agent
-            run, out = await _forked(cfg, parent, env, tmp)
-            return run if run.status != "ok" else _parsed(lambda: _read_capped(result_path), out)
         if cfg.agent:
             env["AGENTRL_AGENT"] = cfg.agent
-            argv = [sys.executable, *AGENT_CHILD]
+        if cfg.agent and parent is not None:
+            run, out = await _forked(cfg, parent, env, tmp)
         else:
-            argv = list(cfg.command)
-        run, out = await _wait(cfg, argv, env, os.getcwd(), [])
+            argv = [sys.executable, *AGENT_CHILD] if cfg.agent else list(cfg.command)
+            run, out = await _wait(cfg, argv, env, os.getcwd(), [])
         return run if run.status != "ok" else _parsed(lambda: _read_capped(result_path), out)
 
 

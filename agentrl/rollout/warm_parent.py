@@ -214,15 +214,14 @@ def _serve(child_path: str, preload: list[str]) -> int:
     ctl_in, ctl_out = sys.stdin.fileno(), sys.stdout.fileno()
     sel = selectors.DefaultSelector()
     sel.register(ctl_in, selectors.EVENT_READ, None)
-    runs: dict[int, tuple[int, int]] = {}  # pidfd -> (run id, pid)
-    pids: dict[int, int] = {}  # run id -> pid, until reaped
+    runs: dict[int, tuple[int, int]] = {}  # run id -> (pid, pidfd), until reaped
     _report(ctl_out, {"ready": os.getpid()})
     try:
-        _loop(sel, ctl_in, ctl_out, runs, pids, agent["main"])
+        _loop(sel, ctl_in, ctl_out, runs, agent["main"])
     finally:  # the trainer closed us or went away (EOF, a broken pipe): no run outlives us
-        for pid in pids.values():
+        for pid, _ in runs.values():
             _killpg(pid)
-        for pidfd, (_, pid) in runs.items():
+        for pid, pidfd in runs.values():
             os.waitpid(pid, 0)
             os.close(pidfd)
     return 0
@@ -233,10 +232,10 @@ def _loop(
     ctl_in: int,
     ctl_out: int,
     runs: dict[int, tuple[int, int]],
-    pids: dict[int, int],
     main: Any,
 ) -> None:
-    """Fork a run per `{"run", "dir"}` line, kill one per `{"kill"}`, report each exit."""
+    """Fork a run per `{"run", "dir"}` line, kill one per `{"kill"}`, report each exit. The
+    selector's data is None for the control pipe, the run id for a run's pidfd."""
     buf = b""
     while True:
         for key, _ in sel.select():
@@ -249,8 +248,8 @@ def _loop(
                 for line in lines:
                     msg = json.loads(line)
                     if "kill" in msg:
-                        if msg["kill"] in pids:  # not reaped: the pid is still this group's
-                            _killpg(pids[msg["kill"]])
+                        if msg["kill"] in runs:  # not reaped: the pid is still this group's
+                            _killpg(runs[msg["kill"]][0])
                         continue
                     sys.stdout.flush(), sys.stderr.flush()
                     try:
@@ -262,15 +261,13 @@ def _loop(
                     if pid == 0:
                         os._exit(_child(msg["dir"], main))
                     pidfd = os.pidfd_open(pid)
-                    runs[pidfd] = (msg["run"], pid)
-                    pids[msg["run"]] = pid
-                    sel.register(pidfd, selectors.EVENT_READ, pid)
+                    runs[msg["run"]] = (pid, pidfd)
+                    sel.register(pidfd, selectors.EVENT_READ, msg["run"])
             else:  # a run's process ended: its group goes, then it is reaped
-                pidfd = key.fd
-                run_id, pid = runs.pop(pidfd)
+                run_id = key.data
+                pid, pidfd = runs.pop(run_id)
                 _killpg(pid)  # still a zombie, so the group id cannot have been reused
                 _, status = os.waitpid(pid, 0)
-                del pids[run_id]
                 sel.unregister(pidfd)
                 os.close(pidfd)
                 _report(ctl_out, {"exit": run_id, "code": os.waitstatus_to_exitcode(status)})
