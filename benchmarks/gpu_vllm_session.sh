@@ -11,6 +11,9 @@
 #   gpu_grpo.py --engine vllm, then --engine fast (GRPO end to end, the multi-turn workload)
 # VLLM_SESSION_SHORT=1: only vLLM, the adapter, the compiled hf engine and GRPO with vLLM;
 # VLLM_SESSION_GRPO: the GRPO engines to run (default "vllm fast"; empty: none).
+# VLLM_SITE: where vLLM's wheels go (default /tmp/site); another folder keeps its pins (openai
+# 2.x, fastapi, llguidance) out of a /tmp/site that a running job (the Agents SDK run, which
+# needs openai 3.x) imports from; the runner puts it before /tmp/site.
 # Results in /tmp/o/vw, log /tmp/o/v.log, pid /tmp/o/v.pid; `wait SECONDS` brings them back.
 # agentrl and its wheels must already be in /tmp/site (gpu_matrix_session.sh start, or
 # gpu_env.sh).
@@ -40,7 +43,7 @@ echo \$\$ >/tmp/o/v.pid  # its own pid, not \$! (gpu_matrix_session.sh)
 while [ '$after' != - ] && kill -0 \$(cat /tmp/o/$after.pid 2>/dev/null || echo 0) 2>/dev/null; do
   sleep 2; done
 cd /tmp/vrepo
-export PYTHONPATH=/tmp/site PYTHONUNBUFFERED=1 VLLM_USE_FLASHINFER_SAMPLER=0 \
+export PYTHONPATH=${VLLM_SITE:-/tmp/site}:/tmp/site PYTHONUNBUFFERED=1 VLLM_USE_FLASHINFER_SAMPLER=0 \
   VLLM_NO_USAGE_STATS=1 DO_NOT_TRACK=1 HF_HUB_OFFLINE=1 TORCHINDUCTOR_CACHE_DIR=/tmp/ind
 O=/tmp/o/vw
 echo "== gpu_vllm \$(date -u +%T)"
