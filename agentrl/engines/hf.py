@@ -82,6 +82,10 @@ class HFEngine(KVBatchRows):
         allowed, errors = smp.constraint_masks(live, logits.shape[-1], dev)
         for i, err in errors.items():  # a bad constraint fails its own request
             self._mark(rows[i], "error", f"constraint: {err}")
+        # A row of NaN logits would sample token 0 (argmax takes NaN as the largest): a
+        # model or attention-kernel fault must fail its request by name, not pass as output.
+        for i in torch.isnan(logits).any(dim=-1).nonzero().flatten().tolist():
+            self._mark(rows[i], "error", f"the model's logits are NaN ({logits.dtype}, {dev})")
         gens = [r.generator for r in rows]
         inv = [
             inv_temperature(r.params.temperature) if r.params.temperature > 0 else 1.0 for r in rows

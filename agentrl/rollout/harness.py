@@ -50,6 +50,7 @@ from agentrl.types import Message, TerminationReason, Trajectory, TrajectoryGrou
 
 KILL_WAIT_S = 10.0  # a killed agent's exit and pipes, reaped before its task ends
 STDERR_TAIL = 2000  # characters of a failed agent's stderr kept in metadata["error"]
+EXCEPTION_LINE = 400  # characters of its exception line in the error's first line
 # How a `module:function` agent is started: `agent_child.py` run by its path, so the child
 # imports only the standard library and the user's module. `-m agentrl.rollout.agent_child`
 # would import the `agentrl.rollout` package first (torch, the engines): about 230 MB and 2 s
@@ -200,13 +201,27 @@ def _timed_out(cfg: HarnessConfig) -> AgentRun:
 
 
 def _exited(code: int | None, out: str, err: str) -> tuple[AgentRun, str]:
-    """A finished run's outcome: a non-zero status is a crash named by its last stderr line."""
+    """A finished run's outcome: a non-zero status is a crash named by its exception line."""
     stderr = err[-STDERR_TAIL:]
     if code != 0:
-        last = next((x for x in reversed(stderr.splitlines()) if x.strip()), "")
-        why = f"agent exited with status {code}: {last}"  # the exception line
+        why = f"agent exited with status {code}: {exception_line(err)[:EXCEPTION_LINE]}"
         return AgentRun("crash", {}, f"{why}\n{stderr}"), ""
     return AgentRun("ok", {}), out
+
+
+def exception_line(stderr: str) -> str:
+    """The line that names a Python traceback's exception (`openai.InternalServerError: ...`,
+    the first unindented line after the last frame), not the last line: a multi-line message
+    (an HTTP error quoting a grammar) would end in its own last line. Without a traceback,
+    the last non-blank line."""
+    lines = stderr.splitlines()
+    frames = [i for i, x in enumerate(lines) if x.startswith('  File "')]
+    if frames:
+        after = lines[frames[-1] + 1 :]
+        hit = next((x for x in after if x.strip() and not x.startswith(" ")), None)
+        if hit is not None:
+            return hit
+    return next((x for x in reversed(lines) if x.strip()), "")
 
 
 def _read_capped(path: str) -> bytes | None:

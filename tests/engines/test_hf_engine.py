@@ -233,6 +233,32 @@ def test_forward_exception_fails_requests_then_engine_recovers(tiny: Any) -> Non
     assert ok.token_ids == reference_greedy(model, prompts[0], GREEDY.max_new_tokens)
 
 
+def test_nan_logits_fail_their_request_by_name(tiny: Any) -> None:
+    """A forward that returns NaN logits for one row (a kernel fault) fails that request with
+    an error that says so; argmax would otherwise read NaN as the best token, id 0, and the
+    row's companions go on unharmed."""
+    model, tok = tiny
+    prompts = _prompts(tok)[:3]
+
+    async def body(engine: HFEngine) -> list[GenerateResult]:
+        real = engine._runner.forward
+
+        def poisoned(*args: Any, **kw: Any) -> Any:
+            logits, cache = real(*args, **kw)
+            if logits.shape[0] == len(prompts):
+                logits = logits.clone()
+                logits[1] = float("nan")
+            return logits, cache
+
+        engine._runner.forward = poisoned  # type: ignore[method-assign]
+        return await engine.generate_batch(prompts, GREEDY)
+
+    results = run_async(with_engine(HFEngine, model, tok, body))
+    assert results[1].finish_reason == "error" and "logits are NaN" in (results[1].error or "")
+    for i in (0, 2):
+        assert results[i].token_ids == reference_greedy(model, prompts[i], GREEDY.max_new_tokens)
+
+
 def test_close_aborts_pending_and_rejects_new_requests(tiny: Any) -> None:
     model, tok = tiny
     prompt = _prompts(tok)[0]

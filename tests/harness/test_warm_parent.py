@@ -109,6 +109,11 @@ def test_failures_read_as_from_a_fresh_interpreter() -> None:
         assert raised.error.startswith(
             "agent exited with status 1: ValueError: the agent's own bug"
         ), raised.error
+        # A message of several lines is named by its exception line, not its last line.
+        quoting = asyncio.run(go("raises_quoting", preload))
+        assert quoting.error.startswith(
+            "agent exited with status 1: RuntimeError: Error code: 500 - grammar rejected token 0\n"
+        ), quoting.error
 
 
 def _alive(pid: int) -> bool:

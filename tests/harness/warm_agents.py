@@ -49,6 +49,14 @@ def raises(task: dict[str, Any], base_url: str) -> str:
     raise ValueError("the agent's own bug")
 
 
+def raises_quoting(task: dict[str, Any], base_url: str) -> str:
+    """An error whose message spans lines (an HTTP error quoting a server's grammar dump)."""
+    try:
+        raise KeyError("first")
+    except KeyError:
+        raise RuntimeError("Error code: 500 - grammar rejected token 0\n<grammar>\n  start: call\n</grammar>") from None
+
+
 def spawns(task: dict[str, Any], base_url: str) -> str:
     """Leaves a child behind (its pid in $WARM_PID_DIR), then returns or, with
     task["hang"], hangs."""
