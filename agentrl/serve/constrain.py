@@ -22,6 +22,7 @@ import torch
 
 from agentrl.chat.format import ChatFormat
 from agentrl.engines.base import TokenConstraint
+from agentrl.serve._ll_vocab import VocabMismatch, ll_tokenizer
 from agentrl.serve.request import ChatRequest, RequestError
 
 # Tool-call syntax per tool format: (text before a call, text after it, arguments key, text
@@ -51,13 +52,14 @@ def _llguidance(field: str) -> Any:
 
 
 def _ll_tokenizer(chat: ChatFormat) -> Any:
-    """llguidance's view of the tokenizer (about a second to build; cached per tokenizer)."""
-    import llguidance.hf
-
+    """llguidance's view of the tokenizer, checked against it (`_ll_vocab`; about a second to
+    build; cached per tokenizer)."""
     key = id(chat.tokenizer)
     if key not in _TOKENIZERS:
-        eos = chat.end_of_turn_id
-        ll = llguidance.hf.from_tokenizer(chat.tokenizer, eos_token=eos)
+        try:
+            ll = ll_tokenizer(chat.tokenizer, chat.end_of_turn_id)
+        except VocabMismatch as e:
+            raise RequestError(f"constrained decoding: {e}") from e
         _TOKENIZERS[key] = (chat.tokenizer, ll)
     return _TOKENIZERS[key][1]
 

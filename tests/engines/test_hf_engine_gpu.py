@@ -65,9 +65,11 @@ def test_cuda_sessions_with_holes_match_no_reuse(attn: str) -> None:
     from agentrl.models.tiny import build_tiny
 
     path = build_tiny("qwen2", str(CACHE))
-    model = AutoModelForCausalLM.from_pretrained(
-        path, dtype=torch.float32, attn_implementation=attn
-    ).to("cuda").eval()
+    model = (
+        AutoModelForCausalLM.from_pretrained(path, dtype=torch.float32, attn_implementation=attn)
+        .to("cuda")
+        .eval()
+    )
     prompts = [tok.encode(t) for t in TEXTS]
     obs = tok.encode("<tool_response>7</tool_response>")
     turn1 = [SamplingParams(4 + 5 * i, 0.0) for i in range(3)]
@@ -80,7 +82,9 @@ def test_cuda_sessions_with_holes_match_no_reuse(attn: str) -> None:
         )
         seconds = [prompts[i] + firsts[i].token_ids + obs[: 2 + 3 * i] for i in range(3)]
         calls = [engine.generate(seconds[i], greedy, session_id=sid[i]) for i in range(3)]
-        return list(firsts) + list(await asyncio.gather(*calls, engine.generate(prompts[3], greedy)))
+        return list(firsts) + list(
+            await asyncio.gather(*calls, engine.generate(prompts[3], greedy))
+        )
 
     async def both() -> tuple[list[Any], list[Any], int]:
         engine = HFEngine(model, tok, device="cuda")

@@ -54,7 +54,9 @@ def raises_quoting(task: dict[str, Any], base_url: str) -> str:
     try:
         raise KeyError("first")
     except KeyError:
-        raise RuntimeError("Error code: 500 - grammar rejected token 0\n<grammar>\n  start: call\n</grammar>") from None
+        raise RuntimeError(
+            "Error code: 500 - grammar rejected token 0\n<grammar>\n  start: call\n</grammar>"
+        ) from None
 
 
 def spawns(task: dict[str, Any], base_url: str) -> str:
