@@ -218,12 +218,15 @@ def held_out_result(
 ) -> dict[str, float]:
     """Reward and success over every held-out task: a run that failed for the machine's sake
     scores 0 here (it is counted in `harness/infra_failed`), so no task drops out of the score.
-    A task's reward is its episode's (its segments all carry it)."""
-    rewards = {str(t.metadata.get("episode")): t.reward for g in groups for t in g.trajectories}
+    A task's reward is its episode's (its segments all carry it); its tool calls are those the
+    model wrote in all its segments (each generated turn is recorded in one segment)."""
+    trajs = [t for g in groups for t in g.trajectories]
+    rewards = {str(t.metadata.get("episode")): t.reward for t in trajs}
     n = max(tasks, 1)
     out = {
         "reward": sum(rewards.values()) / n,
         "success_rate": sum(r >= success_at - 1e-9 for r in rewards.values()) / n,
+        "tool_calls": sum(len(u.tool_calls) for t in trajs for u in t.turns) / n,
         "episodes": float(tasks),
         "harness/infra_failed": float(len(failed)),
     }

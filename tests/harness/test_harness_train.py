@@ -25,7 +25,7 @@ pytest.importorskip("openai", reason="pip install openai")
 from agentrl.cli import main  # noqa: E402
 from agentrl.rollout.harness import Episode  # noqa: E402
 from agentrl.trainer.harness import held_out_result  # noqa: E402
-from agentrl.types import Trajectory, TrajectoryGroup  # noqa: E402
+from agentrl.types import ToolCall, Trajectory, TrajectoryGroup, Turn  # noqa: E402
 
 pytestmark = pytest.mark.timeout(600)
 HERE = Path(__file__).resolve().parent
@@ -344,15 +344,18 @@ def test_held_out_eval_is_greedy(agentrl_cache: Path, tmp_path: Path) -> None:
 
 
 def test_held_out_result_never_drops_a_task() -> None:
-    """Over every task: a failed run scores 0; a split episode (two segments) counts once."""
+    """Over every task: a failed run scores 0; a split episode (two segments) counts once;
+    its tool calls are those of all its segments."""
 
-    def seg(episode: str, reward: float) -> Trajectory:
+    def seg(episode: str, reward: float, calls: int = 0) -> Trajectory:
         t = Trajectory(prompt_ids=[1], reward=reward)
         t.metadata["episode"] = episode
+        call = ToolCall(name="calculator", arguments={"expression": "1+2"})
+        t.turns.append(Turn(start=0, end=0, obs_end=0, tool_calls=[call] * calls))
         return t
 
     groups = [
-        TrajectoryGroup("a", [seg("a-0", 1.0), seg("a-0", 1.0)]),
+        TrajectoryGroup("a", [seg("a-0", 1.0, calls=1), seg("a-0", 1.0, calls=2)]),
         TrajectoryGroup("b", [seg("b-0", 0.0)]),
         TrajectoryGroup("c", []),
     ]
@@ -361,6 +364,7 @@ def test_held_out_result_never_drops_a_task() -> None:
     assert res == {
         "reward": pytest.approx(1 / 3),
         "success_rate": pytest.approx(1 / 3),
+        "tool_calls": 1.0,  # 3 calls over 3 tasks
         "episodes": 3.0,
         "harness/infra_failed": 1.0,
         "harness/failed/timeout": 1.0,

@@ -142,6 +142,8 @@ def test_gpu_recipe_runs_one_step_on_cpu(
     assert row["tool_calls"] >= 4  # every run's forced first turn called the calculator
     evals = [json.loads(line) for line in (out / "eval.jsonl").read_text().splitlines()]
     assert len(evals) == 2  # before and after
+    # the held-out runs' forced first turns are counted as the tool calls the model wrote
+    assert all(e["harness/infra_failed"] == 0 and e["tool_calls/episode"] >= 1 for e in evals)
 
 
 def test_agentrl_train_typed_argument_agent(
