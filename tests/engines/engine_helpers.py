@@ -46,14 +46,34 @@ async def with_engine(
         await engine.close()
 
 
-def load_tiny(preset: str) -> tuple[Any, Any]:
+def load_tiny(preset: str, **load: Any) -> tuple[Any, Any]:
+    """The preset in float32; `load`: more `from_pretrained` arguments (attn_implementation)."""
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
     from agentrl.models.tiny import build_tiny
 
     path = build_tiny(preset, str(CACHE))
-    model = AutoModelForCausalLM.from_pretrained(path, dtype=torch.float32).eval()
+    model = AutoModelForCausalLM.from_pretrained(path, dtype=torch.float32, **load).eval()
     return model, AutoTokenizer.from_pretrained(path)
+
+
+async def sessions_with_holes(
+    engine: Any, tok: Any, prompts: list[list[int]], last: SamplingParams, reuse: bool
+) -> list[GenerateResult]:
+    """Three sessions' first turns (different lengths), then their second turns prefilled
+    together, a cache laid out [pad][prefix][pad][suffix] when `reuse`, beside the fresh
+    `prompts[3]` (second turns and it sampled with `last`): every result, first turns first."""
+    obs = tok.encode("<tool_response>7</tool_response>")
+    sid = [f"s{i}" if reuse else None for i in range(3)]
+    firsts = await asyncio.gather(
+        *(
+            engine.generate(prompts[i], SamplingParams(4 + 5 * i, 0.0), session_id=sid[i])
+            for i in range(3)
+        )
+    )
+    seconds = [prompts[i] + firsts[i].token_ids + obs[: 2 + 3 * i] for i in range(3)]
+    calls = [engine.generate(seconds[i], last, session_id=sid[i]) for i in range(3)]
+    return [*firsts, *await asyncio.gather(*calls, engine.generate(prompts[3], last))]
 
 
 def reference_greedy(model: Any, prompt: list[int], max_new_tokens: int) -> list[int]:

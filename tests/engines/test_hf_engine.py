@@ -14,6 +14,7 @@ from engine_helpers import (
     reference_greedy,
     rescore,
     run_async,
+    sessions_with_holes,
     with_engine,
 )
 
@@ -137,23 +138,13 @@ def test_sessions_prefilled_together_with_different_prefixes(tiny: Any) -> None:
     holes) alongside a fresh prompt; results equal a fresh engine without reuse."""
     model, tok = tiny
     prompts = _prompts(tok)
-    obs = tok.encode("<tool_response>7</tool_response>")
-    turn1 = [SamplingParams(4 + 5 * i, 0.0) for i in range(3)]
-
-    async def body(engine: HFEngine, reuse: bool) -> list[GenerateResult]:
-        sid = [f"s{i}" if reuse else None for i in range(3)]
-        firsts = await asyncio.gather(
-            *(engine.generate(prompts[i], turn1[i], session_id=sid[i]) for i in range(3))
-        )
-        seconds = [prompts[i] + firsts[i].token_ids + obs[: 2 + 3 * i] for i in range(3)]
-        calls = [engine.generate(seconds[i], GREEDY, session_id=sid[i]) for i in range(3)]
-        return list(await asyncio.gather(*calls, engine.generate(prompts[3], GREEDY)))
 
     async def both() -> tuple[list[GenerateResult], list[GenerateResult], int]:
         engine = HFEngine(model, tok)
         try:
-            reused = await body(engine, True)
-            return reused, await body(engine, False), engine.stats["reused_tokens"]
+            reused = await sessions_with_holes(engine, tok, prompts, GREEDY, reuse=True)
+            plain = await sessions_with_holes(engine, tok, prompts, GREEDY, reuse=False)
+            return reused, plain, engine.stats["reused_tokens"]
         finally:
             await engine.close()
 

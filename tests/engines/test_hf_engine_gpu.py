@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 import torch
-from engine_helpers import load_tiny, reference_greedy, rescore
+from engine_helpers import load_tiny, reference_greedy, rescore, sessions_with_holes
 
 from agentrl.engines import HFEngine, SamplingParams
 
@@ -57,40 +57,17 @@ def test_cuda_sessions_with_holes_match_no_reuse(attn: str) -> None:
     """Multi-turn sessions prefilled together (a cache laid out [pad][prefix][pad][suffix])
     beside a fresh prompt, on CUDA in float32 with each attention implementation: no request
     fails (a NaN from a fully masked pad row would), and reuse changes nothing."""
-    from transformers import AutoModelForCausalLM
-
-    _, tok = load_tiny("qwen2")
-    from engine_helpers import CACHE
-
-    from agentrl.models.tiny import build_tiny
-
-    path = build_tiny("qwen2", str(CACHE))
-    model = (
-        AutoModelForCausalLM.from_pretrained(path, dtype=torch.float32, attn_implementation=attn)
-        .to("cuda")
-        .eval()
-    )
+    model, tok = load_tiny("qwen2", attn_implementation=attn)
+    model = model.to("cuda")
     prompts = [tok.encode(t) for t in TEXTS]
-    obs = tok.encode("<tool_response>7</tool_response>")
-    turn1 = [SamplingParams(4 + 5 * i, 0.0) for i in range(3)]
     greedy = SamplingParams(max_new_tokens=12, temperature=0.0)
-
-    async def body(engine: HFEngine, reuse: bool) -> list[Any]:
-        sid = [f"s{i}" if reuse else None for i in range(3)]
-        firsts = await asyncio.gather(
-            *(engine.generate(prompts[i], turn1[i], session_id=sid[i]) for i in range(3))
-        )
-        seconds = [prompts[i] + firsts[i].token_ids + obs[: 2 + 3 * i] for i in range(3)]
-        calls = [engine.generate(seconds[i], greedy, session_id=sid[i]) for i in range(3)]
-        return list(firsts) + list(
-            await asyncio.gather(*calls, engine.generate(prompts[3], greedy))
-        )
 
     async def both() -> tuple[list[Any], list[Any], int]:
         engine = HFEngine(model, tok, device="cuda")
         try:
-            reused = await body(engine, True)
-            return reused, await body(engine, False), engine.stats["reused_tokens"]
+            reused = await sessions_with_holes(engine, tok, prompts, greedy, reuse=True)
+            plain = await sessions_with_holes(engine, tok, prompts, greedy, reuse=False)
+            return reused, plain, engine.stats["reused_tokens"]
         finally:
             await engine.close()
 
