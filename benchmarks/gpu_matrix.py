@@ -330,6 +330,10 @@ def cell_row(cell: Cell, args: argparse.Namespace) -> dict[str, Any]:
         row["status"] = "ok" if code == 0 else "failed"
     if row["status"] != "ok":
         row["error_tail"] = tail(cell.log)
+        if row["status"] == "failed":  # the table's status names it (it said "failed: ")
+            from agentrl.rollout.harness import exception_line
+
+            row["reason"] = exception_line(row["error_tail"]) or f"exit code {code}"
     return row
 
 

@@ -21,6 +21,12 @@ die() { echo "gpu_matrix_session: $*" >&2; exit 1; }
 start() {  # start NAME TAG AFTER [ARGS...]
   local name=$1 tag=$2 after=$3; shift 3
   bash "$R/benchmarks/gpu_bundle.sh" unpack "$name" /tmp/carry
+  # Only one bundle carries whl/ (wheels, bubblewrap): start it first on this machine. Session
+  # 26 started the models-only Gemma bundle alone: a bare dpkg error, then every cell failed
+  # on `gguf` and `bm25s`.
+  ls /tmp/carry/whl/bubblewrap_*.deb >/dev/null 2>&1 || die "bundle $name has no whl/ (the" \
+    "wheels, bubblewrap) and no earlier start left one in /tmp/carry: start the bundle that" \
+    "carries it (mxs) first on this machine"
   [ -d /tmp/bw/usr/bin ] || dpkg-deb -x /tmp/carry/whl/bubblewrap_*.deb /tmp/bw
   python3 - <<'PY'  # xz-packed files (a tokenizer.json) unpacked beside themselves
 import lzma, pathlib

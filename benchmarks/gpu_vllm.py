@@ -7,7 +7,9 @@ batch size), the same sampling (temperature 1, top-k/top-p off, EOS ignored, exa
 (vLLM takes a fixed share of GPU memory at start; the hf engine sizes its static cache):
 
 - `vllm`: vLLM's offline `LLM.generate`, its defaults (torch.compile, CUDA graphs, FA3): the
-  peer, one warm-up call per batch size, then one timed call;
+  peer, one warm-up call per batch size, then one timed call; then again with what the
+  adapter asks of vLLM, one thing at a time (`PEER_ASKS`: a seed per request, the sampled
+  token's log-prob, both), so the adapter's gap to the peer is attributed;
 - `vllm-agentrl`: the same vLLM through agentrl's adapter (`engine.kind: vllm`, `AsyncLLM`, one
   request per episode, as the trainer drives it): the same batches, the multi-turn tool
   workload of `gpu_engine.py` (episodes that pause for a tool with random latency), and a
@@ -38,6 +40,9 @@ from typing import Any
 
 HERE = Path(__file__).resolve().parent
 PARTS = ("vllm", "vllm-agentrl", "hf", "hf-compiled")
+# The peer again with what agentrl's adapter asks of vLLM (`vllm` part): per-request seeds,
+# the sampled token's log-prob, both. Their rows attribute the adapter's gap to vLLM offline.
+PEER_ASKS = ("seeds", "logprobs", "seeds+logprobs")
 
 
 def common(p: argparse.ArgumentParser) -> None:
@@ -121,7 +126,7 @@ def child_vllm(args: argparse.Namespace) -> dict[str, Any]:
     out["start_s"] = time.perf_counter() - t0
     vocab = vocab_of(args.ckpt)
     # No per-request seed: vLLM's default (a seeded request takes a slower sampling path).
-    sp = vllm.SamplingParams(
+    base = dict(
         temperature=1.0,
         top_p=1.0,
         top_k=-1,
@@ -129,20 +134,30 @@ def child_vllm(args: argparse.Namespace) -> dict[str, Any]:
         ignore_eos=True,  # full length; no `min_tokens`, whose logits processor is extra work
         detokenize=False,
     )
+    sp = vllm.SamplingParams(**base)
     out["throughput"] = []
+    out["asks"] = {name: [] for name in PEER_ASKS}
     for batch in batch_sizes(args):
         prompts = [
             {"prompt_token_ids": p} for p in prompts_for(batch, args.prompt_len, vocab, batch)
         ]
-        llm.generate(prompts, sp, use_tqdm=False)  # warm-up at this batch size
-        t = time.perf_counter()
-        res = llm.generate(prompts, sp, use_tqdm=False)
-        dt = time.perf_counter() - t
-        n = sum(len(r.outputs[0].token_ids) for r in res)
-        assert n == batch * args.new_tokens, n
-        row = {"batch": batch, "tok_s": n / dt, "s": dt}
-        out["throughput"].append(row)
-        print(json.dumps(row), flush=True)
+        for ask in ("", *PEER_ASKS):
+            # What the adapter asks of vLLM, one thing at a time: a seed per request (vLLM
+            # then draws each seeded row's noise on its own), the sampled token's log-prob.
+            params = sp if not ask else [
+                vllm.SamplingParams(**base, seed=i if "seed" in ask else None,
+                                    logprobs=0 if "logprob" in ask else None)
+                for i in range(batch)
+            ]  # fmt: skip
+            llm.generate(prompts, params, use_tqdm=False)  # warm-up at this batch size
+            t = time.perf_counter()
+            res = llm.generate(prompts, params, use_tqdm=False)
+            dt = time.perf_counter() - t
+            n = sum(len(r.outputs[0].token_ids) for r in res)
+            assert n == batch * args.new_tokens, n
+            row = {"batch": batch, "tok_s": n / dt, "s": dt}
+            (out["asks"][ask] if ask else out["throughput"]).append(row)
+            print(json.dumps(row | ({"asks": ask} if ask else {})), flush=True)
     return out
 
 
@@ -283,6 +298,11 @@ def table(report: dict[str, Any]) -> str:
         mt = part.get("multi_turn", {})
         mt_v = mt.get("tok_s", mt.get("engine_tok_s"))
         lines.append(f"| {name} | " + " | ".join(cells) + f" | {f'{mt_v:,.0f}' if mt_v else '-'} |")
+        for ask, ask_rows in part.get("asks", {}).items():  # the peer with the adapter's asks
+            got = {r["batch"]: r["tok_s"] for r in ask_rows}
+            cells = [f"{got[b]:,.0f} ({got[b] / peer[b]:.2f}x)" if b in got and b in peer
+                     else "-" for b in report["batches"]]  # fmt: skip
+            lines.append(f"| {name} +{ask} | " + " | ".join(cells) + " | - |")
     return "\n".join(lines)
 
 

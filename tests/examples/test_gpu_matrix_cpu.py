@@ -128,3 +128,20 @@ def test_a_variant_is_its_own_cell_beside_its_recipe(tmp_path: Path) -> None:
     ):
         with pytest.raises(SystemExit, match="--variant"):
             gpu_matrix.select(gpu_matrix.parse(["--cells", "none", "--variant", bad]))
+
+
+def test_a_failed_cell_names_its_exception(tmp_path: Path) -> None:
+    """A cell whose trainer dies is a `failed` row whose reason is the exception line of its
+    log (the H200 wave of session 26 printed `failed: ` for a cell missing `bm25s`)."""
+    sys.path.insert(0, str(ROOT / "benchmarks"))
+    import gpu_matrix
+
+    cell = gpu_matrix.Cell("c", tmp_path / "c.yaml", [], run_dir=tmp_path / "run")
+    cell.log = tmp_path / "c.log"
+    crash = "import bm25s_that_is_not_installed\nprint('after')"
+    with cell.log.open("wb") as log:
+        cell.proc = subprocess.Popen([sys.executable, "-c", crash], stderr=log)
+    cell.proc.wait(60)
+    row = gpu_matrix.cell_row(cell, gpu_matrix.parse(["--run-root", str(tmp_path)]))
+    assert row["status"] == "failed" and row["exit_code"] == 1
+    assert row["reason"] == "ModuleNotFoundError: No module named 'bm25s_that_is_not_installed'"
