@@ -45,6 +45,7 @@ def test_converted_presets_pass(preset: str, agentrl_cache: Path) -> None:
     check_converted(path, preset)
 
 
+@pytest.mark.slow  # converts the real SmolLM2 GGUF twice (~40 s); CI's slow stage runs it
 def test_sidecar_tokenizer_replaces_the_gguf_conversion(tmp_path: Path) -> None:
     """A `<stem>.tokenizer/` folder beside a GGUF (what `save_tokenizer` writes where the
     conversion is correct, carried to a machine whose transformers converts it wrong) is the
