@@ -287,6 +287,11 @@ def parse() -> argparse.Namespace:
     p.add_argument("--decode-chunk", type=int, default=8, help="FastHFEngine decode_chunk")
     p.add_argument("--compile-decode", action="store_true", help="torch.compile the decode forward")
     p.add_argument(
+        "--compile-prefill",
+        action="store_true",
+        help="torch.compile the prefill forward (multi-turn: a prefill per turn)",
+    )
+    p.add_argument(
         "--compare-chunk1",
         action="store_true",
         help="also time each batch with decode_chunk=1 (one step per hop: the old behaviour)",
@@ -333,9 +338,11 @@ def main() -> None:
             cuda_graphs=False if args.no_graphs else None,
             decode_chunk=args.decode_chunk,
             compile_decode=args.compile_decode,
+            compile_prefill=args.compile_prefill,
         ),
     )
     report["compile_decode"] = args.compile_decode
+    report["compile_prefill"] = args.compile_prefill
     report["cuda_graphs"] = engine.cuda_graphs
     report["decode_chunk"] = engine.decode_chunk
     t0 = time.perf_counter()

@@ -16,7 +16,7 @@ batch size), the same sampling (temperature 1, top-k/top-p off, EOS ignored, exa
   weight update landing while a batch is in flight (every request must still end with its
   full budget; the log line names the weight-sync path the adapter took);
 - `hf`, `hf-compiled`: `gpu_engine.py --skip-check --skip-generate`, the fast path (static KV
-  cache, CUDA graphs over decode chunks) eager and with `--compile-decode`.
+  cache, CUDA graphs over decode chunks) eager and with `--compile-decode --compile-prefill`.
 
 The table gives each engine's tok/s and its ratio to vLLM's offline figure (same batch).
 
@@ -261,8 +261,9 @@ def run_part(name: str, args: argparse.Namespace, timeout_s: float) -> dict[str,
     if name.startswith("hf"):
         cmd = [sys.executable, str(HERE / "gpu_engine.py"), *engine_args(args),
                "--skip-check", "--skip-generate", f"--json={out}"]  # fmt: skip
-        if name == "hf-compiled":
-            cmd.append("--compile-decode")
+        if name == "hf-compiled":  # both forwards (session 26's H200 run compiled decode
+            # only, so the multi-turn workload's prefill, one per turn, ran eager)
+            cmd += ["--compile-decode", "--compile-prefill"]
     else:
         cmd = [sys.executable, __file__, "--child", name, f"--ckpt={args.ckpt}",
                f"--json={out}", *child_args(args), *engine_args(args)]  # fmt: skip
