@@ -146,11 +146,32 @@ def resolve_gguf(path: str, cache_dir: str | None = None) -> Path:
     if not src.is_file():
         raise FileNotFoundError(f"model.path {path!r}: no such GGUF file")
     stem = path if path in PRESETS else src.stem.lower()
-    out = _cache_root(cache_dir) / f"gguf-{stem}-{file_digest(src)}-v{_FORMAT_VERSION}"
+    key = f"{file_digest(src)}-{conversion_digest(src)}-v{_FORMAT_VERSION}"
+    out = _cache_root(cache_dir) / f"gguf-{stem}-{key}"
     if (out / "config.json").exists():
         _check_cached(out, src)
         return out
     return convert(src, out)
+
+
+def conversion_digest(src: Path) -> str:
+    """What a converted directory depends on besides the GGUF's bytes: the transformers that
+    converted it (its GGUF tokenizer conversion changed between releases: 5.17 wrote
+    SmolLM2's byte-level tokenizer with sentencepiece-style fields that llguidance misread,
+    and made Gemma 3's character level) and the sidecar tokenizer, when one is beside the
+    file. So upgrading transformers, or adding or editing a sidecar, converts again instead
+    of reusing a directory made from something else."""
+    import hashlib
+
+    import transformers
+
+    h = hashlib.sha256(f"transformers {transformers.__version__}".encode())
+    sidecar = tokenizer_sidecar(src)
+    if sidecar.is_dir():
+        for f in sorted(x for x in sidecar.rglob("*") if x.is_file()):
+            h.update(f"\0{f.relative_to(sidecar).as_posix()}\0".encode())
+            h.update(gguf_parts.sha256_of(f).encode())
+    return h.hexdigest()[:8]
 
 
 def _check_cached(out: Path, src: Path) -> None:
