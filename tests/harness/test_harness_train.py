@@ -104,7 +104,8 @@ def test_failed_runs_leave_the_groups_not_score_zero(
     (a crash scored 0 would pull the mean to 0.5)."""
     out = tmp_path / "run"
     args = ["train", "--agent", agent, "--env", "math/calc-easy-v0"]
-    extra = {"trainer__steps": 1, "rollout__harness__timeout_s": 20}  # 3 s was too short on a busy box
+    # 3 s was too short on a busy box; the hanging runs wait it out
+    extra = {"trainer__steps": 1, "rollout__harness__timeout_s": 20}
     assert main([*args, *overrides(agentrl_cache, out, **extra)]) == 0
     (row,) = metrics(out)
     assert row[f"harness/failed/{reason}"] == 2
