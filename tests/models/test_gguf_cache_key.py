@@ -6,11 +6,11 @@ sidecar was added or edited, is never reused for this one."""
 
 from __future__ import annotations
 
+import importlib
 import json
 from pathlib import Path
 
 import pytest
-import transformers
 
 from agentrl.models import gguf
 
@@ -36,6 +36,9 @@ def test_the_key_follows_transformers_and_the_sidecar(
     plain = _cached(cache, src)
     assert gguf.resolve_gguf(str(src), str(cache)) == plain
 
+    # The module `import transformers` gives now: transformers can replace its lazy module in
+    # sys.modules after this file was imported (it did, after tests/models/test_gemma3.py).
+    transformers = importlib.import_module("transformers")
     monkeypatch.setattr(transformers, "__version__", "5.17.0")
     assert gguf.conversion_digest(src) not in plain.name
     other = _cached(cache, src)
