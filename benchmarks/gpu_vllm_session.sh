@@ -2,6 +2,7 @@
 # Issue 44's GPU runs as a detached runner, so device calls can carry other parts meanwhile
 # (the pattern of gpu_matrix_session.sh):
 #   bash benchmarks/gpu_vllm_session.sh start AFTER [PART]   # carry the vLLM bundle's last part
+#       (no PART and vLLM already installed by `vllm_gpu_install.sh install`: not installed again)
 #   bash benchmarks/gpu_vllm_session.sh wait SECONDS
 # installs vLLM from the parts stashed by earlier calls (vllm_gpu_install.sh stash) plus PART,
 # copies this tree to /tmp/vrepo (the next call replaces the working tree), and starts, with
@@ -31,9 +32,15 @@ if [ "${1:-}" = wait ]; then  # wait SECONDS: until the runner ends or SECONDS p
 fi
 [ "${1:-}" = start ] || { echo "usage: gpu_vllm_session.sh start AFTER [PART] | wait SECONDS" >&2; exit 1; }
 after=${2:--}; shift 2 || :
-bash "$R/benchmarks/vllm_gpu_install.sh" install "$@" >/tmp/vllm-install.log 2>&1 \
-  || { tail -20 /tmp/vllm-install.log; exit 1; }
-tail -3 /tmp/vllm-install.log
+if [ $# -eq 0 ] && [ -f "${VLLM_SITE:-/tmp/site}/.vllm-bundle-id" ]; then
+  # Installed by an earlier call (vllm_gpu_install.sh install): reinstalling would replace
+  # wheels under a runner that imports them (a matrix wave with an engine.kind=vllm cell).
+  echo "vLLM bundle $(cat "${VLLM_SITE:-/tmp/site}/.vllm-bundle-id") already installed; not again"
+else
+  bash "$R/benchmarks/vllm_gpu_install.sh" install "$@" >/tmp/vllm-install.log 2>&1 \
+    || { tail -20 /tmp/vllm-install.log; exit 1; }
+  tail -3 /tmp/vllm-install.log
+fi
 rm -rf /tmp/vrepo /tmp/o/vw && mkdir -p /tmp/vrepo /tmp/o/vw
 (cd "$R" && tar --exclude=./.gpuparts --exclude=./.gpuwheels --exclude=./.git -cf - .) \
   | tar -C /tmp/vrepo -xf -
