@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import logging
 import sys
 from typing import Any
 
@@ -56,6 +57,21 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def show_info_lines() -> None:
+    """Print the `agentrl` loggers' INFO lines on stderr. They are the few lines that say
+    which path a component took (vLLM: the native RL API or the fallback), which a user
+    must see; without a handler Python prints only warnings. Idempotent; a program that
+    configured logging itself (its root logger or `agentrl`'s has a handler: pytest's too)
+    keeps its own, and nothing is printed twice."""
+    ours = logging.getLogger("agentrl")
+    if ours.handlers or logging.getLogger().handlers:
+        return
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(logging.Formatter("agentrl: %(message)s"))
+    ours.addHandler(handler)
+    ours.setLevel(logging.INFO)
+
+
 def main(argv: list[str] | None = None) -> int:
     """Exit codes: 0 ok, 1 the command ran and failed, 2 usage or config error (one line on
     stderr naming the culprit, raised before any model loads), 130 interrupted."""
@@ -63,6 +79,7 @@ def main(argv: list[str] | None = None) -> int:
     from agentrl.rows import DatasetError
 
     args = build_parser().parse_args(argv)
+    show_info_lines()
     try:
         return int(args.func(args) or 0)
     except ConfigError as e:

@@ -269,6 +269,10 @@ class VLLMEngine(Engine):
 
         async def shutdown() -> None:
             self.llm.shutdown()
+            # The last reference goes here, on the engine's loop with the interpreter whole:
+            # left to interpreter exit, `AsyncLLM.__del__` ran its shutdown again against
+            # torn-down modules and printed a traceback after every `agentrl train` (vLLM 0.32).
+            self.llm = None
 
         await self._loop.call(shutdown())
         self._loop.stop()

