@@ -365,6 +365,10 @@ def _zygote(ctrl_fd: int, disk_bytes: int, uids: tuple[int, int], keep: list[str
     # function, not ``signal.signal``, whose enum conversions touched ~65 pages per run.
     _signal.signal(_signal.SIGINT, _signal.SIG_DFL)
     os.environ.pop("PWD", None)  # bwrap's --chdir sets it; runs were never given it
+    # Set for the zygote alone (``local.argv``): the dynamic linker bound every symbol of
+    # the interpreter and its libraries at start-up, so no run resolves one on its first
+    # call (lazy binding wrote each run's GOT pages, ~25 copy-on-write faults a run).
+    os.environ.pop("LD_BIND_NOW", None)
     _START_ENV.append(dict(os.environ))  # the sandbox's base environment (``local.ENV``)
     own_pidns = os.open("/proc/self/ns/pid", os.O_RDONLY)
     gc.freeze()  # forks then share these pages instead of copying them on the first GC
