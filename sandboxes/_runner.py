@@ -274,27 +274,37 @@ def _serve_one(
 
 def _fork_retrying(wait_s: float = 2.0) -> int:
     """fork(), retried while the pids limit is hit (the previous run's processes may still be
-    dying when the next run starts); -1 if it never succeeds."""
+    dying when the next run starts); -1 if it never succeeds. The clock is read only once a
+    fork failed: the zygote calls this for every run, and what it touches it copies."""
+    try:
+        return os.fork()
+    except BlockingIOError:
+        pass
     import time
 
     deadline = time.monotonic() + wait_s
     while True:
+        time.sleep(0.005)
         try:
             return os.fork()
         except BlockingIOError:
             if time.monotonic() > deadline:
                 return -1
-            time.sleep(0.005)
 
 
-def _fork_in_new_pidns(own_pidns: int) -> int:
+def _fork_in_new_pidns(own_pidns: int, libc) -> int:
     """fork() whose child is pid 1 of a new pid namespace; the zygote itself stays put.
 
     ``unshare(CLONE_NEWPID)`` only retargets future children and may not be repeated until
     ``setns`` back to our own namespace resets that, which is cheaper than an extra fork.
+    The libc functions are called directly, not through ``_libc_call``: the zygote runs this
+    for every run, and every page it writes, it copies (a run's init shares them).
     """
-    _libc_call("setns", own_pidns, CLONE_NEWPID)
-    _libc_call("unshare", CLONE_NEWPID)
+    if libc.setns(own_pidns, CLONE_NEWPID) != 0 or libc.unshare(CLONE_NEWPID) != 0:
+        import ctypes
+
+        err = ctypes.get_errno()
+        raise OSError(err, f"setns/unshare: {os.strerror(err)}")
     pid = _fork_retrying()
     if pid < 0:
         _exit(1)  # the host sees the zygote gone and uses a fresh one
@@ -375,7 +385,7 @@ def _zygote(ctrl_fd: int, disk_bytes: int, uids: tuple[int, int], keep: list[str
     while True:
         dr, dw = os.pipe()
         tr, tw = os.pipe()  # G: took a request, A: answering (read only once it is gone)
-        pid = _fork_in_new_pidns(own_pidns)
+        pid = _fork_in_new_pidns(own_pidns, libc)
         if pid == 0:
             os.close(dr)
             os.close(tr)
@@ -393,8 +403,11 @@ def _zygote(ctrl_fd: int, disk_bytes: int, uids: tuple[int, int], keep: list[str
             said = b""
         os.close(tr)
         while True:  # reap finished inits without waiting for the one still tearing down
-            try:
-                done, status, use = os.wait4(-1, 0 if not replied else os.WNOHANG)
+            try:  # (no rusage after a reply: every page the zygote writes, it copies)
+                if replied:
+                    done, status = os.waitpid(-1, os.WNOHANG)
+                else:
+                    done, status, use = os.wait4(-1, 0)
             except ChildProcessError:
                 break
             if done == 0:
