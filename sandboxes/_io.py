@@ -8,9 +8,10 @@ from __future__ import annotations
 
 import dataclasses
 import marshal
+import math
 import os
 import secrets
-import selectors
+import select
 import time
 from collections.abc import Callable
 
@@ -92,32 +93,34 @@ def pump(
     cap: int,
     done: Callable[[Pumped], bool] | None = None,
 ) -> Pumped:
-    """Read both streams until EOF, ``done``, the deadline or the cap; never hold > cap each."""
+    """Read both streams until EOF, ``done``, the deadline or the cap; never hold > cap each.
+
+    ``select.poll`` rather than a ``selectors`` object: no epoll fd to create and close and
+    no Python-level key bookkeeping for each of a run's two pipes (the host's share of a
+    HumanEval sample is ~0.8 ms of CPU)."""
     res = Pumped(bytearray(), bytearray())
-    sel = selectors.DefaultSelector()
+    poller = select.poll()
     bufs = {fds[0]: res.out, fds[1]: res.err}
     for fd in fds:
-        sel.register(fd, selectors.EVENT_READ)
-    try:
-        while sel.get_map():
-            left = deadline - time.monotonic()
-            if left <= 0:
-                res.timed_out = True
-                break
-            for key, _ in sel.select(left):
-                chunk = os.read(key.fd, 65536)
-                if not chunk:
-                    sel.unregister(key.fd)
-                    continue
-                buf = bufs[key.fd]
-                room = cap - len(buf)
-                buf += chunk[: max(room, 0)]
-                if len(chunk) > room:
-                    res.truncated = True
-            if res.truncated or (done is not None and done(res)):
-                break
-    finally:
-        sel.close()
+        poller.register(fd, select.POLLIN)
+    while bufs:
+        left = deadline - time.monotonic()
+        if left <= 0:
+            res.timed_out = True
+            break
+        for fd, _ in poller.poll(max(1, math.ceil(left * 1000))):
+            chunk = os.read(fd, 65536)
+            if not chunk:  # EOF (POLLHUP comes with it once the writer is gone)
+                poller.unregister(fd)
+                del bufs[fd]
+                continue
+            buf = bufs[fd]
+            room = cap - len(buf)
+            buf += chunk[: max(room, 0)]
+            if len(chunk) > room:
+                res.truncated = True
+        if res.truncated or (done is not None and done(res)):
+            break
     return res
 
 

@@ -274,31 +274,72 @@ def _serve_one(
 
 def _fork_retrying(wait_s: float = 2.0) -> int:
     """fork(), retried while the pids limit is hit (the previous run's processes may still be
-    dying when the next run starts); -1 if it never succeeds."""
+    dying when the next run starts); -1 if it never succeeds. The clock is read only once a
+    fork failed: the zygote calls this for every run, and what it touches it copies."""
+    try:
+        return os.fork()
+    except BlockingIOError:
+        pass
     import time
 
     deadline = time.monotonic() + wait_s
     while True:
+        time.sleep(0.005)
         try:
             return os.fork()
         except BlockingIOError:
             if time.monotonic() > deadline:
                 return -1
-            time.sleep(0.005)
 
 
-def _fork_in_new_pidns(own_pidns: int) -> int:
+def _fork_in_new_pidns(own_pidns: int, libc) -> int:
     """fork() whose child is pid 1 of a new pid namespace; the zygote itself stays put.
 
     ``unshare(CLONE_NEWPID)`` only retargets future children and may not be repeated until
     ``setns`` back to our own namespace resets that, which is cheaper than an extra fork.
+    The libc functions are called directly, not through ``_libc_call``: the zygote runs this
+    for every run, and every page it writes, it copies (a run's init shares them).
     """
-    _libc_call("setns", own_pidns, CLONE_NEWPID)
-    _libc_call("unshare", CLONE_NEWPID)
+    if libc.setns(own_pidns, CLONE_NEWPID) != 0 or libc.unshare(CLONE_NEWPID) != 0:
+        import ctypes
+
+        err = ctypes.get_errno()
+        raise OSError(err, f"setns/unshare: {os.strerror(err)}")
     pid = _fork_retrying()
     if pid < 0:
         _exit(1)  # the host sees the zygote gone and uses a fresh one
     return pid
+
+
+def _preload(names) -> None:
+    """Import ``names``, with ``random``'s after-fork reseed registered as the C method.
+
+    ``random`` registers its global instance's ``seed`` (Python: ``Random.seed``) to run in
+    every forked child, and each run forks twice (its init, then its program or player):
+    the Python call touched ~35 pages of the zygote's heap in each child (~0.2 ms). The C
+    method it calls does the same reseed from ``os.urandom`` (``seed()`` with no argument;
+    ``gauss_next``, the only other state it resets, is None here: the zygote never draws),
+    so every run still gets a fresh state, as a fresh interpreter would. Other modules'
+    after-fork hooks are registered unchanged, in their order.
+    """
+    hooks: list[dict] = []
+    register = os.register_at_fork
+    os.register_at_fork = lambda **kw: hooks.append(kw)  # type: ignore[assignment]
+    try:
+        for name in names:
+            try:
+                __import__(name)
+            except Exception:  # noqa: BLE001 - a missing optional module is just not preloaded
+                pass
+    finally:
+        os.register_at_fork = register
+    inst = getattr(sys.modules.get("random"), "_inst", None)
+    for kw in hooks:
+        if inst is not None and kw == {"after_in_child": inst.seed} and inst.gauss_next is None:
+            import _random  # the C module behind ``random``
+
+            kw = {"after_in_child": _random.Random.seed.__get__(inst)}
+        register(**kw)
 
 
 def _zygote(ctrl_fd: int, disk_bytes: int, uids: tuple[int, int], keep: list[str], preload) -> None:
@@ -314,13 +355,12 @@ def _zygote(ctrl_fd: int, disk_bytes: int, uids: tuple[int, int], keep: list[str
     # two forks copy as page tables and tear down.
     compile("", "<zygote>", "exec")
     _json("0")  # the judge's JSON scanner (``_wire._json``), built here once
+    # ``atexit``: ``_finish`` runs it in every judge and program; imported there, this
+    # builtin module went through importlib's (Python) machinery in each run, ~60 page faults.
+    import atexit  # noqa: F401
     import traceback  # noqa: F401 - preloaded so each fork need not import it (errors are common)
 
-    for name in preload:
-        try:
-            __import__(name)
-        except Exception:  # noqa: BLE001 - a missing optional module is just not preloaded
-            pass
+    _preload(preload)
 
     libc = _libc()
     for name in ("setns", "unshare", "mount", "prctl"):  # each init would look them up again
@@ -335,13 +375,17 @@ def _zygote(ctrl_fd: int, disk_bytes: int, uids: tuple[int, int], keep: list[str
     # function, not ``signal.signal``, whose enum conversions touched ~65 pages per run.
     _signal.signal(_signal.SIGINT, _signal.SIG_DFL)
     os.environ.pop("PWD", None)  # bwrap's --chdir sets it; runs were never given it
+    # Set for the zygote alone (``local.argv``): the dynamic linker bound every symbol of
+    # the interpreter and its libraries at start-up, so no run resolves one on its first
+    # call (lazy binding wrote each run's GOT pages, ~25 copy-on-write faults a run).
+    os.environ.pop("LD_BIND_NOW", None)
     _START_ENV.append(dict(os.environ))  # the sandbox's base environment (``local.ENV``)
     own_pidns = os.open("/proc/self/ns/pid", os.O_RDONLY)
     gc.freeze()  # forks then share these pages instead of copying them on the first GC
     while True:
         dr, dw = os.pipe()
         tr, tw = os.pipe()  # G: took a request, A: answering (read only once it is gone)
-        pid = _fork_in_new_pidns(own_pidns)
+        pid = _fork_in_new_pidns(own_pidns, libc)
         if pid == 0:
             os.close(dr)
             os.close(tr)
@@ -359,8 +403,11 @@ def _zygote(ctrl_fd: int, disk_bytes: int, uids: tuple[int, int], keep: list[str
             said = b""
         os.close(tr)
         while True:  # reap finished inits without waiting for the one still tearing down
-            try:
-                done, status, use = os.wait4(-1, 0 if not replied else os.WNOHANG)
+            try:  # (no rusage after a reply: every page the zygote writes, it copies)
+                if replied:
+                    done, status = os.waitpid(-1, os.WNOHANG)
+                else:
+                    done, status, use = os.wait4(-1, 0)
             except ChildProcessError:
                 break
             if done == 0:

@@ -194,6 +194,8 @@ class LocalBackend(SandboxBackend):
         a += ["--clearenv", "--chdir", "/work"]
         for key, value in ENV.items():  # runs asking for exactly this keep it (``_setup``)
             a += ["--setenv", key, value]
+        if mode == "zygote":  # the zygote unsets it once started: runs never see it
+            a += ["--setenv", "LD_BIND_NOW", "1"]
         a += ["--"]
         return a + [self.python, "-I", "-S", "-c", runner, str(arg), mode, self.site_dirs]
 
