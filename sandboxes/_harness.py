@@ -162,10 +162,15 @@ def _libc():
 
 def _libc_call(name: str, *args: object) -> None:
     if getattr(_libc(), name)(*args) != 0:
-        import ctypes
+        raise _libc_error(name)
 
-        err = ctypes.get_errno()
-        raise OSError(err, f"{name}: {os.strerror(err)}")
+
+def _libc_error(name: str) -> OSError:
+    """The OSError of the libc call `name` that just failed (its errno)."""
+    import ctypes
+
+    err = ctypes.get_errno()
+    return OSError(err, f"{name}: {os.strerror(err)}")
 
 
 def _drop_caps() -> None:

@@ -47,6 +47,7 @@ try:  # inside the sandbox the harness source is prepended instead (``local.RUNN
         _finish,
         _libc,
         _libc_call,
+        _libc_error,
         _read_frame,
         _run_program,
         _setup,
@@ -300,11 +301,10 @@ def _fork_in_new_pidns(own_pidns: int, libc) -> int:
     The libc functions are called directly, not through ``_libc_call``: the zygote runs this
     for every run, and every page it writes, it copies (a run's init shares them).
     """
-    if libc.setns(own_pidns, CLONE_NEWPID) != 0 or libc.unshare(CLONE_NEWPID) != 0:
-        import ctypes
-
-        err = ctypes.get_errno()
-        raise OSError(err, f"setns/unshare: {os.strerror(err)}")
+    if libc.setns(own_pidns, CLONE_NEWPID) != 0:
+        raise _libc_error("setns")
+    if libc.unshare(CLONE_NEWPID) != 0:
+        raise _libc_error("unshare")
     pid = _fork_retrying()
     if pid < 0:
         _exit(1)  # the host sees the zygote gone and uses a fresh one

@@ -7,6 +7,7 @@ from __future__ import annotations
 import hashlib
 import sys
 import zipfile
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -24,6 +25,17 @@ def _wheel(path: Path, package: str, index: int) -> Path:
         z.writestr(f"{package}/__init__.py", "")
         z.writestr(f"{package}/data/{NAME}.part{index:02d}", CHUNKS[index])
     return path
+
+
+def _installed(tmp_path: Path, prefix: str, member: Callable[[int], str]) -> Path:
+    """A site folder with one installed package `<prefix><i>` per chunk, holding the chunk as
+    `data/<member(i)>`."""
+    site = tmp_path / "site"
+    for i, chunk in enumerate(CHUNKS):
+        (site / f"{prefix}{i}" / "data").mkdir(parents=True)
+        (site / f"{prefix}{i}" / "__init__.py").write_text("")
+        (site / f"{prefix}{i}" / "data" / member(i)).write_bytes(chunk)
+    return site
 
 
 def test_parts_from_files_and_wheels_join_in_order(tmp_path) -> None:
@@ -83,11 +95,7 @@ def test_command_line(tmp_path, capsys) -> None:
 def test_preset_parts_from_installed_packages_join_once_into_the_cache(
     tmp_path, monkeypatch
 ) -> None:
-    site = tmp_path / "site"
-    for i, chunk in enumerate(CHUNKS):
-        (site / f"toy_part{i}" / "data").mkdir(parents=True)
-        (site / f"toy_part{i}" / "__init__.py").write_text("")
-        (site / f"toy_part{i}" / "data" / f"{NAME}.part{i:02d}").write_bytes(chunk)
+    site = _installed(tmp_path, "toy_part", lambda i: f"{NAME}.part{i:02d}")
     monkeypatch.syspath_prepend(str(site))
     preset = gguf.Preset(NAME, tuple(f"toy_part{i}" for i in range(3)), "pip install toy-parts")
     monkeypatch.setitem(gguf.PRESETS, "toy", preset)
@@ -128,11 +136,7 @@ def test_preset_with_listed_slices_joins_them_in_package_order(tmp_path, monkeyp
     """Parts not named `<file>.partNN` (the qwen2.5-coder preset's `data/partNN.bin` slices)
     are listed in the preset, one per package, joined in the packages' order and checked
     against the whole file's sha256; a missing slice names itself."""
-    site = tmp_path / "site"
-    for i, chunk in enumerate(CHUNKS):
-        (site / f"slice_pkg{i}" / "data").mkdir(parents=True)
-        (site / f"slice_pkg{i}" / "__init__.py").write_text("")
-        (site / f"slice_pkg{i}" / "data" / f"part{i + 1:02d}.bin").write_bytes(chunk)
+    site = _installed(tmp_path, "slice_pkg", lambda i: f"part{i + 1:02d}.bin")
     monkeypatch.syspath_prepend(str(site))
     preset = gguf.Preset(
         NAME,
