@@ -162,10 +162,10 @@ def _libc():
 
 def _libc_call(name: str, *args: object) -> None:
     if getattr(_libc(), name)(*args) != 0:
-        raise _libc_error(name)
+        raise libc_error(name)
 
 
-def _libc_error(name: str) -> OSError:
+def libc_error(name: str) -> OSError:
     """The OSError of the libc call `name` that just failed (its errno)."""
     import ctypes
 

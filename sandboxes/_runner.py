@@ -47,10 +47,10 @@ try:  # inside the sandbox the harness source is prepended instead (``local.RUNN
         _finish,
         _libc,
         _libc_call,
-        _libc_error,
         _read_frame,
         _run_program,
         _setup,
+        libc_error,
     )
     from ._judge import SECRETS_FD, _run_tests
     from ._wire import _json, _send
@@ -302,9 +302,9 @@ def _fork_in_new_pidns(own_pidns: int, libc) -> int:
     for every run, and every page it writes, it copies (a run's init shares them).
     """
     if libc.setns(own_pidns, CLONE_NEWPID) != 0:
-        raise _libc_error("setns")
+        raise libc_error("setns")
     if libc.unshare(CLONE_NEWPID) != 0:
-        raise _libc_error("unshare")
+        raise libc_error("unshare")
     pid = _fork_retrying()
     if pid < 0:
         _exit(1)  # the host sees the zygote gone and uses a fresh one
