@@ -196,25 +196,36 @@ def check_vllm_rl_endpoints(url: str, pipelined: bool) -> list[Finding]:
 
 
 def _native(url: str) -> Finding:
-    """Whether the server offers the native path's routes (`vllm_http.NATIVE_ROUTES`, read
-    from its OpenAPI schema, as the engine does); without them the engine takes the
-    fallback (`/v1/completions`, pause mode abort, `/collective_rpc`)."""
+    """Which weight-sync path the engine will take on this server (`_vllm_sync`), read from
+    its OpenAPI schema as the engine reads it (`vllm_http`): vLLM's weight-transfer routes,
+    and the token route whose answer labels each token's weights (pause mode keep)."""
+    import json
+
     import httpx
 
-    from agentrl.engines.vllm_http import NATIVE_ROUTES
+    from agentrl.engines.vllm_http import KEEP_ROUTES, TRANSFER_ROUTES
 
     try:
         # The schema is built on the first GET: seconds on a loaded machine.
-        paths = set(httpx.get(url.rstrip("/") + "/openapi.json", timeout=60.0).json()["paths"])
+        schema = httpx.get(url.rstrip("/") + "/openapi.json", timeout=60.0).json()
+        paths = set(schema["paths"])
     except (httpx.HTTPError, ValueError, KeyError) as e:
-        paths, why = set(), f"/openapi.json: {type(e).__name__}: {e}"
-    missing = [p for p in NATIVE_ROUTES if p not in paths]
-    if not missing:
-        return Finding("OK", "vLLM server: native RL API routes (token route, weight transfer)")
-    why = f"missing {missing[:3]}" if paths else why
-    fix = "restart it with --enable-scale-out --weight-transfer-config "
-    fix += '\'{"backend": "agentrl_file"}\' (docs/engines.md, server mode)'
-    return Finding("WARN", "vLLM server: fallback path (no native RL API routes)", why, fix)
+        schema, paths, why = {}, set(), f"/openapi.json: {type(e).__name__}: {e}"
+    flags = '--weight-transfer-config \'{"backend": "agentrl_file"}\''
+    missing = [p for p in TRANSFER_ROUTES if p not in paths]
+    if missing:
+        why = f"missing {missing[:3]}" if paths else why
+        fix = f"restart it with {flags} (docs/engines.md, server mode)"
+        return Finding("WARN", "vLLM server: fallback path (no weight-transfer routes)", why, fix)
+    lacking = [p for p in KEEP_ROUTES if p not in paths]
+    if lacking:
+        why = f"weight transfer on; missing {lacking[:2]}: updates abort and continue requests"
+        fix = "on vLLM >= 0.32, restart it with --enable-scale-out (docs/engines.md)"
+        return Finding("WARN", "vLLM server: weight transfer, pause mode abort", why, fix)
+    if "weight_versions" not in json.dumps(schema.get("components", {})):
+        why = "its token route labels no tokens (vLLM < 0.32): updates abort, as exact"
+        return Finding("OK", "vLLM server: weight transfer, pause mode abort", why)
+    return Finding("OK", "vLLM server: native RL API (weight transfer, labelled token route)")
 
 
 def check_vllm(cfg: Any) -> list[Finding]:

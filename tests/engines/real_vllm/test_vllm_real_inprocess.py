@@ -17,6 +17,7 @@ import vllm_checks as checks
 
 from agentrl.config.schema import EngineConfig
 from agentrl.engines import EngineError, SamplingParams, build_engine
+from agentrl.engines._vllm_sync import SyncPath
 
 pytestmark = checks.MARKS
 
@@ -41,7 +42,8 @@ def test_platform_options_chosen(engine: Any) -> None:
 
     assert isinstance(engine, VLLMEngine)
     assert engine.sleep_mode is False  # CPU: vLLM has no sleep mode here
-    assert engine.pause_mode == "keep"  # vLLM 0.32's RL API: in-place pause, labelled tokens
+    # vLLM 0.32's RL API: its weight transfer, in-place pause, labelled tokens (`_vllm_sync`)
+    assert engine.sync == SyncPath("native", "keep")
     # ... and its weight transfer, through agentrl's backend (vLLM's own are GPU-only).
     assert engine.llm.vllm_config.weight_transfer_config.backend == "agentrl_file"
 
@@ -79,16 +81,26 @@ def test_update_mid_request_continues_with_exact_versions(
     checks.update_mid_request_keeps_exact_versions(loop, engine, *small_model)
 
 
+@pytest.mark.parametrize(
+    "path",
+    [SyncPath("native", "abort"), SyncPath("rpc", "abort")],
+    ids=["vllm-0.26-transfer-no-labels", "older-vllm-rpc"],
+)
 def test_update_mid_request_abort_mode_segments(
-    engine: Any, small_model: Any, loop: Any, restore: None
+    engine: Any, small_model: Any, loop: Any, restore: None, path: SyncPath
 ) -> None:
-    """The fallback for a vLLM without per-token weight labels: pause mode "abort", each
-    interrupted request continued as a new segment (`_versioned`), stamps as exact."""
-    engine.pause_mode = "abort"
+    """The paths of a vLLM without per-token weight labels, on this real engine: pause mode
+    "abort", each interrupted request continued as a new segment (`_versioned`), stamps as
+    exact; the weights through vLLM's transfer phases with no label (vLLM 0.26.0's
+    `finish_weight_update()`) or through agentrl's worker extension (an older vLLM)."""
+    engine.sync = path
     try:
         checks.update_mid_request_keeps_exact_versions(loop, engine, *small_model)
+        new = checks.perturbed(small_model[0], 5)
+        engine.update_weights(new.state_dict().items())
+        checks.logprobs_under(loop, engine, new, small_model[1])
     finally:
-        engine.pause_mode = "keep"
+        engine.sync = SyncPath("native", "keep")
 
 
 def test_update_weights_lora_merged(

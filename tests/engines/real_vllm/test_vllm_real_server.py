@@ -19,6 +19,7 @@ import vllm_checks as checks
 
 from agentrl.config.schema import EngineConfig
 from agentrl.engines import SamplingParams, build_engine
+from agentrl.engines._vllm_sync import SyncPath
 
 # The first test also carries the module's server start (573 s seen on 2 cores under a load
 # of 20, where 600 s per test killed it); the other modules that start vLLM use 900 s too.
@@ -63,7 +64,7 @@ def test_doctor_sees_the_rl_endpoints(server: Any) -> None:
 
 def test_token_in_token_out_on_the_native_path(engine: Any, small_model: Any, loop: Any) -> None:
     checks.token_in_token_out(loop, engine, small_model[1])
-    assert engine.native is True and engine.pause_mode == "keep"  # decided at the first call
+    assert engine.sync == SyncPath("native", "keep")  # decided at the first call
 
 
 def test_logprobs_equal_transformers_rescore(engine: Any, small_model: Any, loop: Any) -> None:
@@ -93,21 +94,32 @@ def test_update_mid_request_continues_with_exact_versions(
     checks.update_mid_request_keeps_exact_versions(loop, engine, *small_model)
 
 
-def test_fallback_path_on_the_same_server(
-    server: Any, small_path: str, small_model: Any, loop: Any, tmp_path: Path
+@pytest.mark.parametrize(
+    "path",
+    [SyncPath("native", "abort"), SyncPath("rpc", "abort")],
+    ids=["vllm-0.26-transfer-no-labels", "older-vllm-rpc"],
+)
+def test_other_paths_on_the_same_server(
+    server: Any, small_path: str, small_model: Any, loop: Any, tmp_path: Path, path: SyncPath
 ) -> None:
-    """The path for a server without the native routes, forced here: `/v1/completions`,
-    an update through agentrl's worker extension (`/collective_rpc`)."""
+    """The paths of a server without the token route's labels, forced on this real one:
+    `/v1/completions`, pause mode abort with segments, weights through vLLM's transfer
+    routes with no label (a vLLM 0.26.0 server; an update in the middle of requests keeps
+    the stamps exact) or agentrl's worker extension (`/collective_rpc`, an older one; the
+    pause around it is the same code, and the mid-request check costs a minute)."""
     from agentrl.engines.vllm_http import VLLMServerEngine
 
     model, tok = small_model
-    old = VLLMServerEngine(server.url, small_path, weight_sync_dir=str(tmp_path), native=False)
+    old = VLLMServerEngine(server.url, small_path, weight_sync_dir=str(tmp_path), sync=path)
     try:
         checks.token_in_token_out(loop, old, tok)
+        if path.transfer == "native":
+            checks.update_mid_request_keeps_exact_versions(loop, old, model, tok)
+        version = old.weight_version
         new = checks.perturbed(model, 8)
         old.update_weights(new.state_dict().items())
         checks.logprobs_under(loop, old, new, tok)
-        assert old.weight_version == 1 and old.pause_mode == "abort"
+        assert old.weight_version == version + 1 and old.pause_mode == "abort"
     finally:
         old.update_weights(model.state_dict().items())
         checks.run(loop, old.close())
