@@ -10,14 +10,16 @@ from __future__ import annotations
 
 import dataclasses
 import difflib
+import logging
 import types
 import typing
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, Literal, TypeVar
 
 import yaml
 
-from .engine import MOVED_KEYS
+from .engine import MOVED_KEYS, EngineConfig
 
 T = TypeVar("T")
 
@@ -202,6 +204,7 @@ def load_config(
         data = read_yaml(path)
         if not isinstance(data, dict):
             raise ConfigError(f"{path}: top level must be a mapping")
+    _leave_out_other_kinds_options(data, overrides)
     for o in overrides:
         apply_override(data, o, cls)
     cfg = from_dict(cls, data, src)
@@ -213,6 +216,37 @@ def load_config(
 
             check(cfg, src)
     return cfg
+
+
+def _leave_out_other_kinds_options(data: dict[str, Any], overrides: Sequence[str]) -> None:
+    """An override `engine.kind=K` that changes the file's engine kind leaves out the file's
+    options of its own kind (`engine.hf`, `engine.extra`), with one warning naming them.
+
+    Why: a recipe tuned for one engine (`engine.hf.fast`, `max_seq_len`, session slots) run
+    with `engine.kind=vllm` on the command line was refused for each of those keys in turn
+    (they are errors for a vLLM engine, as they must be when written beside it), and the user
+    had to reset every one by hand. The file's options belonged to the file's kind; options
+    given on the command line are applied after this and still checked."""
+    kinds = [o.split("=", 1)[1] for o in overrides if o.split("=", 1)[0].strip() == "engine.kind"]
+    engine = data.get("engine")
+    if not kinds or not isinstance(engine, dict):
+        return
+    try:
+        new = yaml.safe_load(kinds[-1])
+    except yaml.YAMLError:
+        return  # `apply_override` names it
+    old = engine.get("kind", EngineConfig().kind)
+    dropped = [k for k in ("hf", "extra") if engine.get(k)] if new != old else []
+    if dropped:
+        for k in dropped:
+            del engine[k]
+        logging.getLogger("agentrl.config").warning(
+            "engine.kind=%s on the command line: the config file's options of engine.kind=%s "
+            "(%s) are left out",
+            new,
+            old,
+            ", ".join(f"engine.{k}" for k in dropped),
+        )
 
 
 def config_source(path: str | Path | None, overrides: list[str] | tuple[str, ...]) -> str:
