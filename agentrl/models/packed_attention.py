@@ -43,6 +43,10 @@ SP_ATTR = "_agentrl_sp_group"  # set on every submodule when Ulysses is on
 # `packed_attention_op.packed_causal`, set when the traced implementation is registered (the
 # op module imports this one, and registers custom ops on import).
 _TRACED: dict[str, Any] = {}
+# `_packed` behind `torch.compiler.disable`, made when packed attention is first switched on:
+# the decorator imports torch._dynamo (1.2 s of every agentrl process's start-up, 2.5 s with
+# torch itself on a 2-core machine) and packing is off by default.
+_DISABLED: dict[str, Any] = {}
 
 
 def packed_kwargs(
@@ -92,6 +96,8 @@ def enable_packed_attention(model: Any, sp_group: Any = None, traced: bool = Fal
         raise ValueError(f"trainer.packing: {reason}; set trainer.packing=false for this model")
     from transformers import AttentionInterface
 
+    if "packed" not in _DISABLED:
+        _DISABLED["packed"] = torch.compiler.disable(_packed)
     AttentionInterface.register(NAME, packed_attention_forward)
     if traced:
         from .packed_attention_op import packed_causal  # registers agentrl::packed_causal_attention
@@ -124,7 +130,8 @@ def packed_attention_forward(
     if query.shape[0] != 1:
         raise ValueError("packed attention expects one packed row (batch size 1)")
     group = getattr(module, SP_ATTR, None)
-    return _packed(query, key, value, cu, int(kwargs["max_length_q"]), scaling, group), None
+    packed = _DISABLED["packed"]  # `_packed`, kept out of compiled graphs
+    return packed(query, key, value, cu, int(kwargs["max_length_q"]), scaling, group), None
 
 
 def packed_attention_traced_forward(
@@ -152,7 +159,6 @@ def packed_attention_traced_forward(
     return _TRACED["attend"](q, k, v, cu, max_len, scaling)[None], None
 
 
-@torch.compiler.disable
 def _packed(
     query: torch.Tensor,
     key: torch.Tensor,
@@ -162,7 +168,8 @@ def _packed(
     scaling: float | None,
     group: Any,
 ) -> torch.Tensor:
-    """The packed branch, kept out of `trainer.compile`'s graphs on purpose: its segment
+    """The packed branch, kept out of `trainer.compile`'s graphs on purpose (called through
+    `torch.compiler.disable`, `_DISABLED`): its segment
     bounds are data (a graph would break on them anyway, or recompile per longest length);
     each compiled layer is then two graphs, before and after attention, with no recompiles."""
     q, k, v = query[0], key[0], value[0]  # [heads, n, D]
