@@ -21,7 +21,10 @@
   weights through the staging copy), K = 1 keeps the bounds, and a kill -9 of the trainer
   takes its rollout child with it.
 
-The runs are the real CLI in subprocesses (single-threaded, started together).
+The runs are the real CLI in subprocesses (single-threaded, started together): eight
+end-to-end runs, 40 s on an idle 2-core machine and 100 s on CI's, so the module runs in CI's
+slow stage. The default suite covers the pipeline with smaller runs: test_staleness,
+test_offpolicy_train, test_collector, test_async_resume and tests/e2e/test_quickstart_async.
 """
 
 from __future__ import annotations
@@ -40,7 +43,7 @@ from trainer_synth import train_overrides
 from agentrl.trainer.inflight import OUTCOMES
 from agentrl.types import Trajectory
 
-pytestmark = pytest.mark.timeout(900)
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(900)]
 
 KILL_HOOK = """
 import os, signal, sys

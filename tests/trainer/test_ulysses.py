@@ -51,7 +51,11 @@ def _rank(rank: int, world: int, store: str, model_dir: str, out: str) -> None:
     backend.close()
 
 
-@pytest.fixture(scope="module", params=[2, 4], ids=["sp2", "dp2xsp2"])
+# Four processes on CI's two cores (~27 s there): the data-parallel x Ulysses layout runs in
+# CI's slow stage; the two-process one by default.
+@pytest.fixture(
+    scope="module", params=[2, pytest.param(4, marks=pytest.mark.slow)], ids=["sp2", "dp2xsp2"]
+)
 def ranks(
     request: pytest.FixtureRequest, tiny_model_dir: Path, tmp_path_factory: pytest.TempPathFactory
 ) -> list[dict]:
