@@ -11,7 +11,9 @@
 #   gpu_vllm.py (vLLM offline, agentrl's vLLM adapter, the hf fast path compiled and eager)
 #   gpu_grpo.py --engine vllm, then --engine fast (GRPO end to end, the multi-turn workload)
 # VLLM_SESSION_SHORT=1: only vLLM, the adapter, the compiled hf engine and GRPO with vLLM;
-# VLLM_SESSION_GRPO: the GRPO engines to run (default "vllm fast"; empty: none).
+# VLLM_SESSION_GRPO: the GRPO engines to run (default "vllm fast"; empty: none);
+# VLLM_SESSION_PARTS: gpu_vllm.py's parts (default "vllm vllm-agentrl hf-compiled"; empty:
+# gpu_vllm.py is skipped, e.g. for a GRPO-only call once the throughput is measured).
 # VLLM_SITE: where vLLM's wheels go (default /tmp/site); another folder keeps its pins (openai
 # 2.x, fastapi, llguidance) out of a /tmp/site that a running job (the Agents SDK run, which
 # needs openai 3.x) imports from; the runner puts it before /tmp/site.
@@ -53,9 +55,11 @@ cd /tmp/vrepo
 export PYTHONPATH=${VLLM_SITE:-/tmp/site}:/tmp/site PYTHONUNBUFFERED=1 VLLM_USE_FLASHINFER_SAMPLER=0 \
   VLLM_NO_USAGE_STATS=1 DO_NOT_TRACK=1 HF_HUB_OFFLINE=1 TORCHINDUCTOR_CACHE_DIR=/tmp/ind
 O=/tmp/o/vw
-echo "== gpu_vllm \$(date -u +%T)"
-python3 benchmarks/gpu_vllm.py --out \$O --ckpt /tmp/vckpt --timeout-s 300 \\
-  --parts vllm vllm-agentrl hf-compiled
+parts="${VLLM_SESSION_PARTS-vllm vllm-agentrl hf-compiled}"
+if [ -n "\$parts" ]; then
+  echo "== gpu_vllm \$(date -u +%T)"
+  python3 benchmarks/gpu_vllm.py --out \$O --ckpt /tmp/vckpt --timeout-s 300 --parts \$parts
+fi
 for e in ${VLLM_SESSION_GRPO-vllm $([ "${VLLM_SESSION_SHORT:-0}" = 1 ] || echo fast)}; do
   echo "== grpo \$e \$(date -u +%T)"
   timeout 330 python3 benchmarks/gpu_grpo.py --part agentrl --engine \$e --micro 128 --packing \
