@@ -191,3 +191,29 @@ def test_head_dim_16_refused_before_start(loop: Any) -> None:
     with pytest.raises(EngineError, match="head_dim 16"):
         build_engine(EngineConfig(kind="vllm", extra=dict(checks.ENGINE_EXTRA)), path, None)
     assert time.perf_counter() - t0 < 60  # refused up front, no engine started
+
+
+@pytest.mark.parametrize(
+    "path",
+    [SyncPath("native", "keep"), SyncPath("native", "abort"), SyncPath("rpc", "abort")],
+    ids=["keep", "transfer-abort", "rpc"],
+)
+def test_a_load_that_fails_midway_is_an_error_and_the_next_update_recovers(
+    engine: Any, small_model: Any, loop: Any, restore: None, path: SyncPath
+) -> None:
+    """A chunk that cannot be read (here a file gone before the workers load it) fails inside
+    vLLM's phases, after `start_weight_update` began a layer-wise reload: the update is one
+    EngineError, requests then fail naming the unknown weights instead of sampling from a
+    half-loaded model, and the next update starts over and lands exactly."""
+    model, tok = small_model
+    engine.sync = path
+    try:
+        with pytest.raises(EngineError):
+            engine._load_file("/nonexistent/agentrl-weights.safetensors")  # noqa: SLF001
+        res = checks.run(loop, engine.generate(tok.encode("a"), SamplingParams(4)))
+        assert res.finish_reason == "error" and "did not finish" in (res.error or ""), res
+        new = checks.perturbed(model, 9)
+        engine.update_weights(new.state_dict().items())
+        checks.logprobs_under(loop, engine, new, tok)
+    finally:
+        engine.sync = SyncPath("native", "keep")
