@@ -193,27 +193,17 @@ def test_head_dim_16_refused_before_start(loop: Any) -> None:
     assert time.perf_counter() - t0 < 60  # refused up front, no engine started
 
 
-@pytest.mark.parametrize(
-    "path",
-    [SyncPath("native", "keep"), SyncPath("native", "abort"), SyncPath("rpc", "abort")],
-    ids=["keep", "transfer-abort", "rpc"],
-)
+@checks.every_sync_path()
 def test_a_load_that_fails_midway_is_an_error_and_the_next_update_recovers(
     engine: Any, small_model: Any, loop: Any, restore: None, path: SyncPath
 ) -> None:
     """A chunk that cannot be read (here a file gone before the workers load it) fails inside
-    vLLM's phases, after `start_weight_update` began a layer-wise reload: the update is one
-    EngineError, requests then fail naming the unknown weights instead of sampling from a
-    half-loaded model, and the next update starts over and lands exactly."""
-    model, tok = small_model
+    vLLM's phases, after `start_weight_update` began a layer-wise reload
+    (`checks.failed_load_recovers`)."""
     engine.sync = path
     try:
-        with pytest.raises(EngineError):
-            engine._load_file("/nonexistent/agentrl-weights.safetensors")  # noqa: SLF001
-        res = checks.run(loop, engine.generate(tok.encode("a"), SamplingParams(4)))
-        assert res.finish_reason == "error" and "did not finish" in (res.error or ""), res
-        new = checks.perturbed(model, 9)
-        engine.update_weights(new.state_dict().items())
-        checks.logprobs_under(loop, engine, new, tok)
+        missing = "/nonexistent/agentrl-weights.safetensors"
+        fail = lambda: engine._load_file(missing)  # noqa: E731, SLF001
+        checks.failed_load_recovers(loop, engine, fail, *small_model, seed=9)
     finally:
         engine.sync = SyncPath("native", "keep")

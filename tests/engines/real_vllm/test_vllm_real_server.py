@@ -151,6 +151,27 @@ def test_request_timeout_is_a_recorded_error(engine: Any, small_model: Any, loop
     checks.token_in_token_out(loop, engine, tok)
 
 
+@checks.every_sync_path()
+def test_a_load_that_fails_midway_is_an_error_and_the_next_update_recovers(
+    engine: Any, small_model: Any, loop: Any, restore: None, path: SyncPath
+) -> None:
+    """The server's side of the in-process test of the same name: a chunk the server cannot
+    read fails inside its phases (`checks.failed_load_recovers`), and the server resumes."""
+    kept = engine.sync
+    engine.sync = path
+    try:
+        missing = "/nonexistent/agentrl-weights.safetensors"
+
+        async def update() -> None:
+            await engine._update(path, missing)  # noqa: SLF001
+
+        fail = lambda: engine._loop.admin(update, 120, "a failing update")  # noqa: E731, SLF001
+        checks.failed_load_recovers(loop, engine, fail, *small_model, seed=10)
+    finally:
+        engine.sync = kept
+
+
+# Last in the module: it stops the server.
 def test_killed_server_ends_episode_with_error(server: Any, engine: Any, small_model: Any) -> None:
     from agentrl.chat import ChatFormat
     from agentrl.config.schema import RolloutConfig, SamplingConfig
@@ -173,36 +194,3 @@ def test_killed_server_ends_episode_with_error(server: Any, engine: Any, small_m
     assert len(trajs) == 2
     for t in trajs:
         assert t.termination == "engine_error" and "ConnectError" in t.metadata["error"]
-
-
-@pytest.mark.parametrize(
-    "path",
-    [SyncPath("native", "keep"), SyncPath("native", "abort"), SyncPath("rpc", "abort")],
-    ids=["keep", "transfer-abort", "rpc"],
-)
-def test_a_load_that_fails_midway_is_an_error_and_the_next_update_recovers(
-    engine: Any, small_model: Any, loop: Any, restore: None, path: SyncPath
-) -> None:
-    """The server's side of the in-process test of the same name: a chunk the server cannot
-    read fails inside its phases, requests then fail naming the unknown weights, the server
-    resumes, and the next update lands exactly."""
-    from agentrl.engines.base import EngineError
-
-    model, tok = small_model
-    kept = engine.sync
-    engine.sync = path
-    try:
-        missing = "/nonexistent/agentrl-weights.safetensors"
-
-        async def update() -> None:
-            await engine._update(path, missing)  # noqa: SLF001
-
-        with pytest.raises(EngineError):
-            engine._loop.admin(update, 120, "a failing update")  # noqa: SLF001
-        res = checks.run(loop, engine.generate(tok.encode("a"), SamplingParams(4)))
-        assert res.finish_reason == "error" and "did not finish" in (res.error or ""), res
-        new = checks.perturbed(model, 10)
-        engine.update_weights(new.state_dict().items())
-        checks.logprobs_under(loop, engine, new, tok)
-    finally:
-        engine.sync = kept

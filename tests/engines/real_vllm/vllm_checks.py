@@ -296,3 +296,31 @@ def seeded_requests_beyond_one_step_budget_survive(loop: Any, engine: Engine) ->
     assert all(r.finish_reason in ("stop", "length") and r.token_ids for r in results)
     # The engine core is still alive: a later request is served.
     assert run(loop, together())[0].error is None
+
+
+def failed_load_recovers(
+    loop: Any, engine: Engine, fail: Any, model: Any, tok: Any, seed: int
+) -> None:
+    """`fail()` makes a weight update fail inside the engine's load (after vLLM's
+    `start_weight_update`, on the native paths): it is one EngineError, requests then fail
+    naming the unknown weights instead of sampling from a half-loaded model, and the next
+    update starts over and lands exactly."""
+    from agentrl.engines.base import EngineError
+
+    with pytest.raises(EngineError):
+        fail()
+    res = run(loop, engine.generate(tok.encode("a"), SamplingParams(4)))
+    assert res.finish_reason == "error" and "did not finish" in (res.error or ""), res
+    new = perturbed(model, seed)
+    engine.update_weights(new.state_dict().items())
+    logprobs_under(loop, engine, new, tok)
+
+
+def every_sync_path() -> Any:
+    """Parametrizes a test over the three weight-sync paths (`_vllm_sync`): vLLM 0.32's
+    (native + keep), 0.26.0's (native + abort) and an older vLLM's (rpc + abort), each
+    forced on this vLLM 0.32 engine or server."""
+    from agentrl.engines._vllm_sync import SyncPath
+
+    paths = [SyncPath("native", "keep"), SyncPath("native", "abort"), SyncPath("rpc", "abort")]
+    return pytest.mark.parametrize("path", paths, ids=["keep", "transfer-abort", "rpc"])
