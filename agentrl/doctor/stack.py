@@ -245,6 +245,11 @@ def check_vllm(cfg: Any) -> list[Finding]:
             "agentrl drives it in-process through AsyncLLM",
         )
     ]
+    try:
+        sync = vp.sync_path(plat, cfg.engine.extra.get("pause_mode"))
+        out.append(Finding("OK", f"vLLM weight sync: {sync.describe()}"))
+    except EngineError as e:
+        out.append(Finding("FAIL", "vLLM weight sync: no such path here", str(e), str(e)))
     if plat.sleep_mode:
         out.append(Finding("OK", "vLLM sleep mode available (engine.sleep frees memory)"))
     elif cfg.engine.sleep_between_phases:

@@ -67,7 +67,7 @@ from agentrl.engines._vllm_io import (
     to_vllm_prompt,
     to_vllm_sampling,
 )
-from agentrl.engines._vllm_sync import SyncPath, choose
+from agentrl.engines._vllm_sync import SyncPath
 from agentrl.engines.base import (
     Engine,
     EngineError,
@@ -325,12 +325,7 @@ def build_vllm(cfg: EngineConfig, model: Any, tokenizer: Any, dtype: str | None 
 
     import vllm
 
-    sync = choose(
-        weight_transfer=platform.weight_transfer,
-        token_labels=platform.token_labels,
-        pause_mode=extra_pause_mode,
-        where=f"vLLM {vllm.__version__}",
-    )
+    sync = vllm_platform.sync_path(platform, extra_pause_mode)
     log.info("vLLM %s: %s", vllm.__version__, sync.describe())
 
     async def init_transfer(llm: Any) -> None:

@@ -42,6 +42,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from agentrl.engines._vllm_sync import SyncPath, choose
 from agentrl.engines.base import EngineError
 
 DEFAULT_CPU_KV_GIB = 1
@@ -141,6 +142,18 @@ def has_token_labels() -> bool:
     from vllm.outputs import CompletionOutput
 
     return "weight_versions" in {f.name for f in dataclasses.fields(CompletionOutput)}
+
+
+def sync_path(platform: VLLMPlatform, pause_mode: str | None = None) -> SyncPath:
+    """The in-process engine's weight-sync path on this platform (`_vllm_sync.choose`), with
+    the user's `engine.extra.pause_mode`: what `build_vllm` starts and `agentrl doctor`
+    names."""
+    return choose(
+        weight_transfer=platform.weight_transfer,
+        token_labels=platform.token_labels,
+        pause_mode=pause_mode,
+        where=f"vLLM {platform.version}",
+    )
 
 
 def head_dim_of(model_path: str) -> int | None:
