@@ -199,30 +199,28 @@ def _native(url: str) -> Finding:
     """Which weight-sync path the engine will take on this server (`_vllm_sync`), read from
     its OpenAPI schema as the engine reads it (`vllm_http`): vLLM's weight-transfer routes,
     and the token route whose answer labels each token's weights (pause mode keep)."""
-    import json
-
     import httpx
 
-    from agentrl.engines.vllm_http import KEEP_ROUTES, TRANSFER_ROUTES
+    from agentrl.engines.vllm_http import schema_facts
 
     try:
         # The schema is built on the first GET: seconds on a loaded machine.
         schema = httpx.get(url.rstrip("/") + "/openapi.json", timeout=60.0).json()
-        paths = set(schema["paths"])
+        if "paths" not in schema:
+            raise KeyError("paths")
     except (httpx.HTTPError, ValueError, KeyError) as e:
-        schema, paths, why = {}, set(), f"/openapi.json: {type(e).__name__}: {e}"
+        schema, why = {}, f"/openapi.json: {type(e).__name__}: {e}"
+    missing, lacking, labels = schema_facts(schema)
     flags = '--weight-transfer-config \'{"backend": "agentrl_file"}\''
-    missing = [p for p in TRANSFER_ROUTES if p not in paths]
     if missing:
-        why = f"missing {missing[:3]}" if paths else why
+        why = f"missing {missing[:3]}" if schema else why
         fix = f"restart it with {flags} (docs/engines.md, server mode)"
         return Finding("WARN", "vLLM server: fallback path (no weight-transfer routes)", why, fix)
-    lacking = [p for p in KEEP_ROUTES if p not in paths]
     if lacking:
         why = f"weight transfer on; missing {lacking[:2]}: updates abort and continue requests"
         fix = "on vLLM >= 0.32, restart it with --enable-scale-out (docs/engines.md)"
         return Finding("WARN", "vLLM server: weight transfer, pause mode abort", why, fix)
-    if "weight_versions" not in json.dumps(schema.get("components", {})):
+    if not labels:
         why = "its token route labels no tokens (vLLM < 0.32): updates abort, as exact"
         return Finding("OK", "vLLM server: weight transfer, pause mode abort", why)
     return Finding("OK", "vLLM server: native RL API (weight transfer, labelled token route)")

@@ -224,13 +224,10 @@ class VLLMEngine(Engine):
             if not await self.llm.reset_prefix_cache(reset_running_requests=keep):
                 raise EngineError("vLLM could not reset its prefix cache after loading weights")
 
-        async def no_abort(_: list[str]) -> None:
-            return None
-
         async def call() -> None:
             await self._requests.update(
                 pause=lambda: self.llm.pause_generation(mode=self.sync.pause, clear_cache=not keep),
-                abort=no_abort if keep else self.llm.abort,
+                abort=self.llm.abort,  # only while draining, i.e. pause mode abort
                 load=load,
                 resume=self.llm.resume_generation,
                 drain_timeout_s=self.admin_timeout_s / 2,

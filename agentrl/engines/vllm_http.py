@@ -61,6 +61,19 @@ TRANSFER_ROUTES = (
 KEEP_ROUTES = ("/inference/v1/generate", "/pause", "/resume", "/reset_prefix_cache")
 
 
+def schema_facts(schema: dict[str, Any]) -> tuple[list[str], list[str], bool]:
+    """What a server's OpenAPI schema says of the two facts (`_vllm_sync`): the weight-transfer
+    routes it lacks, the routes of pause mode keep it lacks, and whether its token route
+    labels tokens. Read by the engine (`VLLMServerEngine.sync_path`) and `agentrl doctor`."""
+    paths = set(schema.get("paths", {}))
+    labels = "weight_versions" in json.dumps(schema.get("components", {}))
+    return (
+        [p for p in TRANSFER_ROUTES if p not in paths],
+        [p for p in KEEP_ROUTES if p not in paths],
+        labels,
+    )
+
+
 class VLLMServerEngine(HTTPServerEngine):
     """A running vLLM OpenAI-compatible server reached over HTTP (module docstring).
     `sleep_mode`: whether the server was started with `--enable-sleep-mode` (a CPU server
@@ -130,26 +143,20 @@ class VLLMServerEngine(HTTPServerEngine):
         """(weight transfer, token labels, why) from the server's OpenAPI schema and its
         answer to `/init_weight_transfer_engine`."""
         resp = await self.client.get(f"{self.base_url}/openapi.json", timeout=self.timeout_s)
-        schema = resp.json() if resp.status_code == 200 else {}
-        paths = set(schema.get("paths", {}))
-        missing = [p for p in TRANSFER_ROUTES if p not in paths]
+        missing, lacking, labels = schema_facts(resp.json() if resp.status_code == 200 else {})
         if missing:
             return False, False, f"the server lacks {missing[:3]} (VLLM_SERVER_DEV_MODE=1)"
         init = await self._send("/init_weight_transfer_engine", {"init_info": {}})
         if init.status_code >= 400:
-            return (
-                False,
-                False,
-                (
-                    f"/init_weight_transfer_engine: HTTP {init.status_code} (start the server with "
-                    '--weight-transfer-config \'{"backend": "agentrl_file"}\' and agentrl\'s '
-                    "--worker-extension-cls)"
-                ),
+            why = (
+                f"/init_weight_transfer_engine: HTTP {init.status_code} (start the server with "
+                '--weight-transfer-config \'{"backend": "agentrl_file"}\' and agentrl\'s '
+                "--worker-extension-cls)"
             )
-        lacking = [p for p in KEEP_ROUTES if p not in paths]
+            return False, False, why
         if lacking:
             return True, False, f"weight transfer initialised; no {lacking[:2]} for pause keep"
-        if "weight_versions" not in json.dumps(schema.get("components", {})):
+        if not labels:
             return True, False, "weight transfer initialised; the token route has no labels"
         return True, True, "weight transfer initialised, the token route labels tokens"
 
@@ -212,9 +219,8 @@ class VLLMServerEngine(HTTPServerEngine):
             if keep and not (reset or {}).get("success"):
                 raise EngineError(f"{self.base_url}/reset_prefix_cache failed: {reset}")
 
-        async def abort(_: list[str]) -> None:
-            if not keep:
-                await self._post("/abort_requests", {})  # all: the server's ids are not ours
+        async def abort(_: list[str]) -> None:  # only while draining, i.e. pause mode abort
+            await self._post("/abort_requests", {})  # all: the server's ids are not ours
 
         await self._requests.update(
             pause=lambda: self._pause(sync.pause), abort=abort, load=load, resume=self._resume,
