@@ -4,16 +4,17 @@ vLLM 0.26.0 and 0.32 take new weights in four phases, the same calls in-process 
 and on a server (0.32: `vllm/entrypoints/rl/online/api_router.py`; 0.26.0:
 `vllm/entrypoints/serve/dev/rlhf/api_router.py`): `init_weight_transfer_engine` once, then
 per update `start_weight_update`, `update_weights` (one or more chunks) and
-`finish_weight_update` (0.32 takes the new weights' label there; 0.26.0 takes none). The bytes travel by a *backend* chosen with the
-engine argument `weight_transfer_config={"backend": ...}`. vLLM's own backends (NCCL,
-sparse NCCL, CUDA IPC, sharded RDT, NCCL M2N, ModelExpress: `vllm/distributed/
-weight_transfer/factory.py`) all move GPU memory; none runs on a CPU build. vLLM's factory
-takes backends registered at run time (`WeightTransferEngineFactory.register_engine`), so
-agentrl registers one, `agentrl_file`: an update chunk names a safetensors file (written
-by the trainer into /dev/shm or `weight_sync_dir`) that every worker loads. Its phases
-are those of vLLM's IPC backend: `start` begins a layer-wise reload (vLLM re-runs each
-layer's post-processing, e.g. the CPU kernels' weight repacking), each chunk goes through
-the model's own `load_weights` (HF names onto vLLM's fused layout), `finish` completes it.
+`finish_weight_update` (0.32 takes the new weights' label there; 0.26.0 takes none). The
+bytes travel by a *backend* chosen with the engine argument
+`weight_transfer_config={"backend": ...}`. vLLM's own backends (NCCL, sparse NCCL, CUDA IPC,
+sharded RDT, NCCL M2N, ModelExpress: `vllm/distributed/weight_transfer/factory.py`) all
+move GPU memory; none runs on a CPU build. vLLM's factory takes backends registered at run
+time (`WeightTransferEngineFactory.register_engine`), so agentrl registers one,
+`agentrl_file`: an update chunk names a safetensors file (written by the trainer into
+/dev/shm or `weight_sync_dir`) that every worker loads. Its phases are those of vLLM's IPC
+backend: `start` begins a layer-wise reload (vLLM re-runs each layer's post-processing, e.g.
+the CPU kernels' weight repacking), each chunk goes through the model's own `load_weights`
+(HF names onto vLLM's fused layout), `finish` completes it.
 
 Registration must happen in the process that builds the worker, before it loads the model:
 `vllm_worker` (the worker extension vLLM imports there) calls `register()` on import.

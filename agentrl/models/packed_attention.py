@@ -44,8 +44,8 @@ SP_ATTR = "_agentrl_sp_group"  # set on every submodule when Ulysses is on
 # op module imports this one, and registers custom ops on import).
 _TRACED: dict[str, Any] = {}
 # `_packed` behind `torch.compiler.disable`, made when packed attention is first switched on:
-# the decorator imports torch._dynamo (1.2 s of every agentrl process's start-up, 2.5 s with
-# torch itself on a 2-core machine) and packing is off by default.
+# the decorator imports torch._dynamo (about 1.1 s of the start-up of every agentrl process
+# that builds no model, on a 2-core machine) and packing is off by default.
 _DISABLED: dict[str, Any] = {}
 
 
